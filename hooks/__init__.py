@@ -1,0 +1,1 @@
+"""radium-hook: the OCI hook that injects Radium's client bundle into unmodified containers."""

@@ -1,0 +1,5 @@
+import sys
+
+from radium.hooks.main import main
+
+sys.exit(main())

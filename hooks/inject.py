@@ -1,0 +1,169 @@
+"""The prestart and poststop stages: put the bundle into a container, and clean up after it.
+
+Prestart runs after the runtime has built the container's mount namespace and before it pivots
+into the rootfs. We join that namespace, so every mount we make belongs to the container alone
+and vanishes with it: the host's mount table never changes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import stat
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal
+
+from radium.hooks import detect, mounts, rules, safepath
+from radium.hooks.state import State, rootfs_path
+from radium.packaging import bundles
+
+from radium.config import Config
+from radium.errors import NoBundleError, NoPythonError, RadiumError, SpecError, UnsafePathError
+from radium.ocispec import read as load_spec
+
+log = logging.getLogger(__name__)
+
+PTH_NAME = "radium.pth"
+INFO_NAME = "info.json"
+_BUNDLE_FLAGS = mounts.MS_RDONLY | mounts.MS_NOSUID | mounts.MS_NODEV
+_RUNTIME_DIR_FLAGS = _BUNDLE_FLAGS | mounts.MS_NOEXEC
+
+
+class Mounter:
+    """Bind mounts into the rootfs behind ``root_fd``, all undone unless :meth:`commit` ran."""
+
+    def __init__(self, root_fd: int) -> None:
+        self._root_fd = root_fd
+        self._done: list[int] = []
+        self._committed = False
+
+    def __enter__(self) -> Mounter:
+        return self
+
+    def bind(self, source: Path, target: str, kind: Literal["dir", "file"], flags: int) -> None:
+        """Bind ``source`` (host) read-only at ``target`` (inside the container)."""
+        with safepath.opened(self._root_fd, target, create=kind) as fd:
+            mode = os.fstat(fd).st_mode
+            if (stat.S_ISDIR(mode), stat.S_ISREG(mode)) != (kind == "dir", kind == "file"):
+                expected = "directory" if kind == "dir" else "regular file"
+                raise UnsafePathError(
+                    f"{target} exists in the image but is not a {expected}",
+                    hint="the image conflicts with Radium's mount paths (see hook.bundle_target)",
+                )
+            mounts.bind(str(source), safepath.fd_path(fd))
+        # Re-resolve: the new mount now sits on top of the path, and it is what must be remounted.
+        top = safepath.open_in_root(self._root_fd, target)
+        self._done.append(top)
+        mounts.remount(safepath.fd_path(top), flags)
+        log.info("mounted %s at %s", source, target)
+
+    def commit(self) -> None:
+        self._committed = True
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        for fd in reversed(self._done):
+            if not self._committed:
+                try:
+                    mounts.unmount(safepath.fd_path(fd))
+                except RadiumError as err:
+                    log.error("undoing a mount after a failure: %s", err.message)
+            os.close(fd)
+
+
+def runtime_dir(config: Config, container_id: str) -> Path:
+    return Path(config.hook.state_dir) / container_id
+
+
+def prestart(state: State, config: Config) -> None:
+    """Detect the image, pick its bundle, mount bundle, runtime dir and ``.pth``."""
+    spec = load_spec(state.bundle)
+    rootfs = rootfs_path(state, spec)
+    selection_rules = rules.load_rules(config.bundles.rules)
+    if state.pid <= 0:
+        raise SpecError("OCI state has no container pid", hint="run radium-hook as a prestart hook")
+    host_dir = runtime_dir(config, state.container_id)
+    host_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
+    try:
+        mounts.enter_mount_namespace(state.pid)
+        root_fd = safepath.open_root(rootfs)
+        try:
+            _inject(state, config, root_fd, host_dir, selection_rules)
+        finally:
+            os.close(root_fd)
+    except BaseException:
+        shutil.rmtree(host_dir, ignore_errors=True)
+        raise
+
+
+def _inject(
+    state: State,
+    config: Config,
+    root_fd: int,
+    host_dir: Path,
+    selection_rules: tuple[rules.Rule, ...],
+) -> None:
+    found = detect.detect(root_fd)
+    name = rules.select(selection_rules, found)
+    bundle_dir = Path(config.bundles.dir) / name
+    manifest = bundles.read_manifest(bundle_dir)
+    if found.arch != manifest.get("arch"):
+        raise NoBundleError(
+            f"bundle {name} is for {manifest.get('arch')}, the image is {found.arch}",
+            hint="fix the bundle rules or build a bundle for this architecture",
+        )
+    log.info(
+        "container %s: %s %s, %s/%s, pythons %s -> bundle %s",
+        state.container_id,
+        found.distro_id,
+        found.distro_version,
+        found.libc,
+        found.arch,
+        [p.version for p in found.pythons],
+        name,
+    )
+    if not found.pythons:
+        if config.hook.no_python == "fail":
+            raise NoPythonError(
+                f"image of container {state.container_id} has no Python interpreter",
+                hint='use an image with python3, or set hook.no_python = "start"',
+            )
+        log.warning(
+            "container %s has no Python: starting without the interposer", state.container_id
+        )
+    _write_runtime_files(state, config, host_dir, found, manifest)
+    with Mounter(root_fd) as mounter:
+        mounter.bind(bundle_dir, config.hook.bundle_target, "dir", _BUNDLE_FLAGS)
+        mounter.bind(host_dir, config.hook.runtime_target, "dir", _RUNTIME_DIR_FLAGS)
+        for site in found.site_dirs:
+            mounter.bind(host_dir / PTH_NAME, f"{site}/{PTH_NAME}", "file", _BUNDLE_FLAGS)
+        mounter.commit()
+
+
+def _write_runtime_files(
+    state: State, config: Config, host_dir: Path, found: detect.Platform, manifest: dict[str, Any]
+) -> None:
+    info = {
+        "container_id": state.container_id,
+        "bundle": {
+            k: manifest.get(k) for k in ("name", "version", "libc", "arch", "content_sha256")
+        },
+        "bundle_path": config.hook.bundle_target,
+        "platform": found.to_dict(),
+        "request": state.radium_annotations,
+    }
+    (host_dir / INFO_NAME).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+    # A path line puts the bundle's Python code on sys.path of every interpreter of the image.
+    pth = f"{config.hook.bundle_target.rstrip('/')}/{bundles.PYTHON_DIR}\n"
+    (host_dir / PTH_NAME).write_text(pth, encoding="utf-8")
+
+
+def poststop(state: State, config: Config) -> None:
+    """Remove the container's runtime directory; safe to run any number of times."""
+    host_dir = runtime_dir(config, state.container_id)
+    shutil.rmtree(host_dir, ignore_errors=True)
+    log.info("container %s: cleaned up %s", state.container_id, host_dir)

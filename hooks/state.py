@@ -1,0 +1,90 @@
+"""The OCI state a runtime gives a hook on stdin, and the little of config.json the hook needs."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from radium.errors import SpecError
+
+MAX_STATE_BYTES = 1 << 20
+ANNOTATION_PREFIX = "radium.io/"
+# runc's own rule for container ids; anything else could be a path trick.
+_CONTAINER_ID = re.compile(r"^[\w+\-.]{1,1024}$")
+
+
+@dataclass(frozen=True)
+class State:
+    """The fields of the OCI state that the hook uses."""
+
+    container_id: str
+    pid: int
+    bundle: Path
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    #: crun's extra field: the rootfs it actually uses.
+    root: str = ""
+
+    @property
+    def radium_annotations(self) -> dict[str, str]:
+        return {k: v for k, v in self.annotations.items() if k.startswith(ANNOTATION_PREFIX)}
+
+    @property
+    def wants_radium(self) -> bool:
+        return bool(self.radium_annotations)
+
+
+def parse_state(raw: bytes) -> State:
+    """Parse and validate the state JSON."""
+    if len(raw) > MAX_STATE_BYTES:
+        raise SpecError("OCI state on stdin is larger than 1 MiB")
+    data = _json_object(raw, "OCI state on stdin")
+    container_id = data.get("id")
+    if (
+        not isinstance(container_id, str)
+        or not _CONTAINER_ID.match(container_id)
+        or container_id in (".", "..")
+    ):
+        raise SpecError(f"OCI state has an invalid container id {container_id!r}")
+    bundle = data.get("bundle")
+    if not isinstance(bundle, str) or not bundle.startswith("/"):
+        raise SpecError("OCI state has no absolute 'bundle' path")
+    pid = data.get("pid", 0)
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid < 0:
+        raise SpecError(f"OCI state has an invalid pid {pid!r}")
+    annotations = data.get("annotations") or {}
+    if not isinstance(annotations, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in annotations.items()
+    ):
+        raise SpecError("OCI state 'annotations' must map strings to strings")
+    root = data.get("root", "")
+    return State(
+        container_id=container_id,
+        pid=pid,
+        bundle=Path(bundle),
+        annotations=annotations,
+        root=root if isinstance(root, str) else "",
+    )
+
+
+def _json_object(raw: bytes, what: str) -> dict[str, Any]:
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise SpecError(f"{what} is not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise SpecError(f"{what} is not a JSON object")
+    return data
+
+
+def rootfs_path(state: State, spec: Mapping[str, Any]) -> Path:
+    """The rootfs directory: crun's ``root``, else ``root.path`` resolved against the bundle."""
+    if state.root:
+        return Path(state.root)
+    root = spec.get("root")
+    path = root.get("path") if isinstance(root, dict) else None
+    if not isinstance(path, str) or not path:
+        raise SpecError(f"{state.bundle}/config.json has no root.path")
+    return state.bundle / path

@@ -1,0 +1,162 @@
+"""The Radium configuration: one frozen, typed tree with complete defaults, loaded strictly.
+
+The file is TOML (``/etc/radium/config.toml``, or the path in ``RADIUM_CONFIG``). Every key is
+optional; an unknown key or a value of the wrong type is an error that names the key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, TypeVar
+
+from radium.errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on older interpreters only
+    import tomli as tomllib
+
+DEFAULT_PATH = "/etc/radium/config.toml"
+ENV_VAR = "RADIUM_CONFIG"
+
+
+@dataclass(frozen=True)
+class BundlesConfig:
+    """Where the per-platform client bundles live and how one is chosen."""
+
+    dir: str = "/usr/lib/radium/bundles"
+    #: TOML file of selection rules; empty means the rules shipped with Radium.
+    rules: str = ""
+
+
+@dataclass(frozen=True)
+class HookConfig:
+    """What ``radium-hook`` does inside a container."""
+
+    log_file: str = "/var/log/radium/hook.log"
+    #: Host directory holding one runtime directory per container.
+    state_dir: str = "/run/radium/containers"
+    #: Where the selected bundle appears inside the container (read-only).
+    bundle_target: str = "/usr/lib/radium"
+    #: Where the container's runtime directory appears inside the container.
+    runtime_target: str = "/run/radium"
+    #: An image without Python: "start" it without the interposer (logged) or "fail" the start.
+    no_python: str = "start"
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    """What ``radium-runtime`` execs and where it logs."""
+
+    #: Low-level OCI runtimes to try, in order: names looked up in PATH, or absolute paths.
+    runtimes: tuple[str, ...] = ("runc", "crun")
+    log_file: str = "/var/log/radium/runtime.log"
+    #: The hook command put into config.json; empty means this installation's radium-hook.
+    hook_command: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Config:
+    """The whole configuration tree."""
+
+    bundles: BundlesConfig = field(default_factory=BundlesConfig)
+    hook: HookConfig = field(default_factory=HookConfig)
+    runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
+
+    def __post_init__(self) -> None:
+        for key, value in (
+            ("bundles.dir", self.bundles.dir),
+            ("hook.state_dir", self.hook.state_dir),
+            ("hook.bundle_target", self.hook.bundle_target),
+            ("hook.runtime_target", self.hook.runtime_target),
+        ):
+            if not value.startswith("/"):
+                raise ConfigError(f"config key {key} must be an absolute path, got {value!r}")
+        if self.hook.no_python not in ("start", "fail"):
+            raise ConfigError(
+                f'config key hook.no_python must be "start" or "fail", got {self.hook.no_python!r}'
+            )
+        if not self.runtime.runtimes:
+            raise ConfigError("config key runtime.runtimes must name at least one runtime")
+
+
+T = TypeVar("T")
+
+
+def _build(cls: type[T], data: Mapping[str, Any], prefix: str) -> T:
+    hints = typing.get_type_hints(cls)
+    known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    values: dict[str, Any] = {}
+    for key, value in data.items():
+        dotted = f"{prefix}{key}"
+        if key not in known:
+            raise ConfigError(
+                f"unknown config key {dotted!r}", hint="remove it or fix its spelling"
+            )
+        values[key] = _convert(hints[key], value, dotted)
+    return cls(**values)
+
+
+def _convert(hint: Any, value: Any, dotted: str) -> Any:
+    if dataclasses.is_dataclass(hint):
+        if not isinstance(value, dict):
+            raise ConfigError(f"config key {dotted!r} must be a table")
+        return _build(hint, value, f"{dotted}.")  # type: ignore[arg-type]
+    if typing.get_origin(hint) is tuple:
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"config key {dotted!r} must be a list of strings")
+        return tuple(value)
+    if not isinstance(value, hint) or (hint is int and isinstance(value, bool)):
+        raise ConfigError(f"config key {dotted!r} must be of type {hint.__name__}")
+    return value
+
+
+def parse_toml(text: str, source: str) -> dict[str, Any]:
+    """Parse TOML text; ConfigError naming ``source`` when it is not TOML."""
+    try:
+        data: dict[str, Any] = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source} is not valid TOML: {exc}") from exc
+    return data
+
+
+def from_dict(data: Mapping[str, Any]) -> Config:
+    """Build a Config from parsed TOML, strictly."""
+    return _build(Config, data, "")
+
+
+def config_path(environ: Mapping[str, str] = os.environ) -> tuple[Path, bool]:
+    """The file to read and whether the user named it explicitly (then it must exist)."""
+    explicit = environ.get(ENV_VAR, "")
+    return (Path(explicit), True) if explicit else (Path(DEFAULT_PATH), False)
+
+
+def load(path: Path | None = None, environ: Mapping[str, str] = os.environ) -> Config:
+    """Load the configuration; a missing default file means all defaults."""
+    explicit = path is not None
+    if path is None:
+        path, explicit = config_path(environ)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError as exc:
+        if not explicit:
+            return Config()
+        raise ConfigError(
+            f"config file {path} does not exist", hint=f"create it or unset {ENV_VAR}"
+        ) from exc
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {path} is not UTF-8 text") from exc
+    data = parse_toml(text, f"config file {path}")
+    try:
+        return from_dict(data)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc.message}", hint=exc.hint) from exc

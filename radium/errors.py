@@ -1,0 +1,92 @@
+"""The one exception tree of Radium.
+
+Every error a caller can act on is a leaf of ``RadiumError``. Each carries a ``kind`` drawn from a
+small closed set (modelled on containerd's errdefs) and an optional ``hint`` telling the user what
+to do. Foreign exceptions are translated at module boundaries with ``raise ... from``.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class Kind(enum.Enum):
+    """The closed set of error kinds; the gRPC mapping will key on these."""
+
+    INVALID_ARGUMENT = "invalid argument"
+    NOT_FOUND = "not found"
+    ALREADY_EXISTS = "already exists"
+    FAILED_PRECONDITION = "failed precondition"
+    PERMISSION_DENIED = "permission denied"
+    UNAVAILABLE = "unavailable"
+    INTERNAL = "internal"
+
+
+class RadiumError(Exception):
+    """Base of every error Radium raises on purpose."""
+
+    kind: Kind = Kind.INTERNAL
+
+    def __init__(self, message: str, *, hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def one_line(self) -> str:
+        """The single line shown to users: what failed, then what to do."""
+        text = self.message.replace("\n", " ")
+        return f"{text}; {self.hint}" if self.hint else text
+
+
+class ConfigError(RadiumError):
+    """The Radium configuration file is missing, unreadable, not TOML or has a bad key/value."""
+
+    kind = Kind.INVALID_ARGUMENT
+
+
+class SpecError(RadiumError):
+    """An OCI bundle's config.json or the OCI state is malformed or unusable."""
+
+    kind = Kind.INVALID_ARGUMENT
+
+
+class RootfsError(RadiumError):
+    """The container's root filesystem is missing or a path in it cannot be resolved safely."""
+
+    kind = Kind.FAILED_PRECONDITION
+
+
+class UnsafePathError(RootfsError):
+    """A path inside the container rootfs tried to escape it or has an unexpected file type."""
+
+    kind = Kind.PERMISSION_DENIED
+
+
+class NoBundleError(RadiumError):
+    """No Radium client bundle matches the container's platform, or the bundle is broken."""
+
+    kind = Kind.NOT_FOUND
+
+
+class NoPythonError(RadiumError):
+    """The image has no Python interpreter for the interposer to load into."""
+
+    kind = Kind.FAILED_PRECONDITION
+
+
+class MountError(RadiumError):
+    """A mount into the container could not be made or undone."""
+
+    kind = Kind.INTERNAL
+
+
+class RuntimeNotFoundError(RadiumError):
+    """None of the configured low-level OCI runtimes (runc, crun) is installed."""
+
+    kind = Kind.NOT_FOUND
+
+
+class UsageError(RadiumError):
+    """A command line could not be understood."""
+
+    kind = Kind.INVALID_ARGUMENT

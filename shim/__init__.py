@@ -1,0 +1,1 @@
+"""radium-runtime (runc-compatible wrapper), spec modifiers, and later the containerd shim."""

@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from radium.shim.request import from_spec
+
+from radium.errors import SpecError
+
+
+def spec(env: list[str] | None = None, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    result: dict[str, Any] = {"process": {"env": ["PATH=/bin", *(env or [])]}}
+    if annotations is not None:
+        result["annotations"] = annotations
+    return result
+
+
+def test_nothing_asked() -> None:
+    assert from_spec(spec()) is None
+    assert from_spec(spec(annotations={"io.kubernetes.x": "y"})) is None
+    assert from_spec({}) is None
+
+
+def test_env_request_becomes_annotations() -> None:
+    request = from_spec(
+        spec(["RADIUM_GPUS=2", "RADIUM_REMOTE=torch,numpy.linalg", "RADIUM_FRACTION=0.5"])
+    )
+    assert request == {
+        "radium.io/gpus": "2",
+        "radium.io/remote": "torch,numpy.linalg",
+        "radium.io/fraction": "0.5",
+    }
+
+
+def test_annotation_wins_over_env_and_unknown_radium_annotations_are_kept() -> None:
+    request = from_spec(spec(["RADIUM_GPUS=2"], {"radium.io/gpus": "1", "radium.io/extra": "x"}))
+    assert request == {"radium.io/gpus": "1", "radium.io/extra": "x"}
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ("RADIUM_GPUS=-1", "RADIUM_GPUS must be a whole number"),
+        ("RADIUM_GPUS=two", "RADIUM_GPUS must be a whole number"),
+        ("RADIUM_FRACTION=0", "RADIUM_FRACTION must be a GPU fraction in (0, 1]"),
+        ("RADIUM_FRACTION=1.5", "RADIUM_FRACTION must be a GPU fraction"),
+        ("RADIUM_FRACTION=nan", "RADIUM_FRACTION must be a GPU fraction"),
+        ("RADIUM_MEMORY=0", "RADIUM_MEMORY must be GPU memory in MiB"),
+    ],
+)
+def test_bad_values_are_named(env: str, message: str) -> None:
+    with pytest.raises(SpecError) as info:
+        from_spec(spec([env]))
+    assert message in info.value.message

@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from radium import config
+from radium.errors import ConfigError
+
+
+def test_missing_default_file_means_defaults(tmp_path: Path) -> None:
+    loaded = config.load(environ={}) if not Path(config.DEFAULT_PATH).exists() else None
+    assert loaded is None or loaded == config.Config()
+    assert config.Config().runtime.runtimes == ("runc", "crun")
+
+
+def test_full_file_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(
+        '[bundles]\ndir = "/b"\n[hook]\nno_python = "fail"\n'
+        '[runtime]\nruntimes = ["crun"]\nhook_command = ["/x/radium-hook"]\n'
+    )
+    loaded = config.load(environ={"RADIUM_CONFIG": str(path)})
+    assert loaded.bundles.dir == "/b"
+    assert loaded.hook.no_python == "fail"
+    assert loaded.hook.state_dir == config.HookConfig().state_dir
+    assert loaded.runtime.runtimes == ("crun",)
+    assert loaded.runtime.hook_command == ("/x/radium-hook",)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[hook]\nlogfile = 'x'\n", "unknown config key 'hook.logfile'"),
+        ("[nope]\n", "unknown config key 'nope'"),
+        ("hook = 3\n", "'hook' must be a table"),
+        ("[runtime]\nruntimes = 'runc'\n", "'runtime.runtimes' must be a list of strings"),
+        ("[runtime]\nruntimes = []\n", "runtime.runtimes must name at least one runtime"),
+        ("[hook]\nno_python = 'maybe'\n", "hook.no_python must be"),
+        ("[hook]\nstate_dir = 'relative'\n", "hook.state_dir must be an absolute path"),
+        ("[bundles]\ndir = 7\n", "'bundles.dir' must be of type str"),
+        ("[hook\n", "is not valid TOML"),
+    ],
+)
+def test_bad_files_name_the_problem(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        config.load(path)
+    assert message in info.value.one_line()
+    assert str(path) in info.value.one_line()
+
+
+def test_explicit_missing_file_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        config.load(environ={"RADIUM_CONFIG": str(tmp_path / "absent.toml")})
+
+
+def test_binary_garbage_is_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(ConfigError, match="not UTF-8"):
+        config.load(path)

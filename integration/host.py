@@ -1,0 +1,66 @@
+"""Facts about the host that tests compare before and after: mounts, file hashes, processes."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+
+def need(tool: str, package: str = "") -> str:
+    """The path of ``tool``; a missing tool FAILS the test (never skips), saying what to install."""
+    path = shutil.which(tool)
+    if path is None:
+        pytest.fail(f"{tool} is not installed: apt-get install {package or tool}", pytrace=False)
+    return path
+
+
+def need_root() -> None:
+    if os.geteuid() != 0:
+        pytest.fail(
+            "integration tests run as root (they start runc, dockerd, mounts)", pytrace=False
+        )
+
+
+def mount_table() -> list[str]:
+    """The host's mount table as the test process sees it."""
+    return Path("/proc/self/mountinfo").read_text().splitlines()
+
+
+def mounts_under(path: Path) -> list[str]:
+    prefix = str(path)
+    points = [line.split()[4] for line in mount_table()]
+    return [p for p in points if p == prefix or p.startswith(prefix + "/")]
+
+
+def unmount_all_under(path: Path) -> None:
+    """Lazily unmount everything below ``path``, deepest first (test cleanup)."""
+    for point in sorted(mounts_under(path), key=len, reverse=True):
+        subprocess.run(["umount", "-l", point], check=False, capture_output=True)
+
+
+def tree_digest(*paths: Path) -> dict[str, str]:
+    """sha256 of every regular file, and the target of every symlink, under ``paths``.
+
+    Unreadable special files are skipped; the listing itself is part of the result, so a new or
+    removed file changes it.
+    """
+    result: dict[str, str] = {}
+    for top in paths:
+        for dirpath, dirnames, filenames in os.walk(top):
+            for name in filenames + dirnames:
+                path = Path(dirpath, name)
+                if path.is_symlink():
+                    result[str(path)] = "-> " + os.readlink(path)
+                elif path.is_file():
+                    try:
+                        result[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
+                    except OSError:
+                        result[str(path)] = "unreadable"
+                else:
+                    result[str(path)] = "dir" if path.is_dir() else "special"
+    return result

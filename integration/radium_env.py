@@ -1,0 +1,62 @@
+"""A private Radium installation for one test session: bundles, config, state and log dirs."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from radium.packaging import bundles
+
+
+@dataclass(frozen=True)
+class RadiumEnv:
+    root: Path
+    config: Path
+    bundles: Path
+    state_dir: Path
+    hook_log: Path
+    runtime_log: Path
+    runtime: Path
+
+    def environ(self, config: Path | None = None) -> dict[str, str]:
+        return {"PATH": os.environ["PATH"], "RADIUM_CONFIG": str(config or self.config)}
+
+    def write_config(self, name: str, extra: str = "", *, bundles_dir: Path | None = None) -> Path:
+        """A config file under root; ``extra`` holds more lines for its [hook] table."""
+        path = self.root / name
+        path.write_text(
+            f'[bundles]\ndir = "{bundles_dir or self.bundles}"\n'
+            f'[hook]\nstate_dir = "{self.state_dir}"\nlog_file = "{self.hook_log}"\n{extra}'
+            f'[runtime]\nlog_file = "{self.runtime_log}"\n'
+        )
+        return path
+
+    def logs(self) -> str:
+        """Both log files, for assertion messages."""
+        parts = []
+        for log in (self.hook_log, self.runtime_log):
+            if log.exists():
+                parts.append(f"--- {log.name}\n" + "\n".join(log.read_text().splitlines()[-30:]))
+        return "\n".join(parts)
+
+
+def make_env(root: Path) -> RadiumEnv:
+    runtime = Path(sys.executable).parent / "radium-runtime"
+    if not runtime.exists():
+        pytest.fail(f"{runtime} is missing: install Radium with pip install -e .", pytrace=False)
+    root.mkdir(parents=True, exist_ok=True)
+    bundles.build(root / "bundles")
+    env = RadiumEnv(
+        root=root,
+        config=root / "config.toml",
+        bundles=root / "bundles",
+        state_dir=root / "state",
+        hook_log=root / "hook.log",
+        runtime_log=root / "runtime.log",
+        runtime=runtime,
+    )
+    env.write_config("config.toml")
+    return env

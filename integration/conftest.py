@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from integration import images
-from integration.host import need_root
+from integration.dockerd import Dockerd
+from integration.host import need, need_root
 from integration.radium_env import RadiumEnv, make_env
 
 
@@ -45,3 +46,33 @@ def rootfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rootfs]:
     where = tmp_path_factory.mktemp("rootfs")
     yield Rootfs(where)
     shutil.rmtree(where, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def dockerd(radium: RadiumEnv, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dockerd]:
+    """dockerd with runtimes ``radium`` and ``radium-traced`` (config.json hashed on both sides)."""
+    tools = tmp_path_factory.mktemp("trace")
+    trace_dir = tools / "records"
+    trace_dir.mkdir()
+    script = Path(__file__).with_name("trace-config.sh")
+    for name, next_runtime in (
+        ("trace-before", str(radium.runtime)),
+        ("trace-after", need("runc")),
+    ):
+        shutil.copy(script, tools / name)
+        (tools / name).chmod(0o755)
+        (tools / f"{name}.next").write_text(next_runtime)
+    config = radium.write_config("docker.toml")
+    config.write_text(
+        config.read_text().replace(
+            "[runtime]\n", f'[runtime]\nruntimes = ["{tools / "trace-after"}"]\n'
+        )
+    )
+    env = {**radium.environ(config), "RADIUM_TRACE_DIR": str(trace_dir)}
+    daemon = Dockerd({"radium": radium.runtime, "radium-traced": tools / "trace-before"}, env)
+    daemon.trace_dir = trace_dir
+    try:
+        daemon.start()
+        yield daemon
+    finally:
+        daemon.stop()

@@ -43,15 +43,17 @@ def unmount_all_under(path: Path) -> None:
         subprocess.run(["umount", "-l", point], check=False, capture_output=True)
 
 
-def tree_digest(*paths: Path) -> dict[str, str]:
+def tree_digest(*paths: Path, depth: int = 64) -> dict[str, str]:
     """sha256 of every regular file, and the target of every symlink, under ``paths``.
 
-    Unreadable special files are skipped; the listing itself is part of the result, so a new or
-    removed file changes it.
+    The listing itself is part of the result, so a new or removed entry changes it. ``depth``
+    bounds the walk (1 = the entries directly under each path).
     """
     result: dict[str, str] = {}
     for top in paths:
         for dirpath, dirnames, filenames in os.walk(top):
+            if len(Path(dirpath).relative_to(top).parts) >= depth:
+                dirnames[:] = []
             for name in filenames + dirnames:
                 path = Path(dirpath, name)
                 if path.is_symlink():

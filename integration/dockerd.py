@@ -1,0 +1,122 @@
+"""A private dockerd for tests: own data root, exec root and socket, no bridge, no iptables."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from integration.host import need, unmount_all_under
+
+IMAGE_PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def kill_processes_under(path: Path) -> None:
+    """SIGKILL every process whose command line mentions ``path`` (leftover shims, containerd)."""
+    needle = str(path).encode()
+    for pid_dir in Path("/proc").iterdir():
+        if not pid_dir.name.isdigit() or int(pid_dir.name) == os.getpid():
+            continue
+        try:
+            if needle in (pid_dir / "cmdline").read_bytes():
+                os.kill(int(pid_dir.name), signal.SIGKILL)
+        except (OSError, ProcessLookupError):
+            continue
+
+
+class Dockerd:
+    def __init__(self, runtimes: dict[str, Path], env: dict[str, str]) -> None:
+        self.dockerd = need("dockerd", "docker.io")
+        self.client = (
+            "/usr/bin/docker" if os.path.exists("/usr/bin/docker") else need("docker", "docker.io")
+        )
+        need("containerd")
+        # Short: containerd's socket lives below it and unix socket paths are limited to 108 bytes.
+        self.root = Path(tempfile.mkdtemp(prefix="rdk-", dir="/tmp"))
+        self.socket = self.root / "docker.sock"
+        self.runtimes = runtimes
+        self.env = env
+        self.process: subprocess.Popen[bytes] | None = None
+        self._images: dict[str, str] = {}
+        #: where trace-config.sh records config.json hashes, when a test installs it
+        self.trace_dir = self.root / "trace"
+
+    def start(self, timeout: float = 90) -> None:
+        argv = [
+            self.dockerd,
+            f"--data-root={self.root / 'data'}",
+            f"--exec-root={self.root / 'x'}",
+            f"--pidfile={self.root / 'docker.pid'}",
+            f"--host=unix://{self.socket}",
+            "--bridge=none",
+            "--iptables=false",
+            "--ip-masq=false",
+            "--storage-driver=overlay2",
+            "--log-level=warn",
+            *(f"--add-runtime={name}={path}" for name, path in self.runtimes.items()),
+        ]
+        log = open(self.root / "dockerd.log", "wb")  # noqa: SIM115 - lives as long as the daemon
+        self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=self.env)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"dockerd exited early:\n{self.log_tail()}")
+            if self.docker("version", check=False, timeout=10).returncode == 0:
+                return
+            time.sleep(0.3)
+        raise RuntimeError(f"dockerd did not come up in {timeout}s:\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 40) -> str:
+        path = self.root / "dockerd.log"
+        return (
+            "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+            if path.exists()
+            else ""
+        )
+
+    def docker(
+        self, *args: str, check: bool = True, timeout: float = 180, input: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run(
+            [self.client, "-H", f"unix://{self.socket}", *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            input=input,
+            check=False,
+            env={"PATH": os.environ["PATH"], "DOCKER_BUILDKIT": "0", "HOME": str(self.root)},
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(
+                f"docker {' '.join(args)} failed ({result.returncode}):\n{result.stderr}"
+            )
+        return result
+
+    def import_image(self, tar: Path, name: str) -> str:
+        """Import a rootfs tar once; the image id."""
+        if name not in self._images:
+            self.docker("import", "--change", f"ENV {IMAGE_PATH_ENV}", str(tar), name, timeout=600)
+            self._images[name] = self.image_id(name)
+        return self._images[name]
+
+    def image_id(self, name: str) -> str:
+        return self.docker("image", "inspect", "--format", "{{.Id}}", name).stdout.strip()
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            ids = self.docker("ps", "-aq", check=False, timeout=30).stdout.split()
+            if ids:
+                self.docker("rm", "-f", *ids, check=False, timeout=120)
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        kill_processes_under(self.root)
+        unmount_all_under(self.root)
+        shutil.rmtree(self.root, ignore_errors=True)

@@ -143,8 +143,8 @@ def test_docker_shows_the_hooks_error_and_nothing_stays_mounted(
     result = dockerd.docker(*RUN, "--runtime=radium", *ASK, tag, "true", check=False)
     assert result.returncode != 0
     assert (
-        "radium-hook: /usr/lib/python3/dist-packages/radium.pth exists in the image but is not a regular file"
-        in result.stderr
+        "radium-hook: /usr/lib/python3/dist-packages/radium.pth exists in the image"
+        " but is not a regular file" in result.stderr
     )
     assert mount_table() == before
     assert list(radium.state_dir.iterdir()) == []

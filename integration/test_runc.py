@@ -17,7 +17,8 @@ REPORT = (
     "import json, os, sys, radium_interposer as r; rep = r.report(); "
     "flags = os.statvfs('/usr/lib/radium').f_flag; "
     "rep.update(python='%d.%d' % sys.version_info[:2], module=r.__file__, "
-    "ro=bool(flags & os.ST_RDONLY), nosuid=bool(flags & os.ST_NOSUID), nodev=bool(flags & os.ST_NODEV)); "
+    "ro=bool(flags & os.ST_RDONLY), nosuid=bool(flags & os.ST_NOSUID), "
+    "nodev=bool(flags & os.ST_NODEV)); "
     "print(json.dumps(rep))"
 )
 ASK = ["RADIUM_GPUS=1"]
@@ -144,7 +145,7 @@ def test_container_that_asks_nothing_is_untouched(
 def test_hook_works_as_create_runtime_hook(
     radium: RadiumEnv, rootfs: Rootfs, tmp_path: Path
 ) -> None:
-    """hooks.d style: no wrapper; runc runs the hook at createRuntime, the request is an annotation."""
+    """As with hooks.d: no wrapper; runc runs the hook at createRuntime; annotations ask."""
     bundle = runc.make_bundle(
         tmp_path,
         rootfs.get("trixie"),

@@ -17,7 +17,7 @@ def host_digest() -> dict[str, str]:
     return {**tree_digest(Path("/etc")), **tree_digest(Path("/root"), depth=1)}
 
 
-IMPORTS = "import radium_interposer, json; print(json.dumps(radium_interposer.report()['bundle']['name']))"
+IMPORTS = "import radium_interposer as r; print(r.report()['bundle']['name'])"
 
 ATTACKS = {
     "bundle-target-absolute": ["mkdir -p /usr/lib", "ln -s /etc /usr/lib/radium"],
@@ -49,7 +49,7 @@ def test_symlinks_never_reach_the_host(dockerd: Dockerd, radium: RadiumEnv, atta
     )
     # Every path resolved inside the container's own rootfs, so the container still works.
     assert result.returncode == 0, f"{result.stderr}\n{radium.logs()}"
-    assert result.stdout.strip() == '"glibc-x86_64"'
+    assert result.stdout.strip() == "glibc-x86_64"
     assert host_digest() == host_before
     assert mount_table() == mounts_before
 

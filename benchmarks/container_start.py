@@ -6,7 +6,10 @@ Alternates, on the same image and command, in a private dockerd:
   radium        docker run --rm --runtime=radium -e RADIUM_GPUS=1 IMG true (wrapper + hooks)
 and prints median and p90 of each, the milliseconds added over runc and the ratio.
 
-    sudo .venv/bin/python -m benchmarks.container_start [--runs 15]
+    sudo .venv/bin/python -m benchmarks.container_start [--runs 15] [--install VENV]
+
+--install measures the Radium installed in another virtualenv, e.g. a non-editable
+`pip install .` as users get it (an editable install adds a path-finder to every start).
 """
 
 from __future__ import annotations
@@ -40,9 +43,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--runs", type=int, default=15, help="runs of each variant (default 15)")
     parser.add_argument("--suite", default="bookworm", choices=images.SUITES)
+    parser.add_argument("--install", type=Path, help="virtualenv whose Radium to measure")
     args = parser.parse_args(argv)
 
-    radium = make_env(Path(tempfile.mkdtemp(prefix="radium-bench-")))
+    scripts = args.install / "bin" if args.install else None
+    radium = make_env(Path(tempfile.mkdtemp(prefix="radium-bench-")), scripts)
     daemon = Dockerd({"radium": radium.runtime}, radium.environ())
     samples: dict[str, list[float]] = {name: [] for name in VARIANTS}
     try:
@@ -61,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
 
     base = statistics.median(samples["runc"])
     print(f"container start, docker run --rm {args.suite} true, {args.runs} runs each, alternating")
+    print(f"radium-runtime: {radium.runtime}")
     print(f"{'variant':<12} {'median ms':>10} {'p90 ms':>8} {'added ms':>9} {'ratio':>6}")
     for name, values in samples.items():
         median, p90 = statistics.median(values), percentile(values, 0.9)

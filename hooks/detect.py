@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import platform
 import re
-import tempfile
+import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,9 +80,9 @@ class Platform:
         return asdict(self)
 
 
-def detect(root_fd: int) -> Platform:
-    """Detect everything about the rootfs behind ``root_fd``."""
-    distro_id, version, like, pretty = detect_distribution(root_fd)
+def detect(root_fd: int, scratch: Path) -> Platform:
+    """Detect everything about the rootfs behind ``root_fd``; ``scratch`` must not exist yet."""
+    distro_id, version, like, pretty = detect_distribution(root_fd, scratch)
     libc, arch = detect_libc(root_fd)
     return Platform(
         distro_id=distro_id,
@@ -95,11 +95,14 @@ def detect(root_fd: int) -> Platform:
     )
 
 
-def detect_distribution(root_fd: int) -> tuple[str, str, tuple[str, ...], str]:
-    """(id, version, like, pretty name) via ``distro`` on a safe copy of the release files."""
-    with tempfile.TemporaryDirectory(prefix="radium-release-") as shadow:
-        etc = Path(shadow, "etc")
-        etc.mkdir()
+def detect_distribution(root_fd: int, scratch: Path) -> tuple[str, str, tuple[str, ...], str]:
+    """(id, version, like, pretty name) via ``distro`` on a copy of the release files.
+
+    The copy goes to ``scratch``, a root-only directory that is created and removed here.
+    """
+    etc = scratch / "etc"
+    etc.mkdir(parents=True, mode=0o700)
+    try:
         os_release = safepath.read_text(root_fd, "etc/os-release")
         if os_release is None:
             os_release = safepath.read_text(root_fd, "usr/lib/os-release")
@@ -111,11 +114,13 @@ def detect_distribution(root_fd: int) -> tuple[str, str, tuple[str, ...], str]:
             if text is not None and name != "os-release":
                 (etc / name).write_text(text, encoding="utf-8")
         info = distro.LinuxDistribution(
-            root_dir=shadow, include_lsb=False, include_uname=False, include_oslevel=False
+            root_dir=str(scratch), include_lsb=False, include_uname=False, include_oslevel=False
         )
         distro_id = info.id() or UNKNOWN
         like = tuple(info.like().split())
         return distro_id, info.version(), like, info.name(pretty=True) or distro_id
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def detect_libc(root_fd: int) -> tuple[str, str]:

@@ -1,4 +1,4 @@
-"""The prestart and poststop stages: put the bundle into a container, and clean up after it.
+"""The prestart stage: put the bundle into a container.
 
 Prestart runs after the runtime has built the container's mount namespace and before it pivots
 into the rootfs. We join that namespace, so every mount we make belongs to the container alone
@@ -17,8 +17,9 @@ from types import TracebackType
 from typing import Any, Literal
 
 from radium.hooks import detect, mounts, rules, safepath
+from radium.hooks.cleanup import runtime_dir
 from radium.hooks.state import State, rootfs_path
-from radium.packaging import bundles
+from radium.packaging import manifest as bundle_manifest
 
 from radium.config import Config
 from radium.errors import NoBundleError, NoPythonError, RadiumError, SpecError, UnsafePathError
@@ -75,18 +76,14 @@ class Mounter:
             os.close(fd)
 
 
-def runtime_dir(config: Config, container_id: str) -> Path:
-    return Path(config.hook.state_dir) / container_id
-
-
 def prestart(state: State, config: Config) -> None:
     """Detect the image, pick its bundle, mount bundle, runtime dir and ``.pth``."""
     spec = load_spec(state.bundle)
-    rootfs = rootfs_path(state, spec)
+    rootfs = Path(rootfs_path(state, spec))
     selection_rules = rules.load_rules(config.bundles.rules)
     if state.pid <= 0:
         raise SpecError("OCI state has no container pid", hint="run radium-hook as a prestart hook")
-    host_dir = runtime_dir(config, state.container_id)
+    host_dir = Path(runtime_dir(config, state.container_id))
     host_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
     try:
         mounts.enter_mount_namespace(state.pid)
@@ -107,10 +104,10 @@ def _inject(
     host_dir: Path,
     selection_rules: tuple[rules.Rule, ...],
 ) -> None:
-    found = detect.detect(root_fd)
+    found = detect.detect(root_fd, host_dir / ".release")
     name = rules.select(selection_rules, found)
     bundle_dir = Path(config.bundles.dir) / name
-    manifest = bundles.read_manifest(bundle_dir)
+    manifest = bundle_manifest.read(bundle_dir)
     if found.arch != manifest.get("arch"):
         raise NoBundleError(
             f"bundle {name} is for {manifest.get('arch')}, the image is {found.arch}",
@@ -158,12 +155,5 @@ def _write_runtime_files(
     }
     (host_dir / INFO_NAME).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
     # A path line puts the bundle's Python code on sys.path of every interpreter of the image.
-    pth = f"{config.hook.bundle_target.rstrip('/')}/{bundles.PYTHON_DIR}\n"
+    pth = f"{config.hook.bundle_target.rstrip('/')}/{bundle_manifest.PYTHON_DIR}\n"
     (host_dir / PTH_NAME).write_text(pth, encoding="utf-8")
-
-
-def poststop(state: State, config: Config) -> None:
-    """Remove the container's runtime directory; safe to run any number of times."""
-    host_dir = runtime_dir(config, state.container_id)
-    shutil.rmtree(host_dir, ignore_errors=True)
-    log.info("container %s: cleaned up %s", state.container_id, host_dir)

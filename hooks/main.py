@@ -1,23 +1,24 @@
 """Entry point of ``radium-hook STAGE`` (prestart, createRuntime, poststop).
 
 runc runs this with the environment written into the hook entry, never the container's, and
-through ``python -I`` so no PYTHON* variable or working directory can inject code. It never
-writes to stdout; failures are one line on stderr, which runc passes on to the engine.
+with ``python -I`` so no PYTHON* variable or working directory can inject code. It never writes
+to stdout; failures are one line on stderr, which runc passes on to the engine. A container
+that asked nothing of Radium costs a JSON parse: everything else is imported only when needed.
 """
 
 from __future__ import annotations
 
-import logging
 import sys
-from typing import Optional, Sequence
 
-from radium import config as config_module
-from radium import logs
 from radium.errors import RadiumError, UsageError
 
-log = logging.getLogger("radium.hooks")
+# Not typing.TYPE_CHECKING: importing typing costs milliseconds on every container start.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Optional, Sequence
 
 STAGES = ("prestart", "createRuntime", "poststop")
+PROGRAM = "radium-hook"
 
 
 def run(stage: str, raw_state: bytes) -> int:
@@ -28,25 +29,34 @@ def run(stage: str, raw_state: bytes) -> int:
     state = parse_state(raw_state)
     if not state.wants_radium:
         return 0
-    config = config_module.load()
-    logs.setup("radium-hook", config.hook.log_file)
-    from radium.hooks import inject
+    from radium import config as config_module
+    from radium import logs
 
+    config = config_module.load()
+    logs.setup(PROGRAM, config.hook.log_file)
     if stage == "poststop":
-        inject.poststop(state, config)
+        from radium.hooks.cleanup import poststop
+
+        poststop(state, config)
     else:
-        inject.prestart(state, config)
+        from radium.hooks.inject import prestart
+
+        prestart(state, config)
     return 0
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    logs.setup("radium-hook", "")
     try:
         return run(args[0] if args else "", sys.stdin.buffer.read())
     except RadiumError as exc:
-        log.error("%s", exc.one_line())
-        return 1
-    except Exception:
-        log.exception("internal error; please report it with the hook log")
-        return 2
+        message, status = exc.one_line(), 1
+    except Exception as exc:  # a bug: the traceback goes to the log file, one line to the user
+        if "logging" in sys.modules:
+            sys.modules["logging"].getLogger(__name__).exception("internal error")
+        message, status = f"internal error ({type(exc).__name__}: {exc}); see the hook log", 2
+    if "logging" in sys.modules and sys.modules["logging"].getLogger().handlers:
+        sys.modules["logging"].getLogger(__name__).error("%s", message)
+    else:
+        sys.stderr.write(f"{PROGRAM}: {message}\n")
+    return status

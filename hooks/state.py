@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 import re
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Mapping
 
 from radium.errors import SpecError
+
+# Not typing.TYPE_CHECKING: importing typing costs milliseconds on every container start.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Mapping
 
 MAX_STATE_BYTES = 1 << 20
 ANNOTATION_PREFIX = "radium.io/"
@@ -16,16 +19,25 @@ ANNOTATION_PREFIX = "radium.io/"
 _CONTAINER_ID = re.compile(r"^[\w+\-.]{1,1024}$")
 
 
-@dataclass(frozen=True)
 class State:
-    """The fields of the OCI state that the hook uses."""
+    """The fields of the OCI state that the hook uses (a plain class: no dataclasses import)."""
 
-    container_id: str
-    pid: int
-    bundle: Path
-    annotations: Mapping[str, str] = field(default_factory=dict)
-    #: crun's extra field: the rootfs it actually uses.
-    root: str = ""
+    __slots__ = ("annotations", "bundle", "container_id", "pid", "root")
+
+    def __init__(
+        self,
+        container_id: str,
+        pid: int,
+        bundle: str,
+        annotations: Mapping[str, str],
+        root: str = "",
+    ) -> None:
+        self.container_id = container_id
+        self.pid = pid
+        self.bundle = bundle
+        self.annotations = annotations
+        #: crun's extra field: the rootfs it actually uses.
+        self.root = root
 
     @property
     def radium_annotations(self) -> dict[str, str]:
@@ -63,7 +75,7 @@ def parse_state(raw: bytes) -> State:
     return State(
         container_id=container_id,
         pid=pid,
-        bundle=Path(bundle),
+        bundle=bundle,
         annotations=annotations,
         root=root if isinstance(root, str) else "",
     )
@@ -79,12 +91,12 @@ def _json_object(raw: bytes, what: str) -> dict[str, Any]:
     return data
 
 
-def rootfs_path(state: State, spec: Mapping[str, Any]) -> Path:
+def rootfs_path(state: State, spec: Mapping[str, Any]) -> str:
     """The rootfs directory: crun's ``root``, else ``root.path`` resolved against the bundle."""
     if state.root:
-        return Path(state.root)
+        return state.root
     root = spec.get("root")
     path = root.get("path") if isinstance(root, dict) else None
     if not isinstance(path, str) or not path:
         raise SpecError(f"{state.bundle}/config.json has no root.path")
-    return state.bundle / path
+    return os.path.join(state.bundle, path)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from radium.packaging import bundles
 
 
 @dataclass(frozen=True)
@@ -43,12 +43,19 @@ class RadiumEnv:
         return "\n".join(parts)
 
 
-def make_env(root: Path) -> RadiumEnv:
-    runtime = Path(sys.executable).parent / "radium-runtime"
+def make_env(root: Path, scripts: Path | None = None) -> RadiumEnv:
+    """Build bundles and write a config under ``root``, for the Radium installed in ``scripts``
+    (a virtualenv's bin directory; default: this interpreter's)."""
+    scripts = scripts or Path(sys.executable).parent
+    runtime = scripts / "radium-runtime"
     if not runtime.exists():
         pytest.fail(f"{runtime} is missing: install Radium with pip install -e .", pytrace=False)
     root.mkdir(parents=True, exist_ok=True)
-    bundles.build(root / "bundles")
+    subprocess.run(
+        [str(scripts / "radium"), "bundles", "build", "--out", str(root / "bundles")],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     env = RadiumEnv(
         root=root,
         config=root / "config.toml",

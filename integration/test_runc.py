@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
+import sysconfig
 from pathlib import Path
 from typing import Any
 
@@ -154,7 +156,7 @@ def test_hook_works_as_create_runtime_hook(
         annotations={"radium.io/gpus": "1"},
     )
     spec = json.loads((bundle / "config.json").read_text())
-    command = [sys.executable, "-I", "-m", "radium.hooks"]
+    command = [sys.executable, "-I", os.path.join(sysconfig.get_path("scripts"), "radium-hook")]
     env = ["PATH=/usr/bin:/bin", f"RADIUM_CONFIG={radium.config}"]
     spec["hooks"] = {
         "createRuntime": [{"path": command[0], "args": [*command, "createRuntime"], "env": env}],

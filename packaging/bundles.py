@@ -12,7 +12,6 @@ per-platform split is where native pieces (a preload library, wheels) will go.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import platform
@@ -22,12 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from radium.packaging.manifest import FORMAT, MANIFEST, PYTHON_DIR
+from radium.packaging.manifest import read as read_manifest
+
 import radium
 from radium.errors import NoBundleError
 
-MANIFEST = "manifest.json"
-FORMAT = 1
-PYTHON_DIR = "python"
 DEFAULT_LIBCS = ("glibc", "musl")
 
 
@@ -64,6 +63,8 @@ def interposer_source() -> Path:
 
 
 def _hash_files(root: Path) -> dict[str, str]:
+    import hashlib  # not at module level: the hook only reads manifests, on every start
+
     return {
         str(path.relative_to(root)): hashlib.sha256(path.read_bytes()).hexdigest()
         for path in sorted(root.rglob("*"))
@@ -72,6 +73,8 @@ def _hash_files(root: Path) -> dict[str, str]:
 
 
 def _content_hash(files: dict[str, str]) -> str:
+    import hashlib
+
     digest = hashlib.sha256()
     for name, file_hash in sorted(files.items()):
         digest.update(f"{name}\0{file_hash}\n".encode())
@@ -112,29 +115,6 @@ def build(out_dir: Path, libcs: Iterable[str] = DEFAULT_LIBCS, arch: str = "") -
     """Build one bundle per libc for ``arch`` (default: this machine's)."""
     source = interposer_source()
     return [build_one(out_dir, libc, arch or platform.machine(), source) for libc in libcs]
-
-
-def read_manifest(bundle_dir: Path) -> dict[str, Any]:
-    """The manifest of an installed bundle; NoBundleError when missing or unreadable."""
-    path = bundle_dir / MANIFEST
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise NoBundleError(
-            f"Radium bundle {bundle_dir.name} is not installed (no {path})",
-            hint="build it with 'radium bundles build' or fix bundles.dir in the config",
-        ) from exc
-    except (OSError, ValueError) as exc:
-        raise NoBundleError(
-            f"Radium bundle manifest {path} is unreadable: {exc}",
-            hint="rebuild it with 'radium bundles build'",
-        ) from exc
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise NoBundleError(
-            f"{path} is not a format-{FORMAT} Radium bundle manifest",
-            hint="rebuild it with 'radium bundles build'",
-        )
-    return data
 
 
 def verify(bundle_dir: Path) -> dict[str, Any]:

@@ -31,10 +31,11 @@ def _bundles_build(args: argparse.Namespace) -> int:
 
 def _bundles_verify(args: argparse.Namespace) -> int:
     from radium.packaging import bundles
+    from radium.packaging.manifest import MANIFEST
 
     root = Path(args.dir or config_module.load().bundles.dir)
     names = (
-        sorted(p.name for p in root.iterdir() if (p / bundles.MANIFEST).exists())
+        sorted(p.name for p in root.iterdir() if (p / MANIFEST).exists())
         if root.is_dir()
         else []
     )

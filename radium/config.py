@@ -11,15 +11,10 @@ import os
 import sys
 import typing
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Mapping, TypeVar
 
+from radium import tomlcache
 from radium.errors import ConfigError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on older interpreters only
-    import tomli as tomllib
 
 DEFAULT_PATH = "/etc/radium/config.toml"
 ENV_VAR = "RADIUM_CONFIG"
@@ -118,6 +113,11 @@ def _convert(hint: Any, value: Any, dotted: str) -> Any:
 
 def parse_toml(text: str, source: str) -> dict[str, Any]:
     """Parse TOML text; ConfigError naming ``source`` when it is not TOML."""
+    # Imported here: with the parse cache warm (radium.tomlcache), starts never need it.
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on older interpreters only
+        import tomli as tomllib
     try:
         data: dict[str, Any] = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -130,19 +130,30 @@ def from_dict(data: Mapping[str, Any]) -> Config:
     return _build(Config, data, "")
 
 
-def config_path(environ: Mapping[str, str] = os.environ) -> tuple[Path, bool]:
+def config_path(environ: Mapping[str, str] = os.environ) -> tuple[str, bool]:
     """The file to read and whether the user named it explicitly (then it must exist)."""
     explicit = environ.get(ENV_VAR, "")
-    return (Path(explicit), True) if explicit else (Path(DEFAULT_PATH), False)
+    return (explicit, True) if explicit else (DEFAULT_PATH, False)
 
 
-def load(path: Path | None = None, environ: Mapping[str, str] = os.environ) -> Config:
+def _parse_file(raw: bytes, path: str) -> dict[str, Any]:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {path} is not UTF-8 text") from exc
+    return parse_toml(text, f"config file {path}")
+
+
+def load(
+    path: str | os.PathLike[str] | None = None, environ: Mapping[str, str] = os.environ
+) -> Config:
     """Load the configuration; a missing default file means all defaults."""
-    explicit = path is not None
     if path is None:
         path, explicit = config_path(environ)
+    else:
+        path, explicit = os.fspath(path), True
     try:
-        raw = path.read_bytes()
+        data = tomlcache.load(path, lambda raw: _parse_file(raw, path))
     except FileNotFoundError as exc:
         if not explicit:
             return Config()
@@ -151,11 +162,6 @@ def load(path: Path | None = None, environ: Mapping[str, str] = os.environ) -> C
         ) from exc
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"config file {path} is not UTF-8 text") from exc
-    data = parse_toml(text, f"config file {path}")
     try:
         return from_dict(data)
     except ConfigError as exc:

@@ -7,11 +7,12 @@ to do. Foreign exceptions are translated at module boundaries with ``raise ... f
 
 from __future__ import annotations
 
-import enum
 
+class Kind:
+    """The closed set of error kinds; the gRPC mapping will key on these.
 
-class Kind(enum.Enum):
-    """The closed set of error kinds; the gRPC mapping will key on these."""
+    Plain strings rather than an Enum: this module is on every container start's import path.
+    """
 
     INVALID_ARGUMENT = "invalid argument"
     NOT_FOUND = "not found"
@@ -25,7 +26,7 @@ class Kind(enum.Enum):
 class RadiumError(Exception):
     """Base of every error Radium raises on purpose."""
 
-    kind: Kind = Kind.INTERNAL
+    kind: str = Kind.INTERNAL
 
     def __init__(self, message: str, *, hint: str = "") -> None:
         super().__init__(message)

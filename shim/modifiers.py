@@ -20,7 +20,6 @@ from radium.config import Config
 Spec = dict[str, Any]
 Modifier = Callable[[Spec], None]
 
-HOOK_MODULE = "radium.hooks"
 HOOK_TIMEOUT_SECONDS = 30
 #: The only environment the hook gets: never the container's, never the engine's LD_*/PYTHON*.
 HOOK_PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -28,8 +27,12 @@ _FORWARDED_ENV = (config_module.ENV_VAR, "RADIUM_DEBUG")
 
 
 def hook_command(config: Config) -> tuple[str, ...]:
-    """The hook argv prefix: configured, else this interpreter in isolated mode."""
-    return config.runtime.hook_command or (sys.executable, "-I", "-m", HOOK_MODULE)
+    """The hook argv prefix: configured, else this installation's radium-hook, isolated (-I)."""
+    if config.runtime.hook_command:
+        return config.runtime.hook_command
+    import sysconfig
+
+    return (sys.executable, "-I", os.path.join(sysconfig.get_path("scripts"), "radium-hook"))
 
 
 def hook_env(environ: Mapping[str, str]) -> list[str]:
@@ -85,14 +88,19 @@ class AddAnnotations:
         spec.setdefault("annotations", {}).update(self.annotations)
 
 
+def for_request(
+    request: Mapping[str, str], config: Config, environ: Mapping[str, str]
+) -> list[Modifier]:
+    """The modifiers for a container that asked for Radium with ``request``."""
+    return [AddAnnotations(request), AddHooks(hook_command(config), hook_env(environ))]
+
+
 def for_spec(
     spec: Mapping[str, Any], config: Config, environ: Mapping[str, str] = os.environ
 ) -> Optional[list[Modifier]]:
     """The modifiers for this container, or None when it asks nothing of Radium."""
     request = request_module.from_spec(spec)
-    if request is None:
-        return None
-    return [AddAnnotations(request), AddHooks(hook_command(config), hook_env(environ))]
+    return None if request is None else for_request(request, config, environ)
 
 
 def apply(spec: Spec, modifiers: Sequence[Modifier]) -> Spec:

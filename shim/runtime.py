@@ -1,60 +1,83 @@
-"""radium-runtime: a runc-compatible wrapper that edits the spec on create/run, then execs runc.
+"""radium-runtime on create/run: edit the spec when the container asks for Radium, exec runc.
 
-Every other subcommand (and ``--version``, ``features``) goes straight to the low-level runtime
-with the same argv. A container that asks nothing of Radium is not touched: its config.json stays
-byte-identical. Errors are JSON (or text) lines in runc's ``--log`` file, which is where docker
-and containerd look for the reason a runtime failed, and one line on stderr.
+A container that asks nothing is not touched (its config.json stays byte-identical) and costs a
+JSON parse: the config, logging and the modifiers are imported only for containers that ask.
+Errors are JSON (or text) lines in runc's ``--log`` file, which is where docker and containerd
+look for the reason a runtime failed, and one line on stderr.
 """
 
 from __future__ import annotations
 
-import datetime
 import json
-import logging
 import os
-import shutil
 import sys
-from pathlib import Path
-from typing import Mapping, Sequence
 
-from radium.shim import modifiers
-from radium.shim.argv import RuncArgs
+from radium.shim import passthrough
+from radium.shim import request as request_module
 
-from radium import config as config_module
-from radium import logs, ocispec
-from radium.config import Config
-from radium.errors import ConfigError, RadiumError, RuntimeNotFoundError
+from radium import ocispec
+from radium.errors import RadiumError, RuntimeNotFoundError
 
-log = logging.getLogger(__name__)
+# Not typing.TYPE_CHECKING: importing typing costs milliseconds on every container start.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Mapping, Sequence
+
+    from radium.shim.argv import RuncArgs
+
+    from radium.config import Config
+
 PROGRAM = "radium-runtime"
 
 
-def find_runtime(config: Config, environ: Mapping[str, str], self_path: str) -> str:
-    """The first configured low-level runtime that exists and is not this wrapper."""
-    me = os.path.realpath(self_path)
-    for candidate in config.runtime.runtimes:
-        path = candidate if "/" in candidate else shutil.which(candidate, path=environ.get("PATH"))
-        if path and os.access(path, os.X_OK) and os.path.realpath(path) != me:
-            return path
-    raise RuntimeNotFoundError(
-        f"none of the OCI runtimes {list(config.runtime.runtimes)} is installed",
-        hint="install runc (apt-get install runc) or set runtime.runtimes in the Radium config",
-    )
+def find_runtime(runtimes: Sequence[str], environ: Mapping[str, str], self_path: str) -> str:
+    """The first of ``runtimes`` that exists and is not this wrapper."""
+    runtime = passthrough.find_runtime(runtimes, environ, self_path)
+    if runtime is None:
+        raise RuntimeNotFoundError(
+            f"none of the OCI runtimes {list(runtimes)} is installed",
+            hint="install runc (apt-get install runc) or set runtime.runtimes in the Radium config",
+        )
+    return runtime
 
 
-def edit_bundle(bundle: Path, config: Config, environ: Mapping[str, str]) -> bool:
-    """Apply the modifiers to the bundle's config.json; False when the container asked nothing."""
+def edit_spec(
+    bundle: str,
+    spec: dict[str, Any],
+    request: Mapping[str, str],
+    config: Config,
+    environ: Mapping[str, str],
+) -> None:
+    from radium.shim import modifiers
+
+    ocispec.write(bundle, modifiers.apply(spec, modifiers.for_request(request, config, environ)))
+
+
+def prepare(bundle: str, argv0: str, environ: Mapping[str, str]) -> str:
+    """Edit the bundle when its container asks for Radium; return the runtime to exec."""
     spec = ocispec.read(bundle)
-    edits = modifiers.for_spec(spec, config, environ)
-    if edits is None:
-        return False
-    ocispec.write(bundle, modifiers.apply(spec, edits))
-    log.info("bundle %s: Radium hooks and annotations added", bundle)
-    return True
+    request = request_module.from_spec(spec)
+    if request is None:
+        return find_runtime(passthrough.configured_runtimes(environ), environ, argv0)
+    import logging
+
+    from radium import config as config_module
+    from radium import logs
+
+    config = config_module.load(environ=environ)
+    logs.setup(PROGRAM, config.runtime.log_file, stderr_level=logging.CRITICAL)
+    runtime = find_runtime(config.runtime.runtimes, environ, argv0)
+    edit_spec(bundle, spec, request, config, environ)
+    logging.getLogger(__name__).info("bundle %s: Radium hooks and annotations added", bundle)
+    return runtime
 
 
 def report(args: RuncArgs, message: str) -> None:
-    """Tell the engine (runc's --log file) and the user (stderr) what failed."""
+    """Tell the engine (runc's --log file), the user (stderr) and our log what failed."""
+    import datetime
+
+    if "logging" in sys.modules:  # only once logs.setup ran: never print the line twice
+        sys.modules["logging"].getLogger(__name__).error("%s", message)
     sys.stderr.write(f"{PROGRAM}: {message}\n")
     if not args.log_file:
         return
@@ -62,7 +85,7 @@ def report(args: RuncArgs, message: str) -> None:
     if args.log_format == "json":
         line = json.dumps({"level": "error", "msg": f"{PROGRAM}: {message}", "time": now})
     else:
-        line = f'time="{now}" level=error msg={json.dumps(PROGRAM + ": " + message)}'
+        line = f"time={json.dumps(now)} level=error msg={json.dumps(PROGRAM + ': ' + message)}"
     try:
         with open(args.log_file, "a", encoding="utf-8") as f:
             f.write(line + "\n")
@@ -70,45 +93,11 @@ def report(args: RuncArgs, message: str) -> None:
         sys.stderr.write(f"{PROGRAM}: cannot write to {args.log_file}: {exc.strerror}\n")
 
 
-def load_config(args: RuncArgs, environ: Mapping[str, str]) -> Config:
-    """The config; for pass-through commands a broken one falls back to defaults.
-
-    A bad config must stop new Radium containers, not strand running ones: kill, delete and
-    state have to keep working so nothing is lost.
-    """
+def run(argv: Sequence[str], environ: Mapping[str, str], args: RuncArgs) -> int:
+    """create/run: edit the spec if asked, then exec the runtime with the same argv."""
     try:
-        return config_module.load(environ=environ)
-    except ConfigError as exc:
-        if args.edits_spec:
-            raise
-        sys.stderr.write(
-            f"{PROGRAM}: {exc.one_line()} (using default runtimes for {args.subcommand})\n"
-        )
-        return Config()
-
-
-def prepare(args: RuncArgs, argv0: str, environ: Mapping[str, str]) -> str:
-    """Do Radium's part of this invocation; return the runtime to exec."""
-    config = load_config(args, environ)
-    runtime = find_runtime(config, environ, argv0)
-    if args.edits_spec and args.bundle is not None:
-        logs.setup(PROGRAM, config.runtime.log_file, stderr_level=logging.CRITICAL)
-        edit_bundle(args.bundle, config, environ)
-    return runtime
-
-
-def run(argv: Sequence[str], environ: Mapping[str, str]) -> int:
-    from radium.shim.argv import parse
-
-    args = parse(argv[1:])
-    if args.edits_spec:
-        # Records go to the log file once the config names it; stderr gets report()'s line only.
-        logs.setup(PROGRAM, "", stderr_level=logging.CRITICAL)
-    try:
-        runtime = prepare(args, argv[0], environ)
+        runtime = prepare(args.bundle or os.getcwd(), argv[0], environ)
     except RadiumError as exc:
-        if args.edits_spec:
-            log.error("%s", exc.one_line())
         report(args, exc.one_line())
         return 1
     os.execv(runtime, [runtime, *argv[1:]])

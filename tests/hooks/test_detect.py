@@ -20,10 +20,10 @@ def root_fd(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[int]:
 
 @pytest.mark.parametrize("root_fd", ROOTS, ids=[r.name for r in ROOTS], indirect=True)
 def test_detects_distribution_libc_and_pythons(
-    root_fd: int, request: pytest.FixtureRequest
+    root_fd: int, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
     spec = request.node.callspec.params["root_fd"]
-    found = detect.detect(root_fd)
+    found = detect.detect(root_fd, tmp_path / "scratch")
     assert found.distro_id == (spec.expected_id or detect.UNKNOWN)
     assert found.distro_version == spec.expected_version
     assert " ".join(found.distro_like) == spec.expected_like
@@ -52,7 +52,7 @@ def test_debian_python_reads_dist_packages(tmp_path: Path) -> None:
 def test_rhel_python_gets_one_site_dir(tmp_path: Path) -> None:
     fd = safepath.open_root(build_root(root_by_name("ubi-9"), tmp_path / "r"))
     try:
-        found = detect.detect(fd)
+        found = detect.detect(fd, tmp_path / "scratch")
     finally:
         os.close(fd)
     assert found.site_dirs == ("/usr/lib/python3.9/site-packages",)
@@ -61,7 +61,7 @@ def test_rhel_python_gets_one_site_dir(tmp_path: Path) -> None:
 def test_official_python_image_uses_usr_local(tmp_path: Path) -> None:
     fd = safepath.open_root(build_root(root_by_name("python-3.12-slim"), tmp_path / "r"))
     try:
-        found = detect.detect(fd)
+        found = detect.detect(fd, tmp_path / "scratch")
     finally:
         os.close(fd)
     assert found.site_dirs == ("/usr/local/lib/python3.12/site-packages",)
@@ -77,7 +77,7 @@ def test_os_release_symlink_to_host_is_not_followed(tmp_path: Path) -> None:
     (root / "etc" / "redhat-release").symlink_to(secret)
     fd = safepath.open_root(root)
     try:
-        found = detect.detect(fd)
+        found = detect.detect(fd, tmp_path / "scratch")
     finally:
         os.close(fd)
     assert found.distro_id == detect.UNKNOWN
@@ -91,6 +91,7 @@ def test_etc_symlink_to_host_etc_is_resolved_inside(tmp_path: Path) -> None:
     (root / "etc").symlink_to("/real-etc")  # absolute: must mean <rootfs>/real-etc
     fd = safepath.open_root(root)
     try:
-        assert detect.detect_distribution(fd)[:2] == ("inside", "1")
+        assert detect.detect_distribution(fd, tmp_path / "s")[:2] == ("inside", "1")
+        assert not (tmp_path / "s").exists()
     finally:
         os.close(fd)

@@ -1,14 +1,16 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 
 def hook(stage: str, stdin: bytes, env: dict[str, str]) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(
-        [sys.executable, "-I", "-m", "radium.hooks", stage],
+        [sys.executable, "-I", os.path.join(sysconfig.get_path("scripts"), "radium-hook"), stage],
         input=stdin,
         capture_output=True,
         env=env,

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from radium.hooks.state import parse_state, rootfs_path
@@ -23,7 +22,7 @@ def state_bytes(**fields: object) -> bytes:
 
 def test_parses_runc_state() -> None:
     state = parse_state(state_bytes(annotations={"radium.io/gpus": "1", "other": "x"}))
-    assert (state.container_id, state.pid, state.bundle) == ("c1", 42, Path("/b"))
+    assert (state.container_id, state.pid, state.bundle) == ("c1", 42, "/b")
     assert state.wants_radium
     assert state.radium_annotations == {"radium.io/gpus": "1"}
 
@@ -55,9 +54,9 @@ def test_malformed_state(raw: bytes, message: str) -> None:
 
 def test_rootfs_relative_to_bundle_and_crun_root() -> None:
     state = parse_state(state_bytes())
-    assert rootfs_path(state, {"root": {"path": "rootfs"}}) == Path("/b/rootfs")
-    assert rootfs_path(state, {"root": {"path": "/abs/root"}}) == Path("/abs/root")
+    assert rootfs_path(state, {"root": {"path": "rootfs"}}) == "/b/rootfs"
+    assert rootfs_path(state, {"root": {"path": "/abs/root"}}) == "/abs/root"
     crun = parse_state(state_bytes(root="/run/crun/root"))
-    assert rootfs_path(crun, {"root": {"path": "rootfs"}}) == Path("/run/crun/root")
+    assert rootfs_path(crun, {"root": {"path": "rootfs"}}) == "/run/crun/root"
     with pytest.raises(SpecError, match=r"no root\.path"):
         rootfs_path(state, {})

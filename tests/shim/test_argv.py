@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from radium.shim.argv import parse
 
@@ -43,7 +41,7 @@ from radium.shim.argv import parse
 def test_bundle_is_found(argv: list[str], bundle: str) -> None:
     parsed = parse(argv, cwd="/cwd")
     assert parsed.edits_spec
-    assert parsed.bundle == Path(bundle)
+    assert parsed.bundle == bundle
 
 
 def test_global_log_flags() -> None:

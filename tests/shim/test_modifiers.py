@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 import copy
+import os
 import sys
+import sysconfig
 from typing import Any
 
 from radium.shim import modifiers
@@ -27,7 +29,9 @@ def test_adds_hooks_and_annotations_and_stays_valid(runc_spec: dict[str, Any]) -
     (prestart,) = spec["hooks"]["prestart"]
     (poststop,) = spec["hooks"]["poststop"]
     assert prestart["path"] == sys.executable
-    assert prestart["args"] == [sys.executable, "-I", "-m", "radium.hooks", "prestart"]
+    hook_script = os.path.join(sysconfig.get_path("scripts"), "radium-hook")
+    assert prestart["args"] == [sys.executable, "-I", hook_script, "prestart"]
+    assert os.access(hook_script, os.X_OK)
     assert poststop["args"][-1] == "poststop"
     # The hook's environment is ours alone: nothing from the container or the engine's LD_*.
     assert prestart["env"] == [modifiers.HOOK_PATH_ENV, "RADIUM_CONFIG=/etc/r.toml"]

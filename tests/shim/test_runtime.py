@@ -9,10 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from radium.shim import runtime
+from radium.shim import passthrough, runtime
 from radium.shim.argv import RuncArgs
 
-from radium.config import Config, RuntimeConfig
 from radium.errors import RuntimeNotFoundError
 
 
@@ -27,19 +26,25 @@ def write_bundle(tmp_path: Path, spec: dict[str, Any]) -> Path:
 def test_untouched_bundle_is_byte_identical(tmp_path: Path, runc_spec: dict[str, Any]) -> None:
     bundle = write_bundle(tmp_path, runc_spec)
     before = (bundle / "config.json").read_bytes()
-    assert runtime.edit_bundle(bundle, Config(), {}) is False
+    env = {"PATH": os.environ["PATH"], "RADIUM_CONFIG": str(tmp_path / "absent.toml")}
+    assert runtime.prepare(str(bundle), "/x/radium-runtime", env) == shutil.which("runc")
     assert (bundle / "config.json").read_bytes() == before
 
 
 def test_edit_keeps_mode_and_unknown_fields(tmp_path: Path, runc_spec: dict[str, Any]) -> None:
     runc_spec["process"]["env"].append("RADIUM_GPUS=1")
     bundle = write_bundle(tmp_path, runc_spec)
-    assert runtime.edit_bundle(bundle, Config(), {}) is True
+    config = tmp_path / "c.toml"
+    config.write_text(f'[runtime]\nlog_file = "{tmp_path}/rt.log"\n')
+    env = {"PATH": os.environ["PATH"], "RADIUM_CONFIG": str(config)}
+    runtime.prepare(str(bundle), "/x/radium-runtime", env)
     edited = json.loads((bundle / "config.json").read_text())
     assert edited["x-future-field"] == {"kept": True}
     assert edited["hooks"]["prestart"]
+    assert edited["annotations"] == {"radium.io/gpus": "1"}
     assert (bundle / "config.json").stat().st_mode & 0o777 == 0o600
     assert sorted(p.name for p in bundle.iterdir()) == ["config.json"]
+    assert "Radium hooks and annotations added" in (tmp_path / "rt.log").read_text()
 
 
 def test_find_runtime_skips_missing_and_itself(tmp_path: Path) -> None:
@@ -50,11 +55,41 @@ def test_find_runtime_skips_missing_and_itself(tmp_path: Path) -> None:
     other.parent.mkdir()
     other.write_text("#!/bin/sh\n")
     other.chmod(0o755)
-    config = Config(runtime=RuntimeConfig(runtimes=("/nonexistent/runc", "runc", "crun")))
+    runtimes = ("/nonexistent/runc", "runc", "crun")
     env = {"PATH": f"{tmp_path}:{other.parent}"}
-    assert runtime.find_runtime(config, env, str(me)) == str(other)
+    assert runtime.find_runtime(runtimes, env, str(me)) == str(other)
     with pytest.raises(RuntimeNotFoundError, match="none of the OCI runtimes"):
-        runtime.find_runtime(config, {"PATH": str(tmp_path)}, str(me))
+        runtime.find_runtime(runtimes, {"PATH": str(tmp_path)}, str(me))
+
+
+def test_pass_through_reads_only_the_runtime_list(tmp_path: Path) -> None:
+    config = tmp_path / "c.toml"
+    cache = str(tmp_path / "cache")
+    env = {"RADIUM_CONFIG": str(config)}
+    config.write_text('[runtime]\nruntimes = ["crun", "runc"]\n')
+    assert passthrough.configured_runtimes(env, cache) == ("crun", "runc")
+    assert passthrough.configured_runtimes(env, cache) == ("crun", "runc")  # from the cache
+    for broken in ("[runtime\n", "runtime = 3\n", "[runtime]\nruntimes = []\n"):
+        config.write_text(broken)  # another size: the cache entry no longer matches
+        assert passthrough.configured_runtimes(env, cache) == ("runc", "crun")
+    assert passthrough.configured_runtimes({"RADIUM_CONFIG": str(tmp_path / "none")}, cache) == (
+        "runc",
+        "crun",
+    )
+
+
+def test_pass_through_cache_follows_config_changes_and_survives_garbage(tmp_path: Path) -> None:
+    config = tmp_path / "c.toml"
+    cache = tmp_path / "cache"
+    env = {"RADIUM_CONFIG": str(config)}
+    config.write_text('[runtime]\nruntimes = ["runc"]\n')
+    assert passthrough.configured_runtimes(env, str(cache)) == ("runc",)
+    config.write_text('[runtime]\nruntimes = ["crun"]\n')  # same size, new mtime/inode
+    os.utime(config, ns=(1, 1))
+    assert passthrough.configured_runtimes(env, str(cache)) == ("crun",)
+    for entry in cache.iterdir():
+        entry.write_bytes(b"\x00garbage")
+    assert passthrough.configured_runtimes(env, str(cache)) == ("crun",)
 
 
 @pytest.mark.parametrize("log_format", ["json", "text"])
@@ -94,12 +129,13 @@ def wrapper(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess
 def test_pass_through_to_real_runc(tmp_path: Path) -> None:
     runc = shutil.which("runc")
     assert runc, "runc is not installed: apt-get install runc"
-    env = {"PATH": os.environ["PATH"], "RADIUM_CONFIG": str(tmp_path / "absent.toml")}
-    via_wrapper = wrapper(["--version"], env)
+    config = tmp_path / "broken.toml"
+    config.write_text("[runtime\n")
+    via_wrapper = wrapper(["--version"], {"PATH": os.environ["PATH"], "RADIUM_CONFIG": str(config)})
     direct = subprocess.run([runc, "--version"], capture_output=True, text=True, check=True)
-    assert via_wrapper.stdout == direct.stdout
     # A broken config must not strand running containers: pass-through still works.
-    assert "does not exist" in via_wrapper.stderr
+    assert via_wrapper.stdout == direct.stdout
+    assert via_wrapper.returncode == 0
 
 
 def test_create_with_broken_spec_fails_in_one_line(tmp_path: Path) -> None:

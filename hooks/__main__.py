@@ -1,5 +1,0 @@
-import sys
-
-from radium.hooks.main import main
-
-sys.exit(main())

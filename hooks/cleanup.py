@@ -1,0 +1,28 @@
+"""The poststop stage: forget a container. Light on imports, it runs as every container ends."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+
+# Not typing.TYPE_CHECKING: importing typing costs milliseconds on every container start.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from radium.hooks.state import State
+
+    from radium.config import Config
+
+log = logging.getLogger(__name__)
+
+
+def runtime_dir(config: Config, container_id: str) -> str:
+    """The host directory the hook keeps for one container (mounted at hook.runtime_target)."""
+    return os.path.join(config.hook.state_dir, container_id)
+
+
+def poststop(state: State, config: Config) -> None:
+    """Remove the container's runtime directory; safe to run any number of times."""
+    host_dir = runtime_dir(config, state.container_id)
+    shutil.rmtree(host_dir, ignore_errors=True)
+    log.info("container %s: cleaned up %s", state.container_id, host_dir)

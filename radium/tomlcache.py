@@ -1,0 +1,67 @@
+"""Parsed TOML files, cached by (size, inode, mtime) in a root-only tmpfs directory.
+
+The runtime wrapper and the hook read the config on every container start; parsing TOML costs
+more than the rest of their work, so each parse result is kept (marshal: a builtin, no import
+cost) until the file changes or the machine reboots. Without a writable cache directory (not
+root) every call parses, which is correct, only slower.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import marshal
+import os
+
+# Not typing.TYPE_CHECKING: importing typing costs milliseconds on every container start.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable
+
+CACHE_DIR = "/run/radium/toml-cache"
+
+
+def load(
+    path: str, parse: Callable[[bytes], dict[str, Any]], cache_dir: str | None = None
+) -> dict[str, Any]:
+    """``parse(contents of path)``, from the cache when the file has not changed.
+
+    OSError from reading ``path`` and whatever ``parse`` raises go to the caller.
+    """
+    st = os.stat(path)
+    key = (st.st_size, st.st_ino, st.st_mtime_ns)
+    cache_file = os.path.join(
+        cache_dir or CACHE_DIR, os.path.abspath(path).replace("%", "%25").replace("/", "%")
+    )
+    entry = _read(cache_file)
+    if entry is not None and entry[0] == key:
+        return entry[1]
+    with open(path, "rb") as f:
+        data = parse(f.read())
+    _write(cache_file, (key, data))
+    return data
+
+
+def _read(cache_file: str) -> tuple[tuple[int, int, int], dict[str, Any]] | None:
+    try:
+        with open(cache_file, "rb") as f:
+            entry = marshal.load(f)
+    except (OSError, EOFError, ValueError, TypeError):
+        return None
+    ok = isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[1], dict)
+    return entry if ok else None
+
+
+def _write(cache_file: str, entry: tuple[tuple[int, int, int], dict[str, Any]]) -> None:
+    tmp = f"{cache_file}.{os.getpid()}"
+    try:
+        blob = marshal.dumps(entry)  # ValueError for TOML datetimes: those files go uncached
+        os.makedirs(os.path.dirname(cache_file), mode=0o700, exist_ok=True)
+        fd = os.open(
+            tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+        )
+        with os.fdopen(fd, "wb") as f:
+            f.write(blob)
+        os.replace(tmp, cache_file)
+    except (OSError, ValueError):
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)

@@ -1,0 +1,71 @@
+"""Find the low-level runtime and exec it: the path of every runc call that is not create/run.
+
+docker calls the runtime three more times per container (start, delete, delete), so this path
+imports only what it must: it reads just the runtime list from the config (parsed once per
+config change: :mod:`radium.tomlcache`). The full, strict config load happens on create, where
+a bad file stops the container; here a bad file falls back to the defaults, so running
+containers can always be stopped and deleted.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from radium import tomlcache
+
+# Not typing.TYPE_CHECKING: importing typing costs milliseconds on every container start.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Mapping, Sequence
+
+DEFAULT_CONFIG = "/etc/radium/config.toml"
+DEFAULT_RUNTIMES = ("runc", "crun")
+PROGRAM = "radium-runtime"
+
+
+def configured_runtimes(
+    environ: Mapping[str, str], cache_dir: str | None = None
+) -> tuple[str, ...]:
+    """``runtime.runtimes`` from the config file, or the defaults."""
+    path = environ.get("RADIUM_CONFIG") or DEFAULT_CONFIG
+    try:
+        data = tomlcache.load(path, _parse, cache_dir)
+    except (OSError, ValueError, UnicodeDecodeError):
+        return DEFAULT_RUNTIMES
+    runtime = data.get("runtime")
+    runtimes = runtime.get("runtimes") if isinstance(runtime, dict) else None
+    if isinstance(runtimes, list) and runtimes and all(isinstance(r, str) for r in runtimes):
+        return tuple(runtimes)
+    return DEFAULT_RUNTIMES
+
+
+def _parse(raw: bytes) -> dict[str, Any]:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    data: dict[str, Any] = tomllib.loads(raw.decode("utf-8"))
+    return data
+
+
+def find_runtime(runtimes: Sequence[str], environ: Mapping[str, str], self_path: str) -> str | None:
+    """The first of ``runtimes`` that is an executable other than this wrapper."""
+    me = os.path.realpath(self_path)
+    search = environ.get("PATH", os.defpath).split(os.pathsep)
+    for name in runtimes:
+        candidates = [name] if "/" in name else [os.path.join(d, name) for d in search if d]
+        for path in candidates:
+            if os.path.isfile(path) and os.access(path, os.X_OK) and os.path.realpath(path) != me:
+                return path
+    return None
+
+
+def exec_runtime(argv: Sequence[str], environ: Mapping[str, str]) -> int:
+    """Exec the runtime with our argv; return 1 (after saying why) when there is none."""
+    runtimes = configured_runtimes(environ)
+    runtime = find_runtime(runtimes, environ, argv[0])
+    if runtime is None:
+        sys.stderr.write(f"{PROGRAM}: none of the OCI runtimes {list(runtimes)} is installed\n")
+        return 1
+    os.execv(runtime, [runtime, *argv[1:]])

@@ -35,9 +35,7 @@ def _bundles_verify(args: argparse.Namespace) -> int:
 
     root = Path(args.dir or config_module.load().bundles.dir)
     names = (
-        sorted(p.name for p in root.iterdir() if (p / MANIFEST).exists())
-        if root.is_dir()
-        else []
+        sorted(p.name for p in root.iterdir() if (p / MANIFEST).exists()) if root.is_dir() else []
     )
     if not names:
         raise RadiumError(f"no Radium bundles in {root}", hint="run 'radium bundles build'")

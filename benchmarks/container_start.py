@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import shutil
 import sys
 import tempfile
 import time
@@ -63,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
                 samples[name].append((time.perf_counter() - start) * 1000)
     finally:
         daemon.stop()
+        shutil.rmtree(radium.root, ignore_errors=True)
 
     base = statistics.median(samples["runc"])
     print(f"container start, docker run --rm {args.suite} true, {args.runs} runs each, alternating")

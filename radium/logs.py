@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from pathlib import Path
 
 _FILE_FORMAT = "%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"
 
@@ -38,7 +37,7 @@ def setup(program: str, log_file: str, *, stderr_level: int = logging.ERROR) -> 
     if not log_file:
         return
     try:
-        Path(log_file).parent.mkdir(parents=True, exist_ok=True)
+        os.makedirs(os.path.dirname(log_file) or ".", exist_ok=True)
         handler = logging.FileHandler(log_file, encoding="utf-8", delay=False)
     except OSError as exc:
         root.warning("cannot log to %s: %s", log_file, exc.strerror)

@@ -7,6 +7,7 @@ without `--runtime=radium`, and prints what the interposer reports from inside t
 
 from __future__ import annotations
 
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -54,6 +55,7 @@ def main() -> int:
         return result.returncode
     finally:
         daemon.stop()
+        shutil.rmtree(radium.root, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -15,8 +15,8 @@ and prints median and p90 of each, the milliseconds added over runc and the rati
 from __future__ import annotations
 
 import argparse
-import statistics
 import shutil
+import statistics
 import sys
 import tempfile
 import time

@@ -9,9 +9,8 @@ import shutil
 # Not typing.TYPE_CHECKING: importing typing costs milliseconds on every container start.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from radium.hooks.state import State
-
     from radium.config import Config
+    from radium.hooks.state import State
 
 log = logging.getLogger(__name__)
 

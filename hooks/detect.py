@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import distro
+
 from radium.hooks import safepath
 
 log = logging.getLogger(__name__)

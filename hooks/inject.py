@@ -16,14 +16,13 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
+from radium.config import Config
+from radium.errors import NoBundleError, NoPythonError, RadiumError, SpecError, UnsafePathError
 from radium.hooks import detect, mounts, rules, safepath
 from radium.hooks.cleanup import runtime_dir
 from radium.hooks.state import State, rootfs_path
-from radium.packaging import manifest as bundle_manifest
-
-from radium.config import Config
-from radium.errors import NoBundleError, NoPythonError, RadiumError, SpecError, UnsafePathError
 from radium.ocispec import read as load_spec
+from radium.packaging import manifest as bundle_manifest
 
 log = logging.getLogger(__name__)
 

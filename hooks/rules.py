@@ -12,10 +12,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from radium.hooks.detect import Platform
-
 from radium.config import parse_toml
 from radium.errors import ConfigError, NoBundleError
+from radium.hooks.detect import Platform
 
 _MATCH_KEYS = ("distro", "libc", "arch")
 _BUNDLE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")

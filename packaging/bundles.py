@@ -21,11 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from radium.packaging.manifest import FORMAT, MANIFEST, PYTHON_DIR
-from radium.packaging.manifest import read as read_manifest
-
 import radium
 from radium.errors import NoBundleError
+from radium.packaging.manifest import FORMAT, MANIFEST, PYTHON_DIR
+from radium.packaging.manifest import read as read_manifest
 
 DEFAULT_LIBCS = ("glibc", "musl")
 

@@ -56,12 +56,22 @@ class RuntimeConfig:
 
 
 @dataclass(frozen=True)
+class ShimConfig:
+    """What ``containerd-shim-radium-v2`` execs and where it logs (it may print nothing)."""
+
+    #: The containerd shim that does the real work: a name looked up in PATH, or a path.
+    runc_shim: str = "containerd-shim-runc-v2"
+    log_file: str = "/var/log/radium/shim.log"
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole configuration tree."""
 
     bundles: BundlesConfig = field(default_factory=BundlesConfig)
     hook: HookConfig = field(default_factory=HookConfig)
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
+    shim: ShimConfig = field(default_factory=ShimConfig)
 
     def __post_init__(self) -> None:
         for key, value in (

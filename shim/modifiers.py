@@ -12,10 +12,9 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from radium.shim import request as request_module
-
 from radium import config as config_module
 from radium.config import Config
+from radium.shim import request as request_module
 
 Spec = dict[str, Any]
 Modifier = Callable[[Spec], None]

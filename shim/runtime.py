@@ -12,20 +12,15 @@ import json
 import os
 import sys
 
-from radium.shim import passthrough
-from radium.shim import request as request_module
-
-from radium import ocispec
 from radium.errors import RadiumError, RuntimeNotFoundError
+from radium.shim import passthrough, specedit
 
 # Not typing.TYPE_CHECKING: importing typing costs milliseconds on every container start.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Mapping, Sequence
+    from typing import Mapping, Sequence
 
     from radium.shim.argv import RuncArgs
-
-    from radium.config import Config
 
 PROGRAM = "radium-runtime"
 
@@ -41,43 +36,21 @@ def find_runtime(runtimes: Sequence[str], environ: Mapping[str, str], self_path:
     return runtime
 
 
-def edit_spec(
-    bundle: str,
-    spec: dict[str, Any],
-    request: Mapping[str, str],
-    config: Config,
-    environ: Mapping[str, str],
-) -> None:
-    from radium.shim import modifiers
-
-    ocispec.write(bundle, modifiers.apply(spec, modifiers.for_request(request, config, environ)))
-
-
 def prepare(bundle: str, argv0: str, environ: Mapping[str, str]) -> str:
     """Edit the bundle when its container asks for Radium; return the runtime to exec."""
-    spec = ocispec.read(bundle)
-    request = request_module.from_spec(spec)
-    if request is None:
+    config = specedit.edit_bundle(bundle, environ, PROGRAM, lambda c: c.runtime.log_file)
+    if config is None:
         return find_runtime(passthrough.configured_runtimes(environ), environ, argv0)
-    import logging
-
-    from radium import config as config_module
-    from radium import logs
-
-    config = config_module.load(environ=environ)
-    logs.setup(PROGRAM, config.runtime.log_file, stderr_level=logging.CRITICAL)
-    runtime = find_runtime(config.runtime.runtimes, environ, argv0)
-    edit_spec(bundle, spec, request, config, environ)
-    logging.getLogger(__name__).info("bundle %s: Radium hooks and annotations added", bundle)
-    return runtime
+    return find_runtime(config.runtime.runtimes, environ, argv0)
 
 
 def report(args: RuncArgs, message: str) -> None:
     """Tell the engine (runc's --log file), the user (stderr) and our log what failed."""
     import datetime
 
-    if "logging" in sys.modules:  # only once logs.setup ran: never print the line twice
-        sys.modules["logging"].getLogger(__name__).error("%s", message)
+    logging = sys.modules.get("logging")
+    if logging is not None and logging.getLogger().handlers:  # only once logs.setup ran
+        logging.getLogger(__name__).error("%s", message)
     sys.stderr.write(f"{PROGRAM}: {message}\n")
     if not args.log_file:
         return
@@ -100,4 +73,10 @@ def run(argv: Sequence[str], environ: Mapping[str, str], args: RuncArgs) -> int:
     except RadiumError as exc:
         report(args, exc.one_line())
         return 1
+    except Exception as exc:  # a bug: one line for the engine, the traceback for our log
+        logging = sys.modules.get("logging")
+        if logging is not None and logging.getLogger().handlers:
+            logging.getLogger(__name__).exception("internal error")
+        report(args, f"internal error ({type(exc).__name__}: {exc}); see {PROGRAM}'s log")
+        return 2
     os.execv(runtime, [runtime, *argv[1:]])

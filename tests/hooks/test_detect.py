@@ -5,8 +5,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from radium.hooks import detect, safepath
 
+from radium.hooks import detect, safepath
 from tests.distro_roots import ROOTS, RootSpec, build_root, root_by_name
 
 

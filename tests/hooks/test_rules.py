@@ -3,10 +3,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from radium.hooks import rules
-from radium.hooks.detect import Platform
 
 from radium.errors import ConfigError, NoBundleError
+from radium.hooks import rules
+from radium.hooks.detect import Platform
 
 
 def platform(

@@ -5,9 +5,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from radium.hooks import safepath
 
 from radium.errors import RootfsError, UnsafePathError
+from radium.hooks import safepath
 
 
 @pytest.fixture

@@ -3,9 +3,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from radium.hooks.state import parse_state, rootfs_path
 
 from radium.errors import SpecError
+from radium.hooks.state import parse_state, rootfs_path
 
 
 def state_bytes(**fields: object) -> bytes:

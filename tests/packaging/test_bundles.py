@@ -6,9 +6,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from radium.packaging import bundles
 
 from radium.errors import NoBundleError
+from radium.packaging import bundles
 
 
 def test_build_two_bundles_with_manifests(tmp_path: Path) -> None:

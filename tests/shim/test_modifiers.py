@@ -6,9 +6,8 @@ import sys
 import sysconfig
 from typing import Any
 
-from radium.shim import modifiers
-
 from radium.config import Config, RuntimeConfig
+from radium.shim import modifiers
 from tests import oci_schema
 
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from radium.shim.request import from_spec
 
 from radium.errors import SpecError
+from radium.shim.request import from_spec
 
 
 def spec(env: list[str] | None = None, annotations: dict[str, str] | None = None) -> dict[str, Any]:

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from radium.shim import passthrough, runtime
-from radium.shim.argv import RuncArgs
 
 from radium.errors import RuntimeNotFoundError
+from radium.shim import passthrough, runtime
+from radium.shim.argv import RuncArgs
 
 
 def write_bundle(tmp_path: Path, spec: dict[str, Any]) -> Path:

@@ -50,6 +50,20 @@ def _bundles_verify(args: argparse.Namespace) -> int:
     return 0
 
 
+def _setup(args: argparse.Namespace) -> int:
+    from radium.engines import setup
+
+    return setup.run(
+        args.engine,
+        remove=args.remove,
+        dry_run=args.dry_run,
+        set_as_default=args.set_as_default,
+        path=args.config,
+        dropin=args.dropin,
+        restart_daemon=args.restart,
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="radium", description="Remote, pooled GPUs for unmodified containers."
@@ -77,6 +91,24 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--dir", help="bundles directory (default: bundles.dir from the config)")
     verify.add_argument("--json", action="store_true", help="print the manifests as JSON")
     verify.set_defaults(func=_bundles_verify)
+
+    setup = commands.add_parser(
+        "setup",
+        help="configure a container engine for Radium",
+        description="Write the engine's configuration for Radium, idempotently, with a backup.",
+    )
+    setup.add_argument("engine", choices=("docker", "containerd", "crio", "podman"))
+    setup.add_argument("--remove", action="store_true", help="take Radium's configuration out again")
+    setup.add_argument("--dry-run", action="store_true", help="print the resulting files, change nothing")
+    setup.add_argument("--set-as-default", action="store_true", help="make radium the default runtime")
+    setup.add_argument(
+        "--config",
+        type=Path,
+        help="docker: daemon.json; containerd: config.toml; podman: the hooks.d directory",
+    )
+    setup.add_argument("--dropin", type=Path, help="containerd, crio: the drop-in file to write")
+    setup.add_argument("--restart", action="store_true", help="restart the daemon through systemd")
+    setup.set_defaults(func=_setup)
     return parser
 
 

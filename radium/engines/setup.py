@@ -1,0 +1,80 @@
+"""``radium setup ENGINE``: pick the writer, find the installed programs, apply, report."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+from typing import Optional, TextIO
+
+from radium.engines import apply, base, containerd, crio, docker, podman
+from radium.errors import RadiumError
+
+ENGINES = ("docker", "containerd", "crio", "podman")
+PROGRAMS = ("radium-runtime", "radium-hook", "containerd-shim-radium-v2")
+
+
+def installed_programs() -> dict[str, str]:
+    """This installation's Radium programs, as absolute paths."""
+    scripts = sysconfig.get_path("scripts")
+    programs = {name: os.path.join(scripts, name) for name in PROGRAMS}
+    programs["python"] = sys.executable
+    return programs
+
+
+def make_plan(engine: str, options: base.Options, path: Optional[Path], dropin: Optional[Path]) -> base.Plan:
+    if engine == "docker":
+        return docker.plan(options, path or docker.DEFAULT_CONFIG)
+    if engine == "containerd":
+        return containerd.plan(options, path or containerd.DEFAULT_CONFIG, dropin or containerd.DEFAULT_DROPIN)
+    if engine == "crio":
+        return crio.plan(options, dropin or path or crio.DEFAULT_DROPIN)
+    if engine == "podman":
+        return podman.plan(options, path or podman.DEFAULT_HOOKS_DIR)
+    raise RadiumError(f"unknown engine {engine!r}", hint=f"use one of {', '.join(ENGINES)}")
+
+
+def restart(unit: str) -> None:
+    if not Path("/run/systemd/system").is_dir() or shutil.which("systemctl") is None:
+        raise RadiumError(f"cannot restart {unit}: this machine does not run systemd", hint=f"restart {unit} yourself")
+    result = subprocess.run(["systemctl", "restart", unit], capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise RadiumError(f"systemctl restart {unit} failed: {result.stderr.strip()}")
+
+
+def run(
+    engine: str,
+    *,
+    remove: bool = False,
+    dry_run: bool = False,
+    set_as_default: bool = False,
+    path: Optional[Path] = None,
+    dropin: Optional[Path] = None,
+    restart_daemon: bool = False,
+    out: TextIO = sys.stdout,
+) -> int:
+    options = base.Options(
+        set_as_default=set_as_default,
+        programs=installed_programs(),
+        config_file=os.path.abspath(os.environ["RADIUM_CONFIG"]) if os.environ.get("RADIUM_CONFIG") else "",
+    )
+    plan = make_plan(engine, options, path, dropin)
+    outcomes = apply.remove(plan, dry_run=dry_run) if remove else apply.install(plan, dry_run=dry_run)
+    for outcome in outcomes:
+        if dry_run:
+            out.write(f"# {outcome.path}: {outcome.action}\n")
+            out.write(outcome.content.decode() if outcome.content is not None else "# (no file)\n")
+        else:
+            out.write(f"{outcome.path}: {outcome.action}\n")
+    changed = any(o.action not in ("unchanged", "absent") for o in outcomes)
+    if dry_run or not changed:
+        return 0
+    if restart_daemon and plan.restart_unit:
+        restart(plan.restart_unit)
+        out.write(f"restarted {plan.restart_unit}\n")
+    else:
+        out.write(f"{plan.restart_hint}\n")
+    return 0

@@ -1,10 +1,16 @@
 """Container start cost of Radium, measured side by side in one run.
 
-Alternates, on the same image and command, in a private dockerd:
-  runc          docker run --rm IMG true
-  radium-pass   docker run --rm --runtime=radium IMG true                  (wrapper only)
-  radium        docker run --rm --runtime=radium -e RADIUM_GPUS=1 IMG true (wrapper + hooks)
-and prints median and p90 of each, the milliseconds added over runc and the ratio.
+Alternates, on the same image and command, each engine private to this run:
+
+  docker      runc         docker run --rm IMG true
+              radium-pass  docker run --rm --runtime=radium IMG true            (wrapper only)
+              radium       docker run --rm --runtime=radium -e RADIUM_GPUS=1 IMG true  (+ hooks)
+  containerd  runc.v2      ctr run --rm --runtime io.containerd.runc.v2 IMG ID true
+              radium-pass  ctr run --rm --runtime io.containerd.radium.v2 IMG ID true
+              radium       ctr run --rm --runtime io.containerd.radium.v2 --env RADIUM_GPUS=1 ...
+
+and prints median and p90 of each, the milliseconds added over the engine's plain runc and the
+ratio.
 
     sudo .venv/bin/python -m benchmarks.container_start [--runs 15] [--install VENV]
 
@@ -15,27 +21,94 @@ and prints median and p90 of each, the milliseconds added over runc and the rati
 from __future__ import annotations
 
 import argparse
+import itertools
 import shutil
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 from integration import images
+from integration.containerd import Containerd
 from integration.dockerd import Dockerd
-from integration.radium_env import make_env
+from integration.radium_env import RadiumEnv, make_env
 
-VARIANTS: dict[str, tuple[str, ...]] = {
+DOCKER: dict[str, tuple[str, ...]] = {
     "runc": (),
     "radium-pass": ("--runtime=radium",),
     "radium": ("--runtime=radium", "-e", "RADIUM_GPUS=1"),
+}
+CONTAINERD: dict[str, tuple[str, ...]] = {
+    "runc.v2": ("--runtime", "io.containerd.runc.v2"),
+    "radium-pass": ("--runtime", "io.containerd.radium.v2"),
+    "radium": ("--runtime", "io.containerd.radium.v2", "--env", "RADIUM_GPUS=1"),
 }
 
 
 def percentile(samples: list[float], q: float) -> float:
     ordered = sorted(samples)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def alternate(
+    variants: dict[str, tuple[str, ...]], runs: int, start: Callable[[tuple[str, ...]], None]
+) -> dict[str, list[float]]:
+    for extra in variants.values():  # warm caches: page cache, image layers, python bytecode
+        start(extra)
+    samples: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(runs):
+        for name, extra in variants.items():
+            began = time.perf_counter()
+            start(extra)
+            samples[name].append((time.perf_counter() - began) * 1000)
+    return samples
+
+
+def docker_samples(radium: RadiumEnv, suite: str, runs: int) -> dict[str, list[float]]:
+    daemon = Dockerd({"radium": radium.runtime}, radium.environ())
+    try:
+        daemon.start()
+        tag = f"radium-bench/{suite}"
+        daemon.import_image(images.debian_tar(suite), tag)
+        return alternate(
+            DOCKER,
+            runs,
+            lambda extra: daemon.docker("run", "--rm", "--network", "none", *extra, tag, "true"),
+        )
+    finally:
+        daemon.stop()
+
+
+def containerd_samples(radium: RadiumEnv, suite: str, runs: int) -> dict[str, list[float]]:
+    env = radium.environ()
+    env["PATH"] = f"{radium.runtime.parent}:{env['PATH']}"
+    daemon = Containerd(env)
+    counter = itertools.count()
+    try:
+        daemon.start()
+        image = daemon.import_image(
+            images.debian_tar(suite), f"docker.io/radium-bench/{suite}:latest"
+        )
+        return alternate(
+            CONTAINERD,
+            runs,
+            lambda extra: daemon.ctr("run", "--rm", *extra, image, f"b{next(counter)}", "true"),
+        )
+    finally:
+        daemon.stop()
+
+
+def print_table(title: str, samples: dict[str, list[float]], baseline: str) -> None:
+    base = statistics.median(samples[baseline])
+    print(title)
+    print(f"  {'variant':<12} {'median ms':>10} {'p90 ms':>8} {'added ms':>9} {'ratio':>6}")
+    for name, values in samples.items():
+        median, p90 = statistics.median(values), percentile(values, 0.9)
+        print(
+            f"  {name:<12} {median:>10.1f} {p90:>8.1f} {median - base:>9.1f} {median / base:>6.2f}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,34 +118,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=15, help="runs of each variant (default 15)")
     parser.add_argument("--suite", default="bookworm", choices=images.SUITES)
     parser.add_argument("--install", type=Path, help="virtualenv whose Radium to measure")
+    parser.add_argument("--engine", choices=("docker", "containerd", "all"), default="all")
     args = parser.parse_args(argv)
 
     scripts = args.install / "bin" if args.install else None
     radium = make_env(Path(tempfile.mkdtemp(prefix="radium-bench-")), scripts)
-    daemon = Dockerd({"radium": radium.runtime}, radium.environ())
-    samples: dict[str, list[float]] = {name: [] for name in VARIANTS}
     try:
-        daemon.start()
-        tag = f"radium-bench/{args.suite}"
-        daemon.import_image(images.debian_tar(args.suite), tag)
-        for extra in VARIANTS.values():  # warm caches: page cache, image layers, python bytecode
-            daemon.docker("run", "--rm", "--network", "none", *extra, tag, "true")
-        for _ in range(args.runs):
-            for name, extra in VARIANTS.items():
-                start = time.perf_counter()
-                daemon.docker("run", "--rm", "--network", "none", *extra, tag, "true")
-                samples[name].append((time.perf_counter() - start) * 1000)
+        print(
+            f"container start, {args.suite} image, command true, {args.runs} runs each, alternating"
+        )
+        print(f"radium installation: {radium.runtime.parent}")
+        if args.engine in ("docker", "all"):
+            print_table("docker run --rm", docker_samples(radium, args.suite, args.runs), "runc")
+        if args.engine in ("containerd", "all"):
+            print_table(
+                "ctr run --rm", containerd_samples(radium, args.suite, args.runs), "runc.v2"
+            )
     finally:
-        daemon.stop()
         shutil.rmtree(radium.root, ignore_errors=True)
-
-    base = statistics.median(samples["runc"])
-    print(f"container start, docker run --rm {args.suite} true, {args.runs} runs each, alternating")
-    print(f"radium-runtime: {radium.runtime}")
-    print(f"{'variant':<12} {'median ms':>10} {'p90 ms':>8} {'added ms':>9} {'ratio':>6}")
-    for name, values in samples.items():
-        median, p90 = statistics.median(values), percentile(values, 0.9)
-        print(f"{name:<12} {median:>10.1f} {p90:>8.1f} {median - base:>9.1f} {median / base:>6.2f}")
     return 0
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from integration import images
+from integration.containerd import Containerd
 from integration.dockerd import Dockerd
 from integration.host import need, need_root
 from integration.radium_env import RadiumEnv, make_env
@@ -71,6 +72,19 @@ def dockerd(radium: RadiumEnv, tmp_path_factory: pytest.TempPathFactory) -> Iter
     env = {**radium.environ(config), "RADIUM_TRACE_DIR": str(trace_dir)}
     daemon = Dockerd({"radium": radium.runtime, "radium-traced": tools / "trace-before"}, env)
     daemon.trace_dir = trace_dir
+    try:
+        daemon.start()
+        yield daemon
+    finally:
+        daemon.stop()
+
+
+@pytest.fixture(scope="session")
+def containerd(radium: RadiumEnv) -> Iterator[Containerd]:
+    """A private containerd whose PATH finds containerd-shim-radium-v2 (io.containerd.radium.v2)."""
+    env = radium.environ()
+    env["PATH"] = f"{radium.runtime.parent}:{env['PATH']}"
+    daemon = Containerd(env)
     try:
         daemon.start()
         yield daemon

@@ -29,7 +29,9 @@ def kill_processes_under(path: Path) -> None:
 
 
 class Dockerd:
-    def __init__(self, runtimes: dict[str, Path], env: dict[str, str]) -> None:
+    def __init__(
+        self, runtimes: dict[str, Path], env: dict[str, str], config_file: Path | None = None
+    ) -> None:
         self.dockerd = need("dockerd", "docker.io")
         self.client = (
             "/usr/bin/docker" if os.path.exists("/usr/bin/docker") else need("docker", "docker.io")
@@ -39,6 +41,7 @@ class Dockerd:
         self.root = Path(tempfile.mkdtemp(prefix="rdk-", dir="/tmp"))
         self.socket = self.root / "docker.sock"
         self.runtimes = runtimes
+        self.config_file = config_file
         self.env = env
         self.process: subprocess.Popen[bytes] | None = None
         self._images: dict[str, str] = {}
@@ -58,6 +61,7 @@ class Dockerd:
             "--storage-driver=overlay2",
             "--log-level=warn",
             *(f"--add-runtime={name}={path}" for name, path in self.runtimes.items()),
+            *([f"--config-file={self.config_file}"] if self.config_file else []),
         ]
         log = open(self.root / "dockerd.log", "wb")  # noqa: SIM115 - lives as long as the daemon
         self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=self.env)

@@ -98,9 +98,15 @@ def build_parser() -> argparse.ArgumentParser:
         description="Write the engine's configuration for Radium, idempotently, with a backup.",
     )
     setup.add_argument("engine", choices=("docker", "containerd", "crio", "podman"))
-    setup.add_argument("--remove", action="store_true", help="take Radium's configuration out again")
-    setup.add_argument("--dry-run", action="store_true", help="print the resulting files, change nothing")
-    setup.add_argument("--set-as-default", action="store_true", help="make radium the default runtime")
+    setup.add_argument(
+        "--remove", action="store_true", help="take Radium's configuration out again"
+    )
+    setup.add_argument(
+        "--dry-run", action="store_true", help="print the resulting files, change nothing"
+    )
+    setup.add_argument(
+        "--set-as-default", action="store_true", help="make radium the default runtime"
+    )
     setup.add_argument(
         "--config",
         type=Path,

@@ -72,13 +72,23 @@ def start(bundle: str, environ: Mapping[str, str]) -> Config | None:
     return specedit.edit_bundle(bundle, environ, PROGRAM, lambda c: c.shim.log_file, spec)
 
 
-def delete(container_id: str, environ: Mapping[str, str]) -> Config:
-    """Release what start took, idempotently: containerd 1.6 calls delete after every removal."""
+def delete(bundle: str, container_id: str, environ: Mapping[str, str]) -> Config | None:
+    """Release what start took, idempotently: containerd 1.6 calls delete after every removal.
+
+    Containers that never asked for Radium (the bundle's spec says so) cost a JSON parse.
+    """
     import logging
     import shutil
 
     from radium import config as config_module
-    from radium import logs
+    from radium import logs, ocispec
+    from radium.shim import request as request_module
+
+    try:
+        if request_module.from_spec(ocispec.read(bundle)) is None:
+            return None
+    except RadiumError:
+        pass  # no readable spec left: clean up anyway, it is idempotent
 
     try:
         config = config_module.load(environ=environ)
@@ -99,7 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if action == "start":
             config = start(flags.get("bundle") or os.getcwd(), environ)
         elif action == "delete":
-            config = delete(flags.get("id", ""), environ)
+            config = delete(flags.get("bundle") or os.getcwd(), flags.get("id", ""), environ)
         shim = runc_shim(config, environ, args[0])
     except RadiumError as exc:
         # containerd shows a failed start's output; on success we must print nothing at all.

@@ -8,6 +8,7 @@ Radium's settings are taken out.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,10 +38,8 @@ def _read(path: Path) -> Optional[bytes]:
 
 def _write(path: Path, content: bytes, mode: int = 0o644) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    try:
+    with contextlib.suppress(FileNotFoundError):
         mode = path.stat().st_mode & 0o7777
-    except FileNotFoundError:
-        pass
     tmp = path.with_name(f".{path.name}.radium-{os.getpid()}")
     tmp.write_bytes(content)
     tmp.chmod(mode)

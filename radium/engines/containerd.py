@@ -34,7 +34,9 @@ def _parse(content: Optional[bytes], path: Path) -> dict[str, Any]:
     try:
         data: dict[str, Any] = tomllib.loads(content.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path} is not valid TOML: {exc}", hint="fix it, then run radium setup again") from exc
+        raise ConfigError(
+            f"{path} is not valid TOML: {exc}", hint="fix it, then run radium setup again"
+        ) from exc
     return data
 
 
@@ -47,7 +49,11 @@ def _runc_options(main: dict[str, Any]) -> dict[str, Any]:
 
 def dropin(options: Options, main: dict[str, Any]) -> bytes:
     doc = tomlkit.document()
-    doc.add(tomlkit.comment("Written by `radium setup containerd`; `radium setup containerd --remove` deletes it."))
+    doc.add(
+        tomlkit.comment(
+            "Written by `radium setup containerd`; `radium setup containerd --remove` deletes it."
+        )
+    )
     doc.add("version", 2)
     plugins = tomlkit.table(is_super_table=True)
     cri = tomlkit.table(is_super_table=True)
@@ -70,13 +76,16 @@ def dropin(options: Options, main: dict[str, Any]) -> bytes:
     return tomlkit.dumps(doc).encode()
 
 
-def plan(options: Options, config: Path = DEFAULT_CONFIG, dropin_path: Path = DEFAULT_DROPIN) -> Plan:
+def plan(
+    options: Options, config: Path = DEFAULT_CONFIG, dropin_path: Path = DEFAULT_DROPIN
+) -> Plan:
     current = config.read_bytes() if config.exists() else None
     main = _parse(current, config)
     if current is not None and main.get("version") != 2:
         raise ConfigError(
-            f"{config} is not a version 2 containerd config (version = {main.get('version', 'unset, meaning 1')})",
-            hint="migrate it to version 2 (containerd config default shows one), then run radium setup again",
+            f"{config} is not a version 2 containerd config "
+            f"(version = {main.get('version', 'unset, meaning 1')})",
+            hint="migrate it to version 2 (containerd config default), then run radium setup again",
         )
     entry = str(dropin_path)
 
@@ -104,5 +113,5 @@ def plan(options: Options, config: Path = DEFAULT_CONFIG, dropin_path: Path = DE
     return Plan(
         files=(Owned(dropin_path, dropin(options, main)), Edit(config, install, uninstall)),
         restart_unit="containerd",
-        restart_hint="restart containerd (systemctl restart containerd) for the CRI runtime to appear",
+        restart_hint="restart containerd (systemctl restart containerd) for the runtime to appear",
     )

@@ -17,7 +17,9 @@ RUNTIME_NAME = "radium"
 
 def dropin(options: Options) -> bytes:
     doc = tomlkit.document()
-    doc.add(tomlkit.comment("Written by `radium setup crio`; `radium setup crio --remove` deletes it."))
+    doc.add(
+        tomlkit.comment("Written by `radium setup crio`; `radium setup crio --remove` deletes it.")
+    )
     crio = tomlkit.table(is_super_table=True)
     runtime_section = tomlkit.table(is_super_table=not options.set_as_default)
     if options.set_as_default:

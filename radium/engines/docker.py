@@ -19,9 +19,13 @@ def _load(content: Optional[bytes], path: Path) -> dict[str, Any]:
     try:
         data = json.loads(content)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path} is not valid JSON: {exc}", hint="fix it, then run radium setup again") from exc
+        raise ConfigError(
+            f"{path} is not valid JSON: {exc}", hint="fix it, then run radium setup again"
+        ) from exc
     if not isinstance(data, dict):
-        raise ConfigError(f"{path} is not a JSON object", hint="fix it, then run radium setup again")
+        raise ConfigError(
+            f"{path} is not a JSON object", hint="fix it, then run radium setup again"
+        )
     return data
 
 

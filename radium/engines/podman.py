@@ -19,7 +19,9 @@ HOOK_PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/b
 
 def hook_file(options: Options, stage: str) -> bytes:
     python, hook = options.programs["python"], options.programs["radium-hook"]
-    env = [HOOK_PATH_ENV] + ([f"RADIUM_CONFIG={options.config_file}"] if options.config_file else [])
+    env = [HOOK_PATH_ENV] + (
+        [f"RADIUM_CONFIG={options.config_file}"] if options.config_file else []
+    )
     document = {
         "version": "1.0.0",
         "hook": {"path": python, "args": [python, "-I", hook, stage], "env": env, "timeout": 30},
@@ -31,7 +33,9 @@ def hook_file(options: Options, stage: str) -> bytes:
 
 def plan(options: Options, hooks_dir: Path = DEFAULT_HOOKS_DIR) -> Plan:
     return Plan(
-        files=tuple(Owned(hooks_dir / f"radium-{stage}.json", hook_file(options, stage)) for stage in STAGES),
+        files=tuple(
+            Owned(hooks_dir / f"radium-{stage}.json", hook_file(options, stage)) for stage in STAGES
+        ),
         restart_unit="",
         restart_hint="nothing to restart: podman and CRI-O read hooks.d when a container starts",
     )

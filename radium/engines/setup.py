@@ -25,11 +25,15 @@ def installed_programs() -> dict[str, str]:
     return programs
 
 
-def make_plan(engine: str, options: base.Options, path: Optional[Path], dropin: Optional[Path]) -> base.Plan:
+def make_plan(
+    engine: str, options: base.Options, path: Optional[Path], dropin: Optional[Path]
+) -> base.Plan:
     if engine == "docker":
         return docker.plan(options, path or docker.DEFAULT_CONFIG)
     if engine == "containerd":
-        return containerd.plan(options, path or containerd.DEFAULT_CONFIG, dropin or containerd.DEFAULT_DROPIN)
+        return containerd.plan(
+            options, path or containerd.DEFAULT_CONFIG, dropin or containerd.DEFAULT_DROPIN
+        )
     if engine == "crio":
         return crio.plan(options, dropin or path or crio.DEFAULT_DROPIN)
     if engine == "podman":
@@ -39,8 +43,13 @@ def make_plan(engine: str, options: base.Options, path: Optional[Path], dropin: 
 
 def restart(unit: str) -> None:
     if not Path("/run/systemd/system").is_dir() or shutil.which("systemctl") is None:
-        raise RadiumError(f"cannot restart {unit}: this machine does not run systemd", hint=f"restart {unit} yourself")
-    result = subprocess.run(["systemctl", "restart", unit], capture_output=True, text=True, check=False)
+        raise RadiumError(
+            f"cannot restart {unit}: this machine does not run systemd",
+            hint=f"restart {unit} yourself",
+        )
+    result = subprocess.run(
+        ["systemctl", "restart", unit], capture_output=True, text=True, check=False
+    )
     if result.returncode != 0:
         raise RadiumError(f"systemctl restart {unit} failed: {result.stderr.strip()}")
 
@@ -59,10 +68,14 @@ def run(
     options = base.Options(
         set_as_default=set_as_default,
         programs=installed_programs(),
-        config_file=os.path.abspath(os.environ["RADIUM_CONFIG"]) if os.environ.get("RADIUM_CONFIG") else "",
+        config_file=os.path.abspath(os.environ["RADIUM_CONFIG"])
+        if os.environ.get("RADIUM_CONFIG")
+        else "",
     )
     plan = make_plan(engine, options, path, dropin)
-    outcomes = apply.remove(plan, dry_run=dry_run) if remove else apply.install(plan, dry_run=dry_run)
+    outcomes = (
+        apply.remove(plan, dry_run=dry_run) if remove else apply.install(plan, dry_run=dry_run)
+    )
     for outcome in outcomes:
         if dry_run:
             out.write(f"# {outcome.path}: {outcome.action}\n")

@@ -10,7 +10,9 @@ from radium.engines.base import Options
 ORIGINAL = b'{"log-driver": "journald",   "registry-mirrors": ["https://m.example"]}\n'
 
 
-def test_install_twice_is_a_no_op_and_remove_restores_bytes(tmp_path: Path, options: Options) -> None:
+def test_install_twice_is_a_no_op_and_remove_restores_bytes(
+    tmp_path: Path, options: Options
+) -> None:
     config = tmp_path / "daemon.json"
     config.write_bytes(ORIGINAL)
     plan = docker.plan(options, config)
@@ -24,7 +26,9 @@ def test_install_twice_is_a_no_op_and_remove_restores_bytes(tmp_path: Path, opti
     assert sorted(p.name for p in tmp_path.iterdir()) == ["daemon.json"]
 
 
-def test_remove_after_someone_else_edited_keeps_their_edit(tmp_path: Path, options: Options) -> None:
+def test_remove_after_someone_else_edited_keeps_their_edit(
+    tmp_path: Path, options: Options
+) -> None:
     config = tmp_path / "daemon.json"
     config.write_bytes(ORIGINAL)
     plan = docker.plan(options, config)

@@ -48,10 +48,20 @@ def test_containerd_dropin_and_imports(tmp_path: Path, options: Options, default
     plan = containerd.plan(opts, config, dropin)
     apply.install(plan)
     suffix = "-default" if default else ""
-    check_golden(f"containerd-dropin{suffix}.out.toml", dropin.read_bytes().replace(str(tmp_path).encode(), b"TMP"))
-    check_golden("containerd-config.out.toml", config.read_bytes().replace(str(tmp_path).encode(), b"TMP"))
-    runtime = tomllib.loads(dropin.read_text())["plugins"][containerd.CRI]["containerd"]["runtimes"]["radium"]
-    assert runtime["options"] == {"SystemdCgroup": True, "BinaryName": "/usr/sbin/runc"}  # copied from runc
+    check_golden(
+        f"containerd-dropin{suffix}.out.toml",
+        dropin.read_bytes().replace(str(tmp_path).encode(), b"TMP"),
+    )
+    check_golden(
+        "containerd-config.out.toml", config.read_bytes().replace(str(tmp_path).encode(), b"TMP")
+    )
+    runtime = tomllib.loads(dropin.read_text())["plugins"][containerd.CRI]["containerd"][
+        "runtimes"
+    ]["radium"]
+    assert runtime["options"] == {
+        "SystemdCgroup": True,
+        "BinaryName": "/usr/sbin/runc",
+    }  # copied from runc
     assert [o.action for o in apply.install(plan)] == ["unchanged", "unchanged"]
     assert [o.action for o in apply.remove(plan)] == ["deleted", "restored"]
     assert config.read_bytes() == original
@@ -85,7 +95,9 @@ def test_podman_hooks_files(tmp_path: Path, options: Options) -> None:
     plan = podman.plan(options, tmp_path)
     apply.install(plan)
     for stage in podman.STAGES:
-        check_golden(f"podman-radium-{stage}.out.json", (tmp_path / f"radium-{stage}.json").read_bytes())
+        check_golden(
+            f"podman-radium-{stage}.out.json", (tmp_path / f"radium-{stage}.json").read_bytes()
+        )
     assert [o.action for o in apply.install(plan)] == ["unchanged", "unchanged"]
     assert [o.action for o in apply.remove(plan)] == ["deleted", "deleted"]
     assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,130 @@
+"""A private containerd for tests: own root, state and socket; ``ctr`` against it."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from integration.dockerd import kill_processes_under
+from integration.host import need, unmount_all_under
+from integration.oci_archive import oci_archive
+
+NAMESPACE = "radium-test"
+
+
+class Containerd:
+    def __init__(self, env: dict[str, str], config: Path | None = None) -> None:
+        self.binary = need("containerd")
+        self.ctr_binary = need("ctr", "containerd")
+        need("containerd-shim-runc-v2", "containerd")
+        self.root = Path(tempfile.mkdtemp(prefix="rcd-", dir="/tmp"))
+        self.socket = self.root / "c.sock"
+        self.config = config
+        self.env = env
+        self.process: subprocess.Popen[bytes] | None = None
+        self._images: set[str] = set()
+
+    def command(self, *extra: str) -> list[str]:
+        config = str(self.config) if self.config else "/dev/null"
+        return [
+            self.binary,
+            "--config",
+            config,
+            "--root",
+            str(self.root / "root"),
+            "--state",
+            str(self.root / "state"),
+            "--address",
+            str(self.socket),
+            *extra,
+        ]
+
+    def start(self, timeout: float = 60) -> None:
+        log = open(self.root / "containerd.log", "wb")  # noqa: SIM115 - lives as long as the daemon
+        self.process = subprocess.Popen(
+            self.command(), stdout=log, stderr=subprocess.STDOUT, env=self.env
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"containerd exited early:\n{self.log_tail()}")
+            if self.socket.exists() and self.ctr("version", check=False).returncode == 0:
+                return
+            time.sleep(0.2)
+        raise RuntimeError(f"containerd did not come up in {timeout}s:\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 40) -> str:
+        path = self.root / "containerd.log"
+        return (
+            "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+            if path.exists()
+            else ""
+        )
+
+    def ctr(
+        self, *args: str, check: bool = True, timeout: float = 180
+    ) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run(
+            [self.ctr_binary, "--address", str(self.socket), "--namespace", NAMESPACE, *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            env=self.env,
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(
+                f"ctr {' '.join(args)} failed ({result.returncode}):\n"
+                f"{result.stderr}\n{self.log_tail()}"
+            )
+        return result
+
+    def import_image(self, rootfs_tar: Path, name: str) -> str:
+        if name not in self._images:
+            self.ctr("images", "import", str(oci_archive(rootfs_tar, name)), timeout=600)
+            self._images.add(name)
+        return name
+
+    def task_dirs(self) -> list[str]:
+        """Bundles containerd still keeps for this namespace."""
+        tasks = self.root / "state" / "io.containerd.runtime.v2.task" / NAMESPACE
+        return sorted(os.listdir(tasks)) if tasks.exists() else []
+
+    def shim_pids(self) -> list[int]:
+        """containerd-shim-runc-v2 processes serving this containerd."""
+        needle = str(self.socket).encode()
+        pids = []
+        for pid_dir in Path("/proc").iterdir():
+            if pid_dir.name.isdigit():
+                try:
+                    cmdline = (pid_dir / "cmdline").read_bytes()
+                except OSError:
+                    continue
+                if b"containerd-shim" in cmdline and needle in cmdline:
+                    pids.append(int(pid_dir.name))
+        return pids
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            for task in self.ctr("tasks", "ls", "-q", check=False).stdout.split():
+                self.ctr("tasks", "kill", "-s", "SIGKILL", task, check=False)
+                self.ctr("tasks", "delete", "-f", task, check=False)
+            for container in self.ctr("containers", "ls", "-q", check=False).stdout.split():
+                self.ctr("containers", "delete", container, check=False)
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        kill_processes_under(self.root)
+        unmount_all_under(self.root)
+        shutil.rmtree(self.root, ignore_errors=True)
+        # runc's state for our namespace lives outside --root/--state; it is empty by now.
+        with contextlib.suppress(OSError):
+            os.rmdir(f"/run/containerd/runc/{NAMESPACE}")

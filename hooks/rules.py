@@ -6,12 +6,12 @@ name that is not a plain directory name, or no rule at all is an error naming th
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
-from importlib import resources
-from pathlib import Path
 from typing import Any
 
+from radium import packaging, tomlcache
 from radium.config import parse_toml
 from radium.errors import ConfigError, NoBundleError
 from radium.hooks.detect import Platform
@@ -36,22 +36,28 @@ class Rule:
         )
 
 
+SHIPPED_RULES = os.path.join(os.path.dirname(packaging.__file__), "bundle-rules.toml")
+
+
 def load_rules(path: str) -> tuple[Rule, ...]:
     """Rules from ``path``, or the shipped default rules when ``path`` is empty."""
-    source = path or "radium.packaging/bundle-rules.toml"
+    source = path or SHIPPED_RULES
+
+    def parse(raw: bytes) -> dict[str, Any]:
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"bundle rules {source} are not UTF-8 text") from exc
+        return parse_toml(text, f"bundle rules {source}")
+
     try:
-        if path:
-            text = Path(path).read_text(encoding="utf-8")
-        else:
-            text = resources.files("radium.packaging").joinpath("bundle-rules.toml").read_text()
+        data = tomlcache.load(source, parse)
     except OSError as exc:
         raise ConfigError(
             f"cannot read bundle rules {source}: {exc.strerror}",
             hint="fix bundles.rules in the Radium config",
         ) from exc
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"bundle rules {source} are not UTF-8 text") from exc
-    return parse_rules(parse_toml(text, f"bundle rules {source}"), source)
+    return parse_rules(data, source)
 
 
 def parse_rules(data: dict[str, Any], source: str) -> tuple[Rule, ...]:

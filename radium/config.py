@@ -65,6 +65,52 @@ class ShimConfig:
 
 
 @dataclass(frozen=True)
+class PoolConfig:
+    """``radium pool serve``: where it listens, where its state lives, whom it trusts."""
+
+    listen: str = "127.0.0.1:7400"
+    #: SQLite database (WAL): every lease survives a pool restart.
+    db: str = "/var/lib/radium/pool.db"
+    #: "normal": durable across pool crashes (fsync at WAL checkpoints); "full": also across
+    #: power loss (fsync per commit, slower).
+    synchronous: str = "normal"
+    lease_ttl: float = 30.0
+    heartbeat_timeout: float = 10.0
+    #: Tokens accepted from node agents and the CLI (leases, status).
+    agent_tokens: tuple[str, ...] = ()
+    #: Tokens accepted from acceptors (register, heartbeat, watch).
+    acceptor_tokens: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    """How this node's agent and CLI reach the pool."""
+
+    pool: str = "127.0.0.1:7400"
+    token: str = ""
+    #: Deadline of every control-plane call, in seconds.
+    timeout: float = 5.0
+
+
+@dataclass(frozen=True)
+class AcceptorConfig:
+    """``radium acceptor serve``: its devices and how it reaches the pool."""
+
+    #: Name in the pool; "" means this host's name.
+    name: str = ""
+    pool: str = "127.0.0.1:7400"
+    token: str = ""
+    #: Where lease workers are reached (the data plane).
+    data_address: str = "127.0.0.1:7401"
+    #: "auto" (NVIDIA through NVML when present, else CPU), "nvml" or "cpu".
+    backend: str = "auto"
+    cpu_devices: int = 2
+    cpu_memory_mib: int = 16384
+    state_dir: str = "/var/lib/radium/acceptor"
+    heartbeat_interval: float = 2.0
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole configuration tree."""
 
@@ -72,6 +118,9 @@ class Config:
     hook: HookConfig = field(default_factory=HookConfig)
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
     shim: ShimConfig = field(default_factory=ShimConfig)
+    pool: PoolConfig = field(default_factory=PoolConfig)
+    client: ClientConfig = field(default_factory=ClientConfig)
+    acceptor: AcceptorConfig = field(default_factory=AcceptorConfig)
 
     def __post_init__(self) -> None:
         for key, value in (
@@ -88,6 +137,26 @@ class Config:
             )
         if not self.runtime.runtimes:
             raise ConfigError("config key runtime.runtimes must name at least one runtime")
+        if self.pool.synchronous not in ("normal", "full"):
+            raise ConfigError(
+                'config key pool.synchronous must be "normal" or "full", '
+                f"got {self.pool.synchronous!r}"
+            )
+        if self.acceptor.backend not in ("auto", "nvml", "cpu"):
+            raise ConfigError(
+                'config key acceptor.backend must be "auto", "nvml" or "cpu", '
+                f"got {self.acceptor.backend!r}"
+            )
+        for key, number in (
+            ("pool.lease_ttl", self.pool.lease_ttl),
+            ("pool.heartbeat_timeout", self.pool.heartbeat_timeout),
+            ("client.timeout", self.client.timeout),
+            ("acceptor.heartbeat_interval", self.acceptor.heartbeat_interval),
+            ("acceptor.cpu_devices", self.acceptor.cpu_devices),
+            ("acceptor.cpu_memory_mib", self.acceptor.cpu_memory_mib),
+        ):
+            if number <= 0:
+                raise ConfigError(f"config key {key} must be positive, got {number}")
 
 
 T = TypeVar("T")
@@ -116,6 +185,8 @@ def _convert(hint: Any, value: Any, dotted: str) -> Any:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise ConfigError(f"config key {dotted!r} must be a list of strings")
         return tuple(value)
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
     if not isinstance(value, hint) or (hint is int and isinstance(value, bool)):
         raise ConfigError(f"config key {dotted!r} must be of type {hint.__name__}")
     return value

@@ -20,6 +20,9 @@ class Kind:
     FAILED_PRECONDITION = "failed precondition"
     PERMISSION_DENIED = "permission denied"
     UNAVAILABLE = "unavailable"
+    RESOURCE_EXHAUSTED = "resource exhausted"
+    UNAUTHENTICATED = "unauthenticated"
+    DEADLINE_EXCEEDED = "deadline exceeded"
     INTERNAL = "internal"
 
 
@@ -91,3 +94,45 @@ class UsageError(RadiumError):
     """A command line could not be understood."""
 
     kind = Kind.INVALID_ARGUMENT
+
+
+class CapacityError(RadiumError):
+    """The pool has no capacity for a request (now, or within the wait the request allowed)."""
+
+    kind = Kind.RESOURCE_EXHAUSTED
+
+
+class LeaseNotFoundError(RadiumError):
+    """No such lease, or it has ended (expired, revoked, released)."""
+
+    kind = Kind.NOT_FOUND
+
+
+class AuthError(RadiumError):
+    """A call carried no token, or one the server does not accept for it."""
+
+    kind = Kind.UNAUTHENTICATED
+
+
+class UnavailableError(RadiumError):
+    """A Radium service (pool, acceptor, agent) cannot be reached."""
+
+    kind = Kind.UNAVAILABLE
+
+
+class DeadlineError(RadiumError):
+    """A call to a Radium service did not finish within its deadline."""
+
+    kind = Kind.DEADLINE_EXCEEDED
+
+
+class InvalidRequestError(RadiumError):
+    """A request that no pool could satisfy as written (0 GPUs, a fraction of 2, ...)."""
+
+    kind = Kind.INVALID_ARGUMENT
+
+
+class NotRegisteredError(RadiumError):
+    """An acceptor called before registering, or after the pool marked it down."""
+
+    kind = Kind.FAILED_PRECONDITION

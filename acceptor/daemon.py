@@ -1,0 +1,121 @@
+"""``radium acceptor serve``: register with the pool, heartbeat, follow lease assignments.
+
+When the pool goes away the acceptor keeps its slots (leases keep being served) and registers
+again as soon as the pool answers; the pool's reply lists the leases to reconcile with.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import socket
+
+import grpc
+import grpc.aio
+
+from radium import rpc
+from radium.acceptor.devices import Backend, choose
+from radium.acceptor.slots import Slots
+from radium.config import AcceptorConfig
+from radium.errors import AuthError, RadiumError
+from radium.proto import pool_pb2 as pb
+from radium.proto import pool_pb2_grpc as pb_grpc
+
+log = logging.getLogger(__name__)
+MAX_BACKOFF = 5.0
+
+
+class Acceptor:
+    def __init__(self, config: AcceptorConfig, backend: Backend | None = None) -> None:
+        self.config = config
+        self.name = config.name or socket.gethostname()
+        self.backend = backend or choose(config)
+        self.slots = Slots(config.state_dir)
+        self.metadata = rpc.metadata(config.token)
+        self.registrations = 0
+
+    def info(self) -> pb.Acceptor:
+        return pb.Acceptor(
+            name=self.name,
+            data_address=self.config.data_address,
+            devices=self.backend.devices(),
+            labels={"backend": self.backend.name},
+        )
+
+    async def session(self, stub: pb_grpc.AcceptorsStub) -> None:
+        """One registration's life: register, then heartbeat and watch until something fails."""
+        reply = await stub.Register(
+            pb.RegisterRequest(acceptor=self.info()), metadata=self.metadata, timeout=10
+        )
+        self.registrations += 1
+        self.slots.reconcile(list(reply.leases))
+        log.info("registered with the pool as %s (%d active leases)", self.name, len(reply.leases))
+        interval = reply.heartbeat_interval or self.config.heartbeat_interval
+        tasks = [
+            asyncio.create_task(self.heartbeats(stub, interval)),
+            asyncio.create_task(self.watch(stub)),
+        ]
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                task.result()
+        finally:
+            for task in tasks:
+                task.cancel()
+
+    async def heartbeats(self, stub: pb_grpc.AcceptorsStub, interval: float) -> None:
+        while True:
+            request = pb.HeartbeatRequest(name=self.name, usage=self.slots.usage())
+            await stub.Heartbeat(request, metadata=self.metadata, timeout=max(interval, 2.0))
+            await asyncio.sleep(interval)
+
+    async def watch(self, stub: pb_grpc.AcceptorsStub) -> None:
+        async for assignment in stub.Watch(pb.WatchRequest(name=self.name), metadata=self.metadata):
+            if assignment.kind == pb.Assignment.GRANTED:
+                self.slots.prepare(assignment.lease)
+            else:
+                self.slots.teardown(assignment.lease.id)
+        raise RadiumError("the pool closed the assignment stream")
+
+    async def run(self, stop: asyncio.Event) -> None:
+        backoff = 0.2
+        async with rpc.aio_channel(self.config.pool) as channel:
+            stub = pb_grpc.AcceptorsStub(channel)
+            while not stop.is_set():
+                session = asyncio.create_task(self.session(stub))
+                stopper = asyncio.create_task(stop.wait())
+                await asyncio.wait([session, stopper], return_when=asyncio.FIRST_COMPLETED)
+                stopper.cancel()
+                if stop.is_set():
+                    session.cancel()
+                    break
+                try:
+                    session.result()
+                    backoff = 0.2
+                except grpc.RpcError as exc:
+                    error = rpc.from_rpc_error(exc, f"pool at {self.config.pool}")
+                    level = logging.ERROR if isinstance(error, AuthError) else logging.WARNING
+                    log.log(level, "%s; retrying in %.1fs", error.one_line(), backoff)
+                except RadiumError as exc:
+                    log.warning("%s; retrying in %.1fs", exc.one_line(), backoff)
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(stop.wait(), timeout=backoff)
+                backoff = min(backoff * 2, MAX_BACKOFF)
+
+
+async def serve(config: AcceptorConfig) -> None:
+    acceptor = Acceptor(config)
+    log.info(
+        "acceptor %s: %d %s devices, data plane %s",
+        acceptor.name,
+        len(acceptor.backend.devices()),
+        acceptor.backend.name,
+        config.data_address,
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    await acceptor.run(stop)

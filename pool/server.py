@@ -1,0 +1,76 @@
+"""``radium pool serve``: the pool's gRPC server, until SIGTERM or SIGINT."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import time
+
+import grpc.aio
+
+from radium import rpc
+from radium.config import Config
+from radium.errors import ConfigError, UnavailableError
+from radium.pool.service import AcceptorService, Pool, PoolService
+from radium.pool.state import PoolState
+from radium.pool.store import SQLiteStore
+from radium.proto import pool_pb2_grpc as pb_grpc
+
+log = logging.getLogger(__name__)
+POOL_SERVICE = "radium.v1.Pool"
+ACCEPTOR_SERVICE = "radium.v1.Acceptors"
+
+
+async def serve(config: Config, *, ready: asyncio.Event | None = None) -> None:
+    settings = config.pool
+    if not settings.agent_tokens or not settings.acceptor_tokens:
+        raise ConfigError(
+            "pool.agent_tokens and pool.acceptor_tokens must each list at least one token",
+            hint="the pool refuses every unauthenticated call; 'radium up' generates tokens",
+        )
+    store = SQLiteStore(settings.db, settings.synchronous)
+    state = PoolState(
+        store,
+        lease_ttl=settings.lease_ttl,
+        heartbeat_timeout=settings.heartbeat_timeout,
+        now=time.time(),
+    )
+    pool = Pool(state)
+    server = grpc.aio.server(
+        interceptors=[
+            rpc.TokenAuth(
+                {POOL_SERVICE: settings.agent_tokens, ACCEPTOR_SERVICE: settings.acceptor_tokens}
+            )
+        ]
+    )
+    pb_grpc.add_PoolServicer_to_server(PoolService(pool), server)
+    heartbeat = min(2.0, settings.heartbeat_timeout / 3)
+    pb_grpc.add_AcceptorsServicer_to_server(AcceptorService(pool, heartbeat), server)
+    try:
+        port = server.add_insecure_port(settings.listen)
+    except RuntimeError as exc:
+        port, failure = 0, str(exc)
+    else:
+        failure = "address in use or invalid"
+    if port == 0:
+        store.close()
+        raise UnavailableError(
+            f"cannot listen on {settings.listen}: {failure}", hint="is another pool running?"
+        )
+    await server.start()
+    log.info("pool listening on %s (database %s)", settings.listen, settings.db)
+    reaper = asyncio.create_task(pool.reap_forever(min(1.0, settings.lease_ttl / 4)))
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    if ready is not None:
+        ready.set()
+    try:
+        await stop.wait()
+    finally:
+        reaper.cancel()
+        await server.stop(grace=2)
+        store.close()
+        log.info("pool stopped")

@@ -1,0 +1,209 @@
+"""The pool's gRPC services, on one asyncio loop around :class:`PoolState`."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from typing import Any, AsyncIterator, Callable
+
+from radium import __version__, rpc
+from radium.errors import CapacityError, InvalidRequestError, NotRegisteredError, RadiumError
+from radium.pool import convert
+from radium.pool.model import Lease, Request
+from radium.pool.state import PoolState
+from radium.proto import pool_pb2 as pb
+from radium.proto import pool_pb2_grpc as pb_grpc
+
+log = logging.getLogger(__name__)
+#: grpc.aio.ServicerContext (grpcio ships no type information).
+Context = Any
+_NAME_LIMIT = 253
+
+
+class Pool:
+    """State plus what the services share: waiting requests and acceptor watch streams."""
+
+    def __init__(self, state: PoolState, clock: Callable[[], float] = time.time) -> None:
+        self.state = state
+        self.clock = clock
+        self.waiters: deque[tuple[Request, asyncio.Future[Lease]]] = deque()
+        self.watchers: dict[str, asyncio.Queue[pb.Assignment]] = {}
+
+    def notify(self, kind: pb.Assignment.Kind, leases: list[Lease]) -> None:
+        for lease in leases:
+            queue = self.watchers.get(lease.acceptor)
+            if queue is not None:
+                queue.put_nowait(pb.Assignment(kind=kind, lease=convert.lease_to_pb(lease)))
+
+    def ended(self, leases: list[Lease]) -> None:
+        """Tell acceptors, then give the freed capacity to waiting requests, in order."""
+        self.notify(pb.Assignment.REVOKED, leases)
+        self.serve_waiters()
+
+    def serve_waiters(self) -> None:
+        while self.waiters:
+            request, future = self.waiters[0]
+            if future.done():
+                self.waiters.popleft()
+                continue
+            try:
+                lease = self.grant(request)
+            except CapacityError:
+                return  # strict order: nobody overtakes the head of the queue
+            except RadiumError as exc:
+                future.set_exception(exc)
+            else:
+                future.set_result(lease)
+            self.waiters.popleft()
+
+    def grant(self, request: Request) -> Lease:
+        lease = self.state.allocate(request, self.clock())
+        self.notify(pb.Assignment.GRANTED, [lease])
+        return lease
+
+    async def reap_forever(self, interval: float) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                ended = self.state.reap(self.clock())
+            except Exception:  # a broken store must not kill the loop; log and retry
+                log.exception("reaping leases failed")
+                continue
+            if ended:
+                self.ended(ended)
+
+
+class PoolService(pb_grpc.PoolServicer):
+    def __init__(self, pool: Pool) -> None:
+        self.pool = pool
+
+    async def Allocate(self, request: pb.AllocateRequest, context: Context) -> pb.Lease:
+        wanted = convert.request_from_pb(request)
+        try:
+            if len(wanted.holder) > _NAME_LIMIT or len(wanted.queue) > _NAME_LIMIT:
+                raise InvalidRequestError("holder and queue names are limited to 253 characters")
+            if not self.pool.waiters:
+                try:
+                    return convert.lease_to_pb(self.pool.grant(wanted))
+                except CapacityError:
+                    if wanted.wait <= 0:
+                        raise
+            future: asyncio.Future[Lease] = asyncio.get_running_loop().create_future()
+            self.pool.waiters.append((wanted, future))
+            self.pool.serve_waiters()
+            try:
+                lease = await asyncio.wait_for(asyncio.shield(future), timeout=wanted.wait)
+            except asyncio.TimeoutError:
+                future.cancel()
+                raise CapacityError(
+                    f"no capacity for {wanted.describe()} within {wanted.wait:g}s"
+                ) from None
+            return convert.lease_to_pb(lease)
+        except RadiumError as exc:
+            await rpc.abort(context, exc)
+
+    async def KeepAlive(self, request: pb.LeaseRef, context: Context) -> pb.KeepAliveResponse:
+        try:
+            return pb.KeepAliveResponse(
+                expires_at=self.pool.state.keep_alive(request.lease_id, self.pool.clock())
+            )
+        except RadiumError as exc:
+            await rpc.abort(context, exc)
+
+    async def Release(self, request: pb.LeaseRef, context: Context) -> pb.ReleaseResponse:
+        lease = self.pool.state.release(request.lease_id, self.pool.clock())
+        if lease is not None:
+            self.pool.ended([lease])
+        return pb.ReleaseResponse(released=lease is not None)
+
+    async def ListLeases(
+        self, request: pb.ListLeasesRequest, context: Context
+    ) -> pb.ListLeasesResponse:
+        leases = list(self.pool.state.leases.values())
+        if request.all:
+            leases += self.pool.state.store.ended_leases(1000)
+        return pb.ListLeasesResponse(leases=[convert.lease_to_pb(lease) for lease in leases])
+
+    async def Status(self, request: pb.StatusRequest, context: Context) -> pb.StatusResponse:
+        state = self.pool.state
+        devices = [
+            pb.DeviceStatus(
+                acceptor=acceptor.name,
+                device=convert.device_to_pb(device.device),
+                allocated_fraction=device.used_mib / device.device.memory_mib
+                if device.device.memory_mib
+                else 0.0,
+                allocated_mib=device.used_mib,
+                holders=sorted(
+                    state.leases[lid].holder or lid for lid in device.holders if lid in state.leases
+                ),
+                up=acceptor.up,
+            )
+            for acceptor, device in state.device_states()
+        ]
+        acceptors = [
+            pb.AcceptorStatus(
+                name=a.name,
+                data_address=a.data_address,
+                up=a.up,
+                last_heartbeat=a.last_heartbeat,
+                devices=len(a.devices),
+            )
+            for a in state.acceptors.values()
+        ]
+        return pb.StatusResponse(
+            devices=devices,
+            acceptors=acceptors,
+            active_leases=len(state.leases),
+            version=__version__,
+        )
+
+
+class AcceptorService(pb_grpc.AcceptorsServicer):
+    def __init__(self, pool: Pool, heartbeat_interval: float) -> None:
+        self.pool = pool
+        self.heartbeat_interval = heartbeat_interval
+
+    async def Register(self, request: pb.RegisterRequest, context: Context) -> pb.RegisterResponse:
+        acceptor = convert.acceptor_from_pb(request.acceptor)
+        if not acceptor.name or len(acceptor.name) > _NAME_LIMIT or not acceptor.devices:
+            await rpc.abort(
+                context,
+                InvalidRequestError("an acceptor registers with a name and at least one device"),
+            )
+        if any(d.device.memory_mib <= 0 for d in acceptor.devices.values()):
+            await rpc.abort(context, InvalidRequestError("every device needs its memory size"))
+        active, revoked = self.pool.state.register(acceptor, self.pool.clock())
+        self.pool.ended(revoked)
+        self.pool.serve_waiters()
+        return pb.RegisterResponse(
+            heartbeat_interval=self.heartbeat_interval,
+            leases=[convert.lease_to_pb(le) for le in active],
+        )
+
+    async def Heartbeat(
+        self, request: pb.HeartbeatRequest, context: Context
+    ) -> pb.HeartbeatResponse:
+        if not self.pool.state.heartbeat(request.name, self.pool.clock()):
+            await rpc.abort(
+                context,
+                NotRegisteredError(
+                    f"acceptor {request.name!r} is not registered (or was marked down)",
+                    hint="register again",
+                ),
+            )
+        return pb.HeartbeatResponse()
+
+    async def Watch(
+        self, request: pb.WatchRequest, context: Context
+    ) -> AsyncIterator[pb.Assignment]:
+        queue: asyncio.Queue[pb.Assignment] = asyncio.Queue()
+        self.pool.watchers[request.name] = queue
+        try:
+            while True:
+                yield await queue.get()
+        finally:
+            if self.pool.watchers.get(request.name) is queue:
+                del self.pool.watchers[request.name]

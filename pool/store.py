@@ -1,0 +1,205 @@
+"""Durable pool state. SQLite (WAL) by default: one file, nothing to install.
+
+The pool keeps its working state in memory and writes every change through a store before it
+answers, so a restart (even after SIGKILL) rebuilds exactly the leases it had granted.
+:class:`Store` is the interface a distributed store (etcd) would implement for multi-node pools.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from typing import Iterable, Protocol
+
+from radium.pool.model import ACTIVE, AcceptorState, Device, DeviceState, Lease
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS acceptors (
+    name TEXT PRIMARY KEY,
+    data_address TEXT NOT NULL,
+    labels TEXT NOT NULL,
+    up INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS devices (
+    acceptor TEXT NOT NULL,
+    id TEXT NOT NULL,
+    vendor TEXT NOT NULL,
+    model TEXT NOT NULL,
+    memory_mib INTEGER NOT NULL,
+    labels TEXT NOT NULL,
+    PRIMARY KEY (acceptor, id)
+);
+CREATE TABLE IF NOT EXISTS leases (
+    id TEXT PRIMARY KEY,
+    acceptor TEXT NOT NULL,
+    data_address TEXT NOT NULL,
+    devices TEXT NOT NULL,
+    fraction REAL NOT NULL,
+    holder TEXT NOT NULL,
+    queue TEXT NOT NULL,
+    credential TEXT NOT NULL,
+    ttl REAL NOT NULL,
+    expires_at REAL NOT NULL,
+    created_at REAL NOT NULL,
+    state TEXT NOT NULL,
+    ended_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS leases_by_state ON leases (state, ended_at);
+"""
+
+
+class Store(Protocol):
+    def load(self) -> tuple[list[AcceptorState], list[Lease]]: ...
+    def save_acceptor(self, acceptor: AcceptorState) -> None: ...
+    def set_up(self, name: str, up: bool) -> None: ...
+    def add_lease(self, lease: Lease) -> None: ...
+    def end_leases(self, leases: Iterable[Lease]) -> None: ...
+    def extend_active(self, expires_at: float) -> None: ...
+    def ended_leases(self, limit: int) -> list[Lease]: ...
+    def close(self) -> None: ...
+
+
+def _lease(row: sqlite3.Row) -> Lease:
+    return Lease(
+        id=row["id"],
+        acceptor=row["acceptor"],
+        data_address=row["data_address"],
+        devices=json.loads(row["devices"]),
+        fraction=row["fraction"],
+        holder=row["holder"],
+        queue=row["queue"],
+        credential=row["credential"],
+        ttl=row["ttl"],
+        expires_at=row["expires_at"],
+        created_at=row["created_at"],
+        state=row["state"],
+        ended_at=row["ended_at"],
+    )
+
+
+class SQLiteStore:
+    def __init__(self, path: str, synchronous: str = "normal") -> None:
+        if path != ":memory:":
+            os.makedirs(os.path.dirname(os.path.abspath(path)), mode=0o700, exist_ok=True)
+        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self._db.row_factory = sqlite3.Row
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute(f"PRAGMA synchronous={'FULL' if synchronous == 'full' else 'NORMAL'}")
+        self._db.executescript(_SCHEMA)
+
+    def _tx(self, statements: Iterable[tuple[str, tuple[object, ...]]]) -> None:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            for sql, params in statements:
+                self._db.execute(sql, params)
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def load(self) -> tuple[list[AcceptorState], list[Lease]]:
+        acceptors = {
+            row["name"]: AcceptorState(
+                row["name"], row["data_address"], json.loads(row["labels"]), {}, bool(row["up"])
+            )
+            for row in self._db.execute("SELECT * FROM acceptors")
+        }
+        for row in self._db.execute("SELECT * FROM devices ORDER BY acceptor, id"):
+            device = Device(
+                row["id"], row["vendor"], row["model"], row["memory_mib"], json.loads(row["labels"])
+            )
+            if row["acceptor"] in acceptors:
+                acceptors[row["acceptor"]].devices[device.id] = DeviceState(device)
+        leases = [
+            _lease(row)
+            for row in self._db.execute("SELECT * FROM leases WHERE state = ?", (ACTIVE,))
+        ]
+        return list(acceptors.values()), leases
+
+    def save_acceptor(self, acceptor: AcceptorState) -> None:
+        statements: list[tuple[str, tuple[object, ...]]] = [
+            (
+                "INSERT OR REPLACE INTO acceptors VALUES (?, ?, ?, ?)",
+                (
+                    acceptor.name,
+                    acceptor.data_address,
+                    json.dumps(dict(acceptor.labels)),
+                    int(acceptor.up),
+                ),
+            ),
+            ("DELETE FROM devices WHERE acceptor = ?", (acceptor.name,)),
+        ]
+        for state in acceptor.devices.values():
+            d = state.device
+            statements.append(
+                (
+                    "INSERT INTO devices VALUES (?, ?, ?, ?, ?, ?)",
+                    (
+                        acceptor.name,
+                        d.id,
+                        d.vendor,
+                        d.model,
+                        d.memory_mib,
+                        json.dumps(dict(d.labels)),
+                    ),
+                )
+            )
+        self._tx(statements)
+
+    def set_up(self, name: str, up: bool) -> None:
+        self._tx([("UPDATE acceptors SET up = ? WHERE name = ?", (int(up), name))])
+
+    def add_lease(self, lease: Lease) -> None:
+        self._tx(
+            [
+                (
+                    "INSERT INTO leases VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        lease.id,
+                        lease.acceptor,
+                        lease.data_address,
+                        json.dumps(lease.devices),
+                        lease.fraction,
+                        lease.holder,
+                        lease.queue,
+                        lease.credential,
+                        lease.ttl,
+                        lease.expires_at,
+                        lease.created_at,
+                        lease.state,
+                        lease.ended_at,
+                    ),
+                )
+            ]
+        )
+
+    def end_leases(self, leases: Iterable[Lease]) -> None:
+        self._tx(
+            [
+                (
+                    "UPDATE leases SET state = ?, ended_at = ? WHERE id = ?",
+                    (lease.state, lease.ended_at, lease.id),
+                )
+                for lease in leases
+            ]
+        )
+
+    def extend_active(self, expires_at: float) -> None:
+        self._tx(
+            [
+                (
+                    "UPDATE leases SET expires_at = MAX(expires_at, ?) WHERE state = ?",
+                    (expires_at, ACTIVE),
+                )
+            ]
+        )
+
+    def ended_leases(self, limit: int) -> list[Lease]:
+        rows = self._db.execute(
+            "SELECT * FROM leases WHERE state != ? ORDER BY ended_at DESC LIMIT ?", (ACTIVE, limit)
+        )
+        return [_lease(row) for row in rows]
+
+    def close(self) -> None:
+        self._db.close()

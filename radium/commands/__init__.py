@@ -1,0 +1,1 @@
+"""Subcommands of ``radium``: each module registers its parsers with ``register(commands)``."""

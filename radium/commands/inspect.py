@@ -1,0 +1,126 @@
+"""``radium gpus``, ``radium leases``, ``radium status``: what the pool has, as tables or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import Any, Sequence
+
+from google.protobuf.json_format import MessageToDict
+
+from radium import config as config_module
+from radium.poolclient import PoolClient
+
+
+def _client() -> PoolClient:
+    settings = config_module.load().client
+    return PoolClient(settings.pool, settings.token, settings.timeout)
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    cells = [list(map(str, headers))] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells)
+
+
+def _gpus(args: argparse.Namespace) -> int:
+    status = _client().status()
+    if args.json:
+        print(
+            json.dumps(
+                [MessageToDict(d, preserving_proto_field_name=True) for d in status.devices],
+                indent=2,
+            )
+        )
+        return 0
+    rows = [
+        (
+            d.acceptor,
+            d.device.id,
+            d.device.vendor,
+            d.device.model,
+            d.device.memory_mib,
+            f"{d.allocated_fraction:.2f}",
+            "up" if d.up else "DOWN",
+            ",".join(d.holders) or "-",
+        )
+        for d in status.devices
+    ]
+    print(
+        _table(
+            (
+                "ACCEPTOR",
+                "DEVICE",
+                "VENDOR",
+                "MODEL",
+                "MEMORY MiB",
+                "ALLOCATED",
+                "STATE",
+                "HOLDERS",
+            ),
+            rows,
+        )
+    )
+    return 0
+
+
+def _leases(args: argparse.Namespace) -> int:
+    leases = _client().leases(all_=args.all)
+    if args.json:
+        print(
+            json.dumps(
+                [MessageToDict(le, preserving_proto_field_name=True) for le in leases], indent=2
+            )
+        )
+        return 0
+    now = time.time()
+    rows = [
+        (
+            le.id,
+            le.state,
+            le.holder or "-",
+            le.acceptor,
+            ",".join(le.device_ids),
+            f"{le.fraction:.2f}",
+            le.memory_mib,
+            f"{le.expires_at - now:.0f}s" if le.state == "active" else "-",
+        )
+        for le in leases
+    ]
+    print(
+        _table(
+            ("LEASE", "STATE", "HOLDER", "ACCEPTOR", "DEVICES", "FRACTION", "MiB", "EXPIRES IN"),
+            rows,
+        )
+    )
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    status = _client().status()
+    if args.json:
+        print(json.dumps(MessageToDict(status, preserving_proto_field_name=True), indent=2))
+        return 0
+    up = sum(1 for a in status.acceptors if a.up)
+    print(
+        f"pool {status.version}: {len(status.acceptors)} acceptors ({up} up), "
+        f"{len(status.devices)} devices, {status.active_leases} active leases"
+    )
+    rows = [(a.name, a.data_address, "up" if a.up else "DOWN", a.devices) for a in status.acceptors]
+    if rows:
+        print(_table(("ACCEPTOR", "DATA PLANE", "STATE", "DEVICES"), rows))
+    return 0
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    for name, func, text in (
+        ("gpus", _gpus, "every device in the pool: vendor, memory, what is allocated, to whom"),
+        ("leases", _leases, "the pool's leases"),
+        ("status", _status, "the pool and its acceptors"),
+    ):
+        parser = commands.add_parser(name, help=text)
+        parser.add_argument("--json", action="store_true", help="print JSON")
+        if name == "leases":
+            parser.add_argument("--all", action="store_true", help="include ended leases")
+        parser.set_defaults(func=func)

@@ -1,0 +1,77 @@
+"""A blocking client of the pool, for the CLI and the node agent. Every call has a deadline."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import grpc
+
+from radium import rpc
+from radium.proto import pool_pb2 as pb
+from radium.proto import pool_pb2_grpc as pb_grpc
+
+
+class PoolClient:
+    def __init__(self, address: str, token: str, timeout: float = 5.0) -> None:
+        self.address = address
+        self._channel = rpc.channel(address)
+        self._stub = pb_grpc.PoolStub(self._channel)
+        self._metadata = rpc.metadata(token)
+        self._timeout = timeout
+
+    def _call(self, method: str, request: object, timeout: float | None = None) -> object:
+        try:
+            return getattr(self._stub, method)(
+                request, timeout=timeout or self._timeout, metadata=self._metadata
+            )
+        except grpc.RpcError as exc:
+            raise rpc.from_rpc_error(exc, f"pool at {self.address}") from exc
+
+    def allocate(
+        self,
+        *,
+        gpus: int = 0,
+        fraction: float = 0.0,
+        memory_mib: int = 0,
+        selector: Mapping[str, str] | None = None,
+        holder: str = "",
+        queue: str = "",
+        ttl: int = 0,
+        wait: float = 0.0,
+    ) -> pb.Lease:
+        request = pb.AllocateRequest(
+            gpus=gpus,
+            fraction=fraction,
+            memory_mib=memory_mib,
+            selector=dict(selector or {}),
+            holder=holder,
+            queue=queue,
+            ttl_seconds=ttl,
+            wait_seconds=wait,
+        )
+        lease = self._call("Allocate", request, timeout=self._timeout + wait)
+        assert isinstance(lease, pb.Lease)
+        return lease
+
+    def keep_alive(self, lease_id: str) -> float:
+        response = self._call("KeepAlive", pb.LeaseRef(lease_id=lease_id))
+        assert isinstance(response, pb.KeepAliveResponse)
+        return response.expires_at
+
+    def release(self, lease_id: str) -> bool:
+        response = self._call("Release", pb.LeaseRef(lease_id=lease_id))
+        assert isinstance(response, pb.ReleaseResponse)
+        return response.released
+
+    def leases(self, *, all_: bool = False) -> list[pb.Lease]:
+        response = self._call("ListLeases", pb.ListLeasesRequest(all=all_))
+        assert isinstance(response, pb.ListLeasesResponse)
+        return list(response.leases)
+
+    def status(self) -> pb.StatusResponse:
+        response = self._call("Status", pb.StatusRequest())
+        assert isinstance(response, pb.StatusResponse)
+        return response
+
+    def close(self) -> None:
+        self._channel.close()

@@ -1,0 +1,237 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Device(_message.Message):
+    __slots__ = ("id", "vendor", "model", "memory_mib", "labels")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ID_FIELD_NUMBER: _ClassVar[int]
+    VENDOR_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_MIB_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    vendor: str
+    model: str
+    memory_mib: int
+    labels: _containers.ScalarMap[str, str]
+    def __init__(self, id: _Optional[str] = ..., vendor: _Optional[str] = ..., model: _Optional[str] = ..., memory_mib: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class Acceptor(_message.Message):
+    __slots__ = ("name", "data_address", "devices", "labels")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DATA_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    DEVICES_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    data_address: str
+    devices: _containers.RepeatedCompositeFieldContainer[Device]
+    labels: _containers.ScalarMap[str, str]
+    def __init__(self, name: _Optional[str] = ..., data_address: _Optional[str] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class AllocateRequest(_message.Message):
+    __slots__ = ("gpus", "fraction", "memory_mib", "selector", "min_memory_mib", "queue", "holder", "ttl_seconds", "wait_seconds")
+    class SelectorEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    FRACTION_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_MIB_FIELD_NUMBER: _ClassVar[int]
+    SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    MIN_MEMORY_MIB_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    HOLDER_FIELD_NUMBER: _ClassVar[int]
+    TTL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    WAIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    gpus: int
+    fraction: float
+    memory_mib: int
+    selector: _containers.ScalarMap[str, str]
+    min_memory_mib: int
+    queue: str
+    holder: str
+    ttl_seconds: int
+    wait_seconds: float
+    def __init__(self, gpus: _Optional[int] = ..., fraction: _Optional[float] = ..., memory_mib: _Optional[int] = ..., selector: _Optional[_Mapping[str, str]] = ..., min_memory_mib: _Optional[int] = ..., queue: _Optional[str] = ..., holder: _Optional[str] = ..., ttl_seconds: _Optional[int] = ..., wait_seconds: _Optional[float] = ...) -> None: ...
+
+class Lease(_message.Message):
+    __slots__ = ("id", "acceptor", "data_address", "device_ids", "fraction", "memory_mib", "credential", "ttl_seconds", "holder", "state", "expires_at", "queue")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    ACCEPTOR_FIELD_NUMBER: _ClassVar[int]
+    DATA_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_IDS_FIELD_NUMBER: _ClassVar[int]
+    FRACTION_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_MIB_FIELD_NUMBER: _ClassVar[int]
+    CREDENTIAL_FIELD_NUMBER: _ClassVar[int]
+    TTL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    HOLDER_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    acceptor: str
+    data_address: str
+    device_ids: _containers.RepeatedScalarFieldContainer[str]
+    fraction: float
+    memory_mib: int
+    credential: str
+    ttl_seconds: int
+    holder: str
+    state: str
+    expires_at: float
+    queue: str
+    def __init__(self, id: _Optional[str] = ..., acceptor: _Optional[str] = ..., data_address: _Optional[str] = ..., device_ids: _Optional[_Iterable[str]] = ..., fraction: _Optional[float] = ..., memory_mib: _Optional[int] = ..., credential: _Optional[str] = ..., ttl_seconds: _Optional[int] = ..., holder: _Optional[str] = ..., state: _Optional[str] = ..., expires_at: _Optional[float] = ..., queue: _Optional[str] = ...) -> None: ...
+
+class LeaseRef(_message.Message):
+    __slots__ = ("lease_id",)
+    LEASE_ID_FIELD_NUMBER: _ClassVar[int]
+    lease_id: str
+    def __init__(self, lease_id: _Optional[str] = ...) -> None: ...
+
+class KeepAliveResponse(_message.Message):
+    __slots__ = ("expires_at",)
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    expires_at: float
+    def __init__(self, expires_at: _Optional[float] = ...) -> None: ...
+
+class ReleaseResponse(_message.Message):
+    __slots__ = ("released",)
+    RELEASED_FIELD_NUMBER: _ClassVar[int]
+    released: bool
+    def __init__(self, released: _Optional[bool] = ...) -> None: ...
+
+class ListLeasesRequest(_message.Message):
+    __slots__ = ("all",)
+    ALL_FIELD_NUMBER: _ClassVar[int]
+    all: bool
+    def __init__(self, all: _Optional[bool] = ...) -> None: ...
+
+class ListLeasesResponse(_message.Message):
+    __slots__ = ("leases",)
+    LEASES_FIELD_NUMBER: _ClassVar[int]
+    leases: _containers.RepeatedCompositeFieldContainer[Lease]
+    def __init__(self, leases: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ...) -> None: ...
+
+class StatusRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class DeviceStatus(_message.Message):
+    __slots__ = ("acceptor", "device", "allocated_fraction", "allocated_mib", "holders", "up")
+    ACCEPTOR_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATED_FRACTION_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATED_MIB_FIELD_NUMBER: _ClassVar[int]
+    HOLDERS_FIELD_NUMBER: _ClassVar[int]
+    UP_FIELD_NUMBER: _ClassVar[int]
+    acceptor: str
+    device: Device
+    allocated_fraction: float
+    allocated_mib: int
+    holders: _containers.RepeatedScalarFieldContainer[str]
+    up: bool
+    def __init__(self, acceptor: _Optional[str] = ..., device: _Optional[_Union[Device, _Mapping]] = ..., allocated_fraction: _Optional[float] = ..., allocated_mib: _Optional[int] = ..., holders: _Optional[_Iterable[str]] = ..., up: _Optional[bool] = ...) -> None: ...
+
+class AcceptorStatus(_message.Message):
+    __slots__ = ("name", "data_address", "up", "last_heartbeat", "devices")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DATA_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    UP_FIELD_NUMBER: _ClassVar[int]
+    LAST_HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    DEVICES_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    data_address: str
+    up: bool
+    last_heartbeat: float
+    devices: int
+    def __init__(self, name: _Optional[str] = ..., data_address: _Optional[str] = ..., up: _Optional[bool] = ..., last_heartbeat: _Optional[float] = ..., devices: _Optional[int] = ...) -> None: ...
+
+class StatusResponse(_message.Message):
+    __slots__ = ("devices", "acceptors", "active_leases", "version")
+    DEVICES_FIELD_NUMBER: _ClassVar[int]
+    ACCEPTORS_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_LEASES_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    devices: _containers.RepeatedCompositeFieldContainer[DeviceStatus]
+    acceptors: _containers.RepeatedCompositeFieldContainer[AcceptorStatus]
+    active_leases: int
+    version: str
+    def __init__(self, devices: _Optional[_Iterable[_Union[DeviceStatus, _Mapping]]] = ..., acceptors: _Optional[_Iterable[_Union[AcceptorStatus, _Mapping]]] = ..., active_leases: _Optional[int] = ..., version: _Optional[str] = ...) -> None: ...
+
+class RegisterRequest(_message.Message):
+    __slots__ = ("acceptor",)
+    ACCEPTOR_FIELD_NUMBER: _ClassVar[int]
+    acceptor: Acceptor
+    def __init__(self, acceptor: _Optional[_Union[Acceptor, _Mapping]] = ...) -> None: ...
+
+class RegisterResponse(_message.Message):
+    __slots__ = ("heartbeat_interval", "leases")
+    HEARTBEAT_INTERVAL_FIELD_NUMBER: _ClassVar[int]
+    LEASES_FIELD_NUMBER: _ClassVar[int]
+    heartbeat_interval: float
+    leases: _containers.RepeatedCompositeFieldContainer[Lease]
+    def __init__(self, heartbeat_interval: _Optional[float] = ..., leases: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ...) -> None: ...
+
+class LeaseUsage(_message.Message):
+    __slots__ = ("lease_id", "cpu_percent", "rss_bytes")
+    LEASE_ID_FIELD_NUMBER: _ClassVar[int]
+    CPU_PERCENT_FIELD_NUMBER: _ClassVar[int]
+    RSS_BYTES_FIELD_NUMBER: _ClassVar[int]
+    lease_id: str
+    cpu_percent: float
+    rss_bytes: int
+    def __init__(self, lease_id: _Optional[str] = ..., cpu_percent: _Optional[float] = ..., rss_bytes: _Optional[int] = ...) -> None: ...
+
+class HeartbeatRequest(_message.Message):
+    __slots__ = ("name", "usage")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    usage: _containers.RepeatedCompositeFieldContainer[LeaseUsage]
+    def __init__(self, name: _Optional[str] = ..., usage: _Optional[_Iterable[_Union[LeaseUsage, _Mapping]]] = ...) -> None: ...
+
+class HeartbeatResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class WatchRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class Assignment(_message.Message):
+    __slots__ = ("kind", "lease")
+    class Kind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        GRANTED: _ClassVar[Assignment.Kind]
+        REVOKED: _ClassVar[Assignment.Kind]
+    GRANTED: Assignment.Kind
+    REVOKED: Assignment.Kind
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    LEASE_FIELD_NUMBER: _ClassVar[int]
+    kind: Assignment.Kind
+    lease: Lease
+    def __init__(self, kind: _Optional[_Union[Assignment.Kind, str]] = ..., lease: _Optional[_Union[Lease, _Mapping]] = ...) -> None: ...

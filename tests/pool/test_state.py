@@ -1,0 +1,92 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from radium.errors import CapacityError, LeaseNotFoundError
+from radium.pool.model import (
+    EXPIRED,
+    RELEASED,
+    REVOKED,
+    AcceptorState,
+    Device,
+    DeviceState,
+    Request,
+)
+from radium.pool.state import PoolState
+from radium.pool.store import SQLiteStore
+
+
+def acceptor(name: str = "a", n: int = 2) -> AcceptorState:
+    devices = {str(i): DeviceState(Device(str(i), "cpu", "cpu", 1000)) for i in range(n)}
+    return AcceptorState(name, f"{name}:1", {}, devices)
+
+
+def pool(path: Path, now: float = 0.0) -> PoolState:
+    return PoolState(SQLiteStore(str(path)), lease_ttl=10, heartbeat_timeout=5, now=now)
+
+
+def test_leases_survive_a_restart_and_are_not_given_twice(tmp_path: Path) -> None:
+    db = tmp_path / "pool.db"
+    first = pool(db)
+    first.register(acceptor(), 0)
+    a = first.allocate(Request(gpus=1, holder="h1"), 0)
+    b = first.allocate(Request(fraction=0.5, holder="h2"), 0)
+    first.store.close()
+    second = pool(db, now=100)  # long after the TTL: the restart grants a grace period
+    assert set(second.leases) == {a.id, b.id}
+    assert second.leases[a.id].expires_at == 110
+    second.reap(101)
+    assert set(second.leases) == {a.id, b.id}
+    with pytest.raises(CapacityError):
+        second.allocate(Request(gpus=1), 101)  # device 0 is a's, device 1 is half b's
+    assert second.allocate(Request(fraction=0.5), 101).devices == {"1": 500}
+
+
+def test_release_is_idempotent_and_frees(tmp_path: Path) -> None:
+    state = pool(tmp_path / "p.db")
+    state.register(acceptor(n=1), 0)
+    lease = state.allocate(Request(gpus=1), 0)
+    assert state.release(lease.id, 1) is not None
+    assert state.release(lease.id, 2) is None
+    assert state.allocate(Request(gpus=1), 3).devices == {"0": 1000}
+    assert [le.state for le in state.store.ended_leases(10)] == [RELEASED]
+
+
+def test_ttl_expiry_and_keepalive(tmp_path: Path) -> None:
+    state = pool(tmp_path / "p.db")
+    state.register(acceptor(), 0)
+    kept, dropped = state.allocate(Request(gpus=1), 0), state.allocate(Request(gpus=1), 0)
+    assert state.keep_alive(kept.id, 8) == 18
+    for now in (9, 11):
+        state.heartbeat("a", now)
+    assert [le.id for le in state.reap(11)] == [dropped.id]
+    assert dropped.state == EXPIRED
+    with pytest.raises(LeaseNotFoundError):
+        state.keep_alive(dropped.id, 12)
+
+
+def test_silent_acceptor_is_marked_down_and_its_leases_revoked(tmp_path: Path) -> None:
+    state = pool(tmp_path / "p.db")
+    state.register(acceptor("a"), 0)
+    state.register(acceptor("b"), 0)
+    on_a = state.allocate(Request(gpus=2), 0)
+    state.keep_alive(on_a.id, 5)
+    state.heartbeat("b", 5)
+    ended = state.reap(6)
+    assert [(le.id, le.state) for le in ended] == [(on_a.id, REVOKED)]
+    assert not state.acceptors["a"].up and state.acceptors["b"].up
+    assert state.heartbeat("a", 7) is False  # must register again
+    active, revoked = state.register(acceptor("a"), 8)
+    assert (active, revoked) == ([], [])
+    assert state.acceptors["a"].up
+
+
+def test_reregistering_without_a_device_revokes_its_lease(tmp_path: Path) -> None:
+    state = pool(tmp_path / "p.db")
+    state.register(acceptor("a", 2), 0)
+    lease = state.allocate(Request(gpus=2), 0)
+    active, revoked = state.register(acceptor("a", 1), 1)
+    assert active == [] and [le.id for le in revoked] == [lease.id]
+    assert state.allocate(Request(gpus=1), 2).devices == {"0": 1000}

@@ -12,6 +12,8 @@ from integration import images
 from integration.containerd import Containerd
 from integration.dockerd import Dockerd
 from integration.host import need, need_root
+from integration.netns import Network
+from integration.pool import PoolCluster
 from integration.radium_env import RadiumEnv, make_env
 
 
@@ -90,3 +92,30 @@ def containerd(radium: RadiumEnv) -> Iterator[Containerd]:
         yield daemon
     finally:
         daemon.stop()
+
+
+@pytest.fixture(scope="module")
+def network() -> Iterator[Network]:
+    net = Network().open()
+    try:
+        yield net
+    finally:
+        net.close()
+
+
+@pytest.fixture(scope="module")
+def cluster(network: Network, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PoolCluster]:
+    """A pool on the bridge and two CPU acceptors, each in its own network namespace."""
+    need("ip", "iproute2")
+    pool = PoolCluster(tmp_path_factory.mktemp("pool"), host=network.gateway)
+    try:
+        pool.start_pool()
+        for name in ("rdm-acc-a", "rdm-acc-b"):
+            address = network.add_host(name)
+            pool.start_acceptor(
+                name, prefix=network.exec_prefix(name), data_address=f"{address}:7401"
+            )
+        pool.wait_up("rdm-acc-a", "rdm-acc-b")
+        yield pool
+    finally:
+        pool.stop()

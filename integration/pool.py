@@ -1,0 +1,157 @@
+"""Real `radium pool serve` and `radium acceptor serve` processes for tests, stopped by pid."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from radium.errors import RadiumError
+from radium.poolclient import PoolClient
+
+AGENT_TOKEN = "agent-token-for-tests"
+ACCEPTOR_TOKEN = "acceptor-token-for-tests"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def wait_until(predicate, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+class Service:
+    """One long-running radium process with its log file."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], log: Path) -> None:
+        self.argv, self.env, self.log = argv, env, log
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with open(self.log, "ab") as log:
+            self.process = subprocess.Popen(
+                self.argv, stdout=log, stderr=subprocess.STDOUT, env=self.env
+            )
+
+    def kill(self, signum: int = signal.SIGKILL) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.kill(self.process.pid, signum)
+            self.process.wait(timeout=30)
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def log_tail(self, lines: int = 30) -> str:
+        return (
+            "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+            if self.log.exists()
+            else ""
+        )
+
+
+class PoolCluster:
+    """A pool on ``host`` (an address of this namespace) and acceptors, maybe in namespaces."""
+
+    def __init__(
+        self,
+        root: Path,
+        host: str = "127.0.0.1",
+        *,
+        lease_ttl: float = 3,
+        heartbeat_timeout: float = 3,
+    ) -> None:
+        self.root = root
+        self.address = f"{host}:{free_port()}"
+        self.config = root / "radium.toml"
+        self.config.write_text(
+            f'[pool]\nlisten = "{self.address}"\ndb = "{root / "pool.db"}"\n'
+            f"lease_ttl = {lease_ttl}\nheartbeat_timeout = {heartbeat_timeout}\n"
+            f'agent_tokens = ["{AGENT_TOKEN}"]\nacceptor_tokens = ["{ACCEPTOR_TOKEN}"]\n'
+            f'[client]\npool = "{self.address}"\ntoken = "{AGENT_TOKEN}"\n'
+            f'[acceptor]\npool = "{self.address}"\ntoken = "{ACCEPTOR_TOKEN}"\n'
+            "heartbeat_interval = 0.5\n"
+        )
+        self.env = {"PATH": os.environ["PATH"], "RADIUM_CONFIG": str(self.config)}
+        self.cli = str(Path(sys.executable).parent / "radium")
+        self.pool = Service([self.cli, "pool", "serve"], self.env, root / "pool.log")
+        self.acceptors: dict[str, Service] = {}
+
+    def client(self, token: str = AGENT_TOKEN) -> PoolClient:
+        return PoolClient(self.address, token, timeout=5)
+
+    def start_pool(self) -> None:
+        self.pool.start()
+        client = self.client()
+
+        def answers() -> bool:
+            try:
+                client.status()
+            except RadiumError:
+                return False
+            return True
+
+        try:
+            wait_until(answers, 30, f"the pool at {self.address}\n{self.pool.log_tail()}")
+        finally:
+            client.close()
+
+    def start_acceptor(
+        self,
+        name: str,
+        *,
+        prefix: list[str] | None = None,
+        devices: int = 2,
+        data_address: str = "",
+    ) -> Service:
+        argv = [
+            *(prefix or []),
+            self.cli,
+            "acceptor",
+            "serve",
+            "--name",
+            name,
+            "--backend",
+            "cpu",
+            "--cpu-devices",
+            str(devices),
+            "--state-dir",
+            str(self.root / name),
+        ]
+        if data_address:
+            argv += ["--data-address", data_address]
+        service = Service(argv, self.env, self.root / f"{name}.log")
+        service.start()
+        self.acceptors[name] = service
+        return service
+
+    def wait_up(self, *names: str, up: bool = True, timeout: float = 30) -> None:
+        client = self.client()
+
+        def reached() -> bool:
+            try:
+                status = {a.name: a.up for a in client.status().acceptors}
+            except RadiumError:
+                return False
+            return all(status.get(n) is up for n in names)
+
+        try:
+            wait_until(reached, timeout, f"acceptors {names} {'up' if up else 'down'}")
+        finally:
+            client.close()
+
+    def stop(self) -> None:
+        for service in [*self.acceptors.values(), self.pool]:
+            service.kill(signal.SIGTERM)

@@ -1,0 +1,188 @@
+"""The pool and its acceptors as real processes; acceptors in their own network namespaces."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+
+from integration.pool import ACCEPTOR_TOKEN, PoolCluster, wait_until
+from radium.errors import AuthError, CapacityError, InvalidRequestError, RadiumError
+
+
+def test_acceptors_register_across_veth(cluster: PoolCluster) -> None:
+    client = cluster.client()
+    status = client.status()
+    addresses = {a.name: a.data_address for a in status.acceptors}
+    assert addresses["rdm-acc-a"].startswith("10.213.7.") and addresses["rdm-acc-b"].startswith(
+        "10.213.7."
+    )
+    assert len(status.devices) == 4
+    out = subprocess.run(
+        [cluster.cli, "gpus", "--json"], env=cluster.env, capture_output=True, text=True, check=True
+    )
+    assert {d["acceptor"] for d in json.loads(out.stdout)} == {"rdm-acc-a", "rdm-acc-b"}
+
+
+def active_count(cluster: PoolCluster) -> int:
+    return cluster.client().status().active_leases
+
+
+@pytest.mark.parametrize(
+    ("request_", "error", "message"),
+    [
+        ({"gpus": 0}, InvalidRequestError, "ask for at least 1 GPU"),
+        ({"gpus": 2**32 - 1}, InvalidRequestError, "at most 1024"),
+        ({"gpus": 10**9}, InvalidRequestError, "at most 1024"),
+        ({"fraction": 1.5}, InvalidRequestError, "fraction must be in (0, 1]"),
+        ({"fraction": -0.5}, InvalidRequestError, "fraction must be in (0, 1]"),
+        (
+            {"gpus": 1, "selector": {"gpu-model": "H100"}},
+            InvalidRequestError,
+            "no device in the pool matches",
+        ),
+        ({"gpus": 3}, CapacityError, "no capacity for 3 whole GPUs"),
+        ({"memory_mib": 10**7}, CapacityError, "no capacity for 10000000 MiB"),
+    ],
+)
+def test_bad_requests_are_refused_without_state_change(
+    cluster: PoolCluster, request_: dict[str, object], error: type[RadiumError], message: str
+) -> None:
+    before = active_count(cluster)
+    with pytest.raises(error) as info:
+        cluster.client().allocate(**request_)  # type: ignore[arg-type]
+    assert message in info.value.message
+    assert active_count(cluster) == before
+
+
+def test_wrong_tokens_are_refused(cluster: PoolCluster) -> None:
+    for token in ("", "wrong", ACCEPTOR_TOKEN):  # an acceptor's token is no agent's token
+        with pytest.raises(AuthError, match="token not accepted"):
+            cluster.client(token).allocate(gpus=1)
+    assert "refused /radium.v1.Pool/Allocate" in cluster.pool.log_tail(100)
+
+
+def test_garbage_on_the_socket_does_not_hurt(cluster: PoolCluster) -> None:
+    host, port = cluster.address.rsplit(":", 1)
+    rng = random.Random(7)
+    payloads = [
+        b"\x00" * 64,
+        b"GET / HTTP/1.1\r\n\r\n",
+        b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes(rng.randrange(256) for _ in range(4096)),
+    ]
+    payloads += [
+        bytes(rng.randrange(256) for _ in range(rng.randrange(1, 2048))) for _ in range(20)
+    ]
+    for payload in payloads:
+        with socket.create_connection((host, int(port)), timeout=5) as s:
+            s.sendall(payload)
+            s.shutdown(socket.SHUT_WR)
+            with contextlib.suppress(OSError):
+                s.recv(1024)
+    assert cluster.pool.alive()
+    lease = cluster.client().allocate(fraction=0.1, holder="after-garbage")
+    assert cluster.client().release(lease.id) is True
+
+
+def test_holder_that_dies_loses_its_lease_after_the_ttl(cluster: PoolCluster) -> None:
+    holder = subprocess.Popen(
+        [
+            cluster.cli.replace("/radium", "/python"),
+            "-c",
+            "import sys, time\n"
+            "from radium.poolclient import PoolClient\n"
+            f"c = PoolClient({cluster.address!r}, {cluster.client()._metadata[0][1][7:]!r})\n"
+            "lease = c.allocate(fraction=0.5, holder='doomed')\n"
+            "print(lease.id, flush=True)\n"
+            "while True:\n"
+            "    c.keep_alive(lease.id); time.sleep(0.3)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=cluster.env,
+    )
+    assert holder.stdout is not None
+    lease_id = holder.stdout.readline().strip()
+    time.sleep(4)  # longer than the TTL: kept alive
+    client = cluster.client()
+    assert lease_id in {le.id for le in client.leases()}
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+    wait_until(lambda: lease_id not in {le.id for le in client.leases()}, 10, "the lease to expire")
+    ended = {le.id: le.state for le in client.leases(all_=True)}
+    assert ended[lease_id] == "expired"
+
+
+def test_dead_acceptor_is_marked_down_and_its_leases_revoked(cluster: PoolCluster) -> None:
+    client = cluster.client()
+    lease = client.allocate(gpus=1, selector={"acceptor": "rdm-acc-b"}, holder="on-b", ttl=60)
+    slot = cluster.root / "rdm-acc-b" / "slots" / lease.id
+    wait_until(slot.exists, 10, "the acceptor to prepare the lease's slot")
+    cluster.acceptors["rdm-acc-b"].kill(signal.SIGKILL)
+    cluster.wait_up("rdm-acc-b", up=False, timeout=10)
+    assert {le.id: le.state for le in client.leases(all_=True)}[lease.id] == "revoked"
+    with pytest.raises(CapacityError, match="no matching acceptor is up"):
+        client.allocate(gpus=1, selector={"acceptor": "rdm-acc-b"})
+    cluster.acceptors["rdm-acc-b"].start()
+    cluster.wait_up("rdm-acc-b")
+    wait_until(lambda: not slot.exists(), 10, "the restarted acceptor to drop the revoked slot")
+
+
+def test_pool_killed_under_load_loses_no_lease_and_never_double_allocates(
+    cluster: PoolCluster,
+) -> None:
+    granted: dict[str, object] = {}
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def worker(seed: int) -> None:
+        rng = random.Random(seed)
+        client = cluster.client()
+        while not stop.is_set():
+            try:
+                lease = client.allocate(
+                    fraction=rng.choice([0.05, 0.1, 0.2]), holder=f"load-{seed}", ttl=120
+                )
+            except RadiumError:
+                time.sleep(0.05)
+                continue
+            if rng.random() < 0.5:
+                try:
+                    client.release(lease.id)
+                    continue
+                except RadiumError:
+                    pass  # the pool died between grant and release: the lease must survive
+            with lock:
+                granted[lease.id] = lease
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    time.sleep(2)
+    cluster.pool.kill(signal.SIGKILL)
+    time.sleep(0.5)
+    cluster.pool.start()
+    time.sleep(2)
+    stop.set()
+    for t in threads:
+        t.join(timeout=30)
+    client = cluster.client()
+    cluster.wait_up("rdm-acc-a", "rdm-acc-b")
+    active = {le.id: le for le in client.leases()}
+    missing = set(granted) - set(active)
+    assert granted and not missing, f"{len(missing)} granted leases lost"
+    capacity = {(d.acceptor, d.device.id): d.device.memory_mib for d in client.status().devices}
+    used: dict[tuple[str, str], int] = {}
+    for le in active.values():
+        for device in le.device_ids:
+            used[(le.acceptor, device)] = used.get((le.acceptor, device), 0) + le.memory_mib
+    assert all(used[key] <= capacity[key] for key in used), "a device was over-committed"
+    for le in active.values():
+        client.release(le.id)

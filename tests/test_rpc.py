@@ -44,7 +44,8 @@ def test_translation_keeps_the_message_and_adds_a_hint() -> None:
     )
     assert isinstance(error, errors.UnavailableError)
     assert error.one_line() == (
-        "pool at x:1: unavailable (connection refused); is the service running and the address right?"
+        "pool at x:1: unavailable (connection refused); "
+        "is the service running and the address right?"
     )
     capacity = rpc.from_rpc_error(
         FakeCall(grpc.StatusCode.RESOURCE_EXHAUSTED, "no capacity"), "pool"

@@ -1,0 +1,26 @@
+"""``radium up``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def _up(args: argparse.Namespace) -> int:
+    from radium import up
+
+    return up.run(args.state_dir or up.default_state_dir(), args.listen, args.cpu_devices)
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser(
+        "up", help="run a pool and a CPU acceptor on this machine (the embedded default)"
+    )
+    parser.add_argument("--state-dir", type=Path, help="where its config, database and logs live")
+    parser.add_argument(
+        "--listen", default="127.0.0.1:7400", help="pool address (default 127.0.0.1:7400)"
+    )
+    parser.add_argument(
+        "--cpu-devices", type=int, default=2, help="devices the CPU acceptor exposes"
+    )
+    parser.set_defaults(func=_up)

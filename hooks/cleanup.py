@@ -20,8 +20,23 @@ def runtime_dir(config: Config, container_id: str) -> str:
     return os.path.join(config.hook.state_dir, container_id)
 
 
+def release(state: State, config: Config) -> None:
+    """Give the container's lease back through the agent; if that fails the TTL reclaims it."""
+    from radium.errors import RadiumError
+    from radium.shim import agentclient
+
+    try:
+        agentclient.call(
+            config.agent.socket, {"op": "release", "container": state.container_id}, timeout=10
+        )
+    except RadiumError as exc:
+        log.warning("container %s: releasing its lease: %s", state.container_id, exc.one_line())
+
+
 def poststop(state: State, config: Config) -> None:
-    """Remove the container's runtime directory; safe to run any number of times."""
+    """Release the lease and remove the runtime directory; safe to run any number of times."""
+    if config.agent.enabled:
+        release(state, config)
     host_dir = runtime_dir(config, state.container_id)
     shutil.rmtree(host_dir, ignore_errors=True)
     log.info("container %s: cleaned up %s", state.container_id, host_dir)

@@ -19,7 +19,7 @@ from typing import Any, Literal
 from radium.config import Config
 from radium.errors import NoBundleError, NoPythonError, RadiumError, SpecError, UnsafePathError
 from radium.hooks import detect, mounts, rules, safepath
-from radium.hooks.cleanup import runtime_dir
+from radium.hooks.cleanup import release, runtime_dir
 from radium.hooks.state import State, rootfs_path
 from radium.ocispec import read as load_spec
 from radium.packaging import manifest as bundle_manifest
@@ -84,7 +84,11 @@ def prestart(state: State, config: Config) -> None:
         raise SpecError("OCI state has no container pid", hint="run radium-hook as a prestart hook")
     host_dir = Path(runtime_dir(config, state.container_id))
     host_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
+    leased = False
     try:
+        if config.agent.enabled:
+            # Before joining the container's mount namespace: the agent lives in the host's.
+            leased = _acquire(state, config, host_dir)
         mounts.enter_mount_namespace(state.pid)
         root_fd = safepath.open_root(rootfs)
         try:
@@ -93,7 +97,35 @@ def prestart(state: State, config: Config) -> None:
             os.close(root_fd)
     except BaseException:
         shutil.rmtree(host_dir, ignore_errors=True)
+        if leased:
+            release(state, config)
         raise
+
+
+def _acquire(state: State, config: Config, host_dir: Path) -> bool:
+    """Get the container's lease through the node agent (started on demand); True when held."""
+    from radium.shim import agentclient
+
+    agentclient.ensure_running(config)
+    reply = agentclient.call(
+        config.agent.socket,
+        {
+            "op": "acquire",
+            "container": state.container_id,
+            "pid": state.pid,
+            "request": state.radium_annotations,
+            "runtime_dir": str(host_dir),
+        },
+    )
+    lease = reply.get("lease")
+    if lease:
+        log.info(
+            "container %s: lease %s on %s",
+            state.container_id,
+            lease.get("id"),
+            lease.get("acceptor"),
+        )
+    return bool(lease)
 
 
 def _inject(

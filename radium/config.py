@@ -93,6 +93,23 @@ class ClientConfig:
 
 
 @dataclass(frozen=True)
+class AgentConfig:
+    """The node agent: holds this node's leases for its containers."""
+
+    #: Give containers that ask for Radium a lease from the pool ([client] says which pool).
+    #: Off, the hook only injects the client bundle.
+    enabled: bool = False
+    socket: str = "/run/radium/agent.sock"
+    #: Containers and their leases, so an agent restart loses track of nothing.
+    state_file: str = "/var/lib/radium/agent/state.json"
+    log_file: str = "/var/log/radium/agent.log"
+    #: Start the agent from the hook when it is not running (the embedded default).
+    autostart: bool = True
+    #: Lease holders are "<node>/<container id>"; "" means this host's name.
+    node: str = ""
+
+
+@dataclass(frozen=True)
 class AcceptorConfig:
     """``radium acceptor serve``: its devices and how it reaches the pool."""
 
@@ -120,6 +137,7 @@ class Config:
     shim: ShimConfig = field(default_factory=ShimConfig)
     pool: PoolConfig = field(default_factory=PoolConfig)
     client: ClientConfig = field(default_factory=ClientConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
     acceptor: AcceptorConfig = field(default_factory=AcceptorConfig)
 
     def __post_init__(self) -> None:

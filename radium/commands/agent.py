@@ -1,0 +1,23 @@
+"""``radium agent``: the node agent (normally started on demand by the hook, or by its unit)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+
+from radium import config as config_module
+from radium import logs
+
+
+def _agent(args: argparse.Namespace) -> int:
+    from radium.shim import agent
+
+    config = config_module.load()
+    logs.setup("radium agent", "", stderr_level=20)
+    asyncio.run(agent.serve(config))
+    return 0
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser("agent", help="run the node agent that holds this node's leases")
+    parser.set_defaults(func=_agent)

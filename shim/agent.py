@@ -1,0 +1,285 @@
+"""``radium agent``: the node agent. Holds this node's leases on behalf of its containers.
+
+The hook asks it for a lease when a container starts (``acquire``) and gives it back when the
+container ends (``release``); the agent keeps every lease alive, writes the lease into the
+container's runtime directory, and releases the lease itself when the container's init process
+disappears (psutil) even if no poststop ever comes. Its state is a file, so a restarted agent
+resumes keepalives and watching. One agent per node: a lock file keeps a second one out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import signal
+import socket
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+import psutil
+
+from radium import rpc
+from radium.config import Config
+from radium.errors import InvalidRequestError, LeaseNotFoundError, RadiumError
+from radium.proto import pool_pb2 as pb
+from radium.proto import pool_pb2_grpc as pb_grpc
+
+log = logging.getLogger(__name__)
+WATCH_INTERVAL = 1.0
+MAX_REQUEST = 1 << 16
+
+
+@dataclass
+class Held:
+    """One container's lease, as the agent remembers it across restarts."""
+
+    container: str
+    lease_id: str
+    ttl: float
+    pid: int
+    pid_started: float
+    runtime_dir: str
+    lease: dict[str, Any]
+
+
+def lease_request(annotations: dict[str, str]) -> dict[str, Any] | None:
+    """Allocate arguments from ``radium.io/`` annotations; None when no device is asked for."""
+
+    def get(key: str) -> str:
+        return annotations.get(f"radium.io/{key}", "").strip()
+
+    try:
+        gpus = int(get("gpus")) if get("gpus") else None
+        fraction = float(get("fraction")) if get("fraction") else 0.0
+        memory = int(get("memory")) if get("memory") else 0
+    except ValueError as exc:
+        raise InvalidRequestError(f"bad radium.io/ request: {exc}") from exc
+    if gpus == 0 and not (fraction or memory):
+        return None  # asked for Radium, not for a device
+    if gpus is None and not (fraction or memory):
+        gpus = 1  # a remote module with no amount named: one GPU
+    return {"gpus": gpus or 0, "fraction": fraction, "memory_mib": memory, "queue": get("queue")}
+
+
+class Agent:
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.node = config.agent.node or socket.gethostname()
+        self.state_file = Path(config.agent.state_file)
+        self.held: dict[str, Held] = {}
+        self.lock = asyncio.Lock()
+        self.metadata = rpc.metadata(config.client.token)
+        self.channel = rpc.aio_channel(config.client.pool)
+        self.pool = pb_grpc.PoolStub(self.channel)
+
+    # -- state on disk ---------------------------------------------------------------------
+    def load(self) -> None:
+        try:
+            data = json.loads(self.state_file.read_text())
+            self.held = {h["container"]: Held(**h) for h in data.get("held", [])}
+        except FileNotFoundError:
+            self.held = {}
+        except (ValueError, TypeError, KeyError) as exc:
+            log.error("agent state %s is unreadable (%s); starting empty", self.state_file, exc)
+            self.held = {}
+        log.info("agent resumes %d leases", len(self.held))
+
+    def save(self) -> None:
+        self.state_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"held": [asdict(h) for h in self.held.values()]}))
+        tmp.chmod(0o600)
+        os.replace(tmp, self.state_file)
+
+    # -- pool calls ------------------------------------------------------------------------
+    async def _pool_call(self, method: str, request: Any, timeout: float | None = None) -> Any:
+        try:
+            return await getattr(self.pool, method)(
+                request, metadata=self.metadata, timeout=timeout or self.config.client.timeout
+            )
+        except grpc.RpcError as exc:
+            raise rpc.from_rpc_error(exc, f"pool at {self.config.client.pool}") from exc
+
+    # -- operations ------------------------------------------------------------------------
+    async def acquire(self, message: dict[str, Any]) -> dict[str, Any]:
+        container = str(message.get("container", ""))
+        annotations = message.get("request") or {}
+        if not container or not isinstance(annotations, dict):
+            raise InvalidRequestError("acquire needs a container id and its request")
+        async with self.lock:
+            if container in self.held:
+                return {"ok": True, "lease": self.held[container].lease}
+            wanted = lease_request({str(k): str(v) for k, v in annotations.items()})
+            if wanted is None:
+                return {"ok": True, "lease": None}
+            holder = f"{self.node}/{container}"
+            lease = await self._pool_call("Allocate", pb.AllocateRequest(holder=holder, **wanted))
+            pid = int(message.get("pid", 0))
+            summary = {
+                "id": lease.id,
+                "acceptor": lease.acceptor,
+                "data_address": lease.data_address,
+                "devices": list(lease.device_ids),
+                "fraction": lease.fraction,
+                "memory_mib": lease.memory_mib,
+                "holder": holder,
+            }
+            self.held[container] = Held(
+                container,
+                lease.id,
+                float(lease.ttl_seconds),
+                pid,
+                _started(pid),
+                str(message.get("runtime_dir", "")),
+                summary,
+            )
+            self.save()
+        self._write_lease_file(self.held[container])
+        log.info(
+            "container %s: lease %s on %s %s",
+            container,
+            lease.id,
+            lease.acceptor,
+            list(lease.device_ids),
+        )
+        return {"ok": True, "lease": summary}
+
+    def _write_lease_file(self, held: Held) -> None:
+        if held.runtime_dir and os.path.isdir(held.runtime_dir):
+            path = Path(held.runtime_dir) / "lease.json"
+            path.write_text(json.dumps(held.lease, indent=2) + "\n")
+
+    async def release(self, container: str, why: str) -> bool:
+        async with self.lock:
+            held = self.held.pop(container, None)
+            if held is None:
+                return False
+            self.save()
+        try:
+            await self._pool_call("Release", pb.LeaseRef(lease_id=held.lease_id))
+        except RadiumError as exc:  # the pool will expire it after its TTL anyway
+            log.warning("releasing lease %s: %s", held.lease_id, exc.one_line())
+        log.info("container %s: lease %s released (%s)", container, held.lease_id, why)
+        return True
+
+    async def handle(self, message: dict[str, Any]) -> dict[str, Any]:
+        op = message.get("op")
+        if op == "ping":
+            return {"ok": True}
+        if op == "acquire":
+            return await self.acquire(message)
+        if op == "release":
+            return {
+                "ok": True,
+                "released": await self.release(str(message.get("container", "")), "poststop"),
+            }
+        if op == "list":
+            return {"ok": True, "held": [asdict(h) for h in self.held.values()]}
+        raise InvalidRequestError(f"unknown agent operation {op!r}")
+
+    async def serve_client(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        try:
+            line = await asyncio.wait_for(reader.readline(), timeout=10)
+            if len(line) > MAX_REQUEST:
+                raise InvalidRequestError("request too large")
+            try:
+                message = json.loads(line)
+            except ValueError as exc:
+                raise InvalidRequestError("a request is one JSON object per line") from exc
+            if not isinstance(message, dict):
+                raise InvalidRequestError("a request is one JSON object per line")
+            reply = await self.handle(message)
+        except RadiumError as exc:
+            reply = {"ok": False, "error": exc.message, "hint": exc.hint, "kind": exc.kind}
+        except (
+            asyncio.TimeoutError,
+            ConnectionError,
+            asyncio.LimitOverrunError,
+            ValueError,
+        ) as exc:
+            reply = {"ok": False, "error": f"bad request: {type(exc).__name__}"}
+        with contextlib.suppress(ConnectionError):
+            writer.write(json.dumps(reply).encode() + b"\n")
+            await writer.drain()
+        writer.close()
+
+    # -- background loops ------------------------------------------------------------------
+    async def keep_alive_forever(self) -> None:
+        while True:
+            ttl = min((h.ttl for h in self.held.values()), default=30.0)
+            await asyncio.sleep(max(0.2, ttl / 3))
+            for held in list(self.held.values()):
+                try:
+                    await self._pool_call("KeepAlive", pb.LeaseRef(lease_id=held.lease_id))
+                except LeaseNotFoundError:
+                    log.warning(
+                        "container %s: lease %s ended in the pool", held.container, held.lease_id
+                    )
+                    async with self.lock:
+                        self.held.pop(held.container, None)
+                        self.save()
+                except RadiumError as exc:
+                    log.warning("keeping lease %s alive: %s", held.lease_id, exc.one_line())
+
+    async def watch_forever(self) -> None:
+        while True:
+            await asyncio.sleep(WATCH_INTERVAL)
+            for held in list(self.held.values()):
+                if held.pid and _started(held.pid) != held.pid_started:
+                    await self.release(held.container, "container process gone")
+
+
+def _started(pid: int) -> float:
+    """The process's start time (0 when it does not exist): pid plus this survives pid reuse."""
+    try:
+        return psutil.Process(pid).create_time() if pid > 0 else 0.0
+    except psutil.Error:
+        return 0.0
+
+
+async def serve(config: Config) -> None:
+    lock_path = Path(config.agent.state_file).with_suffix(".lock")
+    lock_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    lock = open(lock_path, "w")  # noqa: SIM115 - held for the agent's life
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        log.info("another agent is running (lock %s)", lock_path)
+        return
+    agent = Agent(config)
+    agent.load()
+    socket_path = config.agent.socket
+    os.makedirs(os.path.dirname(socket_path), exist_ok=True)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(socket_path)
+    server = await asyncio.start_unix_server(agent.serve_client, path=socket_path)
+    os.chmod(socket_path, 0o600)
+    tasks = [
+        asyncio.create_task(agent.keep_alive_forever()),
+        asyncio.create_task(agent.watch_forever()),
+    ]
+    for held in agent.held.values():
+        agent._write_lease_file(held)
+    log.info("agent of node %s listening on %s", agent.node, socket_path)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        for task in tasks:
+            task.cancel()
+        server.close()
+        await agent.channel.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(socket_path)
+        lock.close()

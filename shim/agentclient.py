@@ -1,0 +1,102 @@
+"""Talking to the node agent over its unix socket: JSON lines, no gRPC (hook start latency).
+
+Each call is one connection: one request line, one reply line. When the agent is not running
+and autostart is on, the caller starts it and waits for its socket.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+from radium.errors import RadiumError, UnavailableError
+
+# Not typing.TYPE_CHECKING: importing typing costs milliseconds on every container start.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from radium.config import Config
+
+MAX_REPLY = 1 << 20
+START_TIMEOUT = 10.0
+
+
+def call(path: str, message: dict[str, Any], timeout: float = 30.0) -> dict[str, Any]:
+    """Send one request; the reply, or the agent's error raised as a RadiumError."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(timeout)
+        try:
+            sock.connect(path)
+            sock.sendall(json.dumps(message).encode() + b"\n")
+            reply = b""
+            while not reply.endswith(b"\n") and len(reply) < MAX_REPLY:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                reply += chunk
+        except OSError as exc:
+            raise UnavailableError(
+                f"node agent at {path}: {exc.strerror or exc}", hint="is 'radium agent' running?"
+            ) from exc
+    try:
+        data = json.loads(reply)
+    except ValueError as exc:
+        raise UnavailableError(f"node agent at {path} answered garbage") from exc
+    if not isinstance(data, dict):
+        raise UnavailableError(f"node agent at {path} answered garbage")
+    if not data.get("ok"):
+        error = RadiumError(str(data.get("error", "unknown error")), hint=str(data.get("hint", "")))
+        error.kind = str(data.get("kind", error.kind))
+        raise error
+    return data
+
+
+def ensure_running(config: Config) -> None:
+    """Start the agent in the background when its socket does not answer (and autostart is on)."""
+    path = config.agent.socket
+    if _answers(path):
+        return
+    if not config.agent.autostart:
+        raise UnavailableError(
+            f"the node agent is not running (no {path})", hint="start 'radium agent' or its unit"
+        )
+    import sysconfig
+
+    agent = os.path.join(sysconfig.get_path("scripts"), "radium")
+    os.makedirs(os.path.dirname(config.agent.log_file) or ".", exist_ok=True)
+    with open(config.agent.log_file, "ab") as log:
+        subprocess.Popen(
+            [sys.executable, "-I", agent, "agent"],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+            close_fds=True,
+            env={"PATH": os.environ.get("PATH", os.defpath), **_radium_env()},
+        )
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if _answers(path):
+            return
+        time.sleep(0.05)
+    raise UnavailableError(
+        f"the node agent did not start within {START_TIMEOUT:g}s",
+        hint=f"see {config.agent.log_file}",
+    )
+
+
+def _radium_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k in ("RADIUM_CONFIG", "RADIUM_DEBUG")}
+
+
+def _answers(path: str) -> bool:
+    try:
+        call(path, {"op": "ping"}, timeout=2)
+    except RadiumError:
+        return False
+    return True

@@ -32,6 +32,7 @@ from radium.proto import pool_pb2_grpc as pb_grpc
 
 log = logging.getLogger(__name__)
 WATCH_INTERVAL = 1.0
+KEEPALIVE_TICK = 0.25
 MAX_REQUEST = 1 << 16
 
 
@@ -213,10 +214,18 @@ class Agent:
 
     # -- background loops ------------------------------------------------------------------
     async def keep_alive_forever(self) -> None:
+        """Renew each lease at once (a resumed agent may be late), then every third of its TTL."""
+        renewed: dict[str, float] = {}
+        loop = asyncio.get_running_loop()
         while True:
-            ttl = min((h.ttl for h in self.held.values()), default=30.0)
-            await asyncio.sleep(max(0.2, ttl / 3))
+            await asyncio.sleep(KEEPALIVE_TICK)
+            now = loop.time()
+            current = {held.lease_id for held in self.held.values()}
+            renewed = {lease_id: at for lease_id, at in renewed.items() if lease_id in current}
             for held in list(self.held.values()):
+                if now - renewed.get(held.lease_id, float("-inf")) < held.ttl / 3:
+                    continue
+                renewed[held.lease_id] = now
                 try:
                     await self._pool_call("KeepAlive", pb.LeaseRef(lease_id=held.lease_id))
                 except LeaseNotFoundError:

@@ -1,0 +1,281 @@
+"""Containers get leases through the node agent, and the leases always come back."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from integration import images, runc
+from integration.conftest import Rootfs
+from integration.dockerd import Dockerd
+from integration.pool import AGENT_TOKEN, PoolCluster, wait_until
+from integration.radium_env import RadiumEnv
+
+IMAGE = "radium-test/bookworm:leases"
+
+
+@pytest.fixture(scope="module")
+def leasing(
+    radium: RadiumEnv, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[PoolCluster, Path]]:
+    """A pool with one 2-device CPU acceptor, and a Radium config whose hook leases from it."""
+    root = tmp_path_factory.mktemp("leasing")
+    cluster = PoolCluster(root, lease_ttl=3)
+    cluster.start_pool()
+    cluster.start_acceptor("leases-acc", devices=2)
+    cluster.wait_up("leases-acc")
+    agent = root / "agent"
+    config = radium.write_config("leasing.toml")
+    text = config.read_text() + (
+        f'[client]\npool = "{cluster.address}"\ntoken = "{AGENT_TOKEN}"\n'
+        f'[agent]\nenabled = true\nsocket = "{agent}/agent.sock"\n'
+        f'state_file = "{agent}/state.json"\nlog_file = "{agent}/agent.log"\nnode = "testnode"\n'
+    )
+    config.write_text(text)
+    try:
+        yield cluster, config
+    finally:
+        stop_agent(config)
+        cluster.stop()
+
+
+def agent_pid(config: Path) -> int | None:
+    needle = str(config)
+    for process in psutil.process_iter(["cmdline", "environ"]):
+        try:
+            cmdline = process.info["cmdline"] or []
+            environ = process.info["environ"] or {}
+        except psutil.Error:
+            continue
+        if cmdline[-1:] == ["agent"] and environ.get("RADIUM_CONFIG") == needle:
+            return int(process.pid)
+    return None
+
+
+def stop_agent(config: Path) -> None:
+    pid = agent_pid(config)
+    if pid:
+        os.kill(pid, signal.SIGTERM)
+        wait_until(lambda: agent_pid(config) is None, 10, "the agent to stop")
+
+
+def holders(cluster: PoolCluster) -> set[str]:
+    return {le.holder for le in cluster.client().leases()}
+
+
+@pytest.fixture(scope="module")
+def leasing_dockerd(radium: RadiumEnv, leasing: tuple[PoolCluster, Path]) -> Iterator[Dockerd]:
+    daemon = Dockerd({"radium": radium.runtime}, radium.environ(leasing[1]))
+    try:
+        daemon.start()
+        daemon.import_image(images.debian_tar("bookworm"), IMAGE)
+        yield daemon
+    finally:
+        daemon.stop()
+
+
+def test_container_holds_a_lease_while_it_runs(
+    leasing: tuple[PoolCluster, Path], leasing_dockerd: Dockerd
+) -> None:
+    cluster, _ = leasing
+    started = leasing_dockerd.docker(
+        "run",
+        "-d",
+        "--network",
+        "none",
+        "--runtime=radium",
+        "-e",
+        "RADIUM_GPUS=1",
+        IMAGE,
+        "sh",
+        "-c",
+        "cat /run/radium/lease.json; sleep 5",
+    )
+    container = started.stdout.strip()
+    try:
+        wait_until(lambda: f"testnode/{container}" in holders(cluster), 10, "the container's lease")
+        time.sleep(4)  # longer than the 3 s TTL: the agent keeps it alive
+        assert f"testnode/{container}" in holders(cluster)
+        assert leasing_dockerd.docker("wait", container).stdout.strip() == "0"
+        lease = json.loads(leasing_dockerd.docker("logs", container).stdout)
+        assert lease["holder"] == f"testnode/{container}"
+        assert lease["acceptor"] == "leases-acc" and lease["devices"]
+        assert "credential" not in lease  # the container gets no secret
+    finally:
+        leasing_dockerd.docker("rm", "-f", container, check=False)
+    wait_until(
+        lambda: f"testnode/{container}" not in holders(cluster), 5, "the lease to be released"
+    )
+    ended = {le.holder: le.state for le in cluster.client().leases(all_=True)}
+    assert ended[f"testnode/{container}"] == "released"
+
+
+def test_no_capacity_fails_the_start_with_the_pools_reason(
+    leasing: tuple[PoolCluster, Path], leasing_dockerd: Dockerd, radium: RadiumEnv
+) -> None:
+    result = leasing_dockerd.docker(
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        "--runtime=radium",
+        "-e",
+        "RADIUM_GPUS=3",
+        IMAGE,
+        "true",
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "no capacity for 3 whole GPUs" in result.stderr
+    assert list(radium.state_dir.iterdir()) == []
+
+
+def test_lease_released_when_the_container_dies_without_poststop(
+    leasing: tuple[PoolCluster, Path], radium: RadiumEnv, rootfs: Rootfs, tmp_path: Path
+) -> None:
+    cluster, config = leasing
+    bundle = runc.make_bundle(
+        tmp_path, rootfs.get("bookworm"), ["sleep", "60"], ["RADIUM_FRACTION=0.5"]
+    )
+    state_root = radium.root / "runc-root"
+    subprocess.run(
+        [
+            str(radium.runtime),
+            "--root",
+            str(state_root),
+            "run",
+            "-d",
+            "--bundle",
+            str(bundle),
+            bundle.name,
+        ],
+        env=radium.environ(config),
+        check=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        timeout=60,
+    )
+    try:
+        state = json.loads(
+            subprocess.run(
+                ["runc", "--root", str(state_root), "state", bundle.name],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+        )
+        wait_until(lambda: f"testnode/{bundle.name}" in holders(cluster), 10, "the lease")
+        os.kill(state["pid"], signal.SIGKILL)  # no runc delete, so no poststop hook
+        wait_until(
+            lambda: f"testnode/{bundle.name}" not in holders(cluster), 5, "the agent to notice"
+        )
+    finally:
+        subprocess.run(
+            ["runc", "--root", str(state_root), "delete", "--force", bundle.name],
+            capture_output=True,
+        )
+
+
+def test_agent_restart_keeps_leases_and_agent_death_lets_them_expire(
+    leasing: tuple[PoolCluster, Path], leasing_dockerd: Dockerd
+) -> None:
+    cluster, config = leasing
+    container = leasing_dockerd.docker(
+        "run",
+        "-d",
+        "--network",
+        "none",
+        "--runtime=radium",
+        "-e",
+        "RADIUM_FRACTION=0.25",
+        IMAGE,
+        "sleep",
+        "60",
+    ).stdout.strip()
+    holder = f"testnode/{container}"
+    try:
+        wait_until(lambda: holder in holders(cluster), 10, "the lease")
+        pid = agent_pid(config)
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        subprocess.Popen(
+            [cluster.cli, "agent"],
+            env={"PATH": os.environ["PATH"], "RADIUM_CONFIG": str(config)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        time.sleep(7)  # two TTLs: only a resumed agent keeps the lease alive
+        assert holder in holders(cluster)
+        pid = agent_pid(config)
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        wait_until(lambda: holder not in holders(cluster), 8, "the lease to expire")
+        assert {le.holder: le.state for le in cluster.client().leases(all_=True)}[
+            holder
+        ] == "expired"
+    finally:
+        leasing_dockerd.docker("rm", "-f", container, check=False)
+
+
+def shims() -> dict[int, str]:
+    """containerd shims on this machine, with their command lines."""
+    found = {}
+    for process in psutil.process_iter(["name", "cmdline"]):
+        if process.info["name"] == "containerd-shim":
+            found[process.pid] = " ".join(process.info["cmdline"] or [])
+    return found
+
+
+def test_300_containers_killed_leave_no_lease_and_no_process(
+    leasing: tuple[PoolCluster, Path], leasing_dockerd: Dockerd, radium: RadiumEnv
+) -> None:
+    cluster, config = leasing
+    assert shims() == {}  # no container of this daemon runs now
+    started: list[str] = []
+    for i in range(300):
+        container = leasing_dockerd.docker(
+            "run",
+            "-d",
+            "--rm",
+            "--network",
+            "none",
+            "--runtime=radium",
+            "-e",
+            "RADIUM_FRACTION=0.01",
+            IMAGE,
+            "sleep",
+            "60",
+        ).stdout.strip()
+        started.append(container)
+        if i % 2:
+            leasing_dockerd.docker("kill", container, check=False)
+        else:
+            pid = int(leasing_dockerd.docker("inspect", "-f", "{{.State.Pid}}", container).stdout)
+            if pid:
+                os.kill(pid, signal.SIGKILL)
+    wait_until(
+        lambda: not leasing_dockerd.docker("ps", "-aq").stdout.split(), 120, "every container gone"
+    )
+    wait_until(
+        lambda: not any(h.startswith("testnode/") for h in holders(cluster)), 30, "every lease back"
+    )
+    ended = {le.holder: le.state for le in cluster.client().leases(all_=True)}
+    assert all(ended.get(f"testnode/{c}") == "released" for c in started)
+    assert list(radium.state_dir.iterdir()) == []
+    sleepers = [
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if (p.info["cmdline"] or [])[:2] == ["sleep", "60"]
+    ]
+    assert sleepers == []
+    wait_until(lambda: not shims(), 60, "every container's shim to exit")

@@ -239,7 +239,7 @@ def shims() -> dict[int, str]:
 def test_300_containers_killed_leave_no_lease_and_no_process(
     leasing: tuple[PoolCluster, Path], leasing_dockerd: Dockerd, radium: RadiumEnv
 ) -> None:
-    cluster, config = leasing
+    cluster, _ = leasing
     assert shims() == {}  # no container of this daemon runs now
     started: list[str] = []
     for i in range(300):

@@ -1,8 +1,9 @@
-"""``radium up``: the embedded default — pool and CPU acceptor on this machine, in one command.
+"""``radium up``: the embedded default — pool, CPU acceptor and node agent on this machine.
 
-It keeps its own config (generated tokens, database, slots) in a state directory, supervises the
-two services as child processes, and stops both on Ctrl-C or SIGTERM. Other radium commands use
-the pool when pointed at that config (``export RADIUM_CONFIG=...`` as it prints).
+It keeps its own config (generated tokens, database, slots, agent socket) in a state directory,
+supervises the three services as child processes, and stops them on Ctrl-C or SIGTERM. Other
+radium commands, and an engine's radium runtime, use them when pointed at that config
+(``export RADIUM_CONFIG=...`` as it prints).
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ def write_config(state: Path, listen: str, cpu_devices: int) -> Path:
         f'[client]\npool = "{listen}"\ntoken = "{agent}"\n'
         f'[acceptor]\nname = "local"\npool = "{listen}"\ntoken = "{acceptor}"\nbackend = "auto"\n'
         f'cpu_devices = {cpu_devices}\nstate_dir = "{state / "acceptor"}"\n'
+        f'[agent]\nenabled = true\nsocket = "{state / "agent.sock"}"\n'
+        f'state_file = "{state / "agent-state.json"}"\nlog_file = "{state / "agent.log"}"\n'
     )
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
@@ -64,7 +67,7 @@ def _check_alive(children: dict[str, subprocess.Popen[bytes]], state: Path) -> N
     for service, child in children.items():
         if child.poll() is not None:
             raise RadiumError(
-                f"radium {service} serve exited with {child.returncode}",
+                f"radium {service} exited with {child.returncode}",
                 hint=f"see {state}/{service}.log",
             )
 
@@ -116,10 +119,10 @@ def run(state: Path, listen: str, cpu_devices: int, out: TextIO = sys.stdout) ->
     children: dict[str, subprocess.Popen[bytes]] = {}
     client = PoolClient(listen, config_module.load(config).client.token, timeout=2)
     try:
-        for service in ("pool", "acceptor"):
+        for service in ("pool", "acceptor", "agent"):
             with open(state / f"{service}.log", "ab") as log:
                 children[service] = subprocess.Popen(
-                    [cli, service, "serve"],
+                    [cli, service] + ([] if service == "agent" else ["serve"]),
                     env=env,
                     stdout=log,
                     stderr=subprocess.STDOUT,
@@ -129,7 +132,7 @@ def run(state: Path, listen: str, cpu_devices: int, out: TextIO = sys.stdout) ->
         out.write(
             f"Radium is up: pool at {listen}, acceptor 'local' with {devices} devices.\n"
             f"Use it from another shell: export RADIUM_CONFIG={config}\n"
-            f"Logs: {state}/pool.log, {state}/acceptor.log. Ctrl-C stops both.\n"
+            f"Logs: {state}/pool.log, acceptor.log, agent.log. Ctrl-C stops all three.\n"
         )
         out.flush()
         while not stop["now"]:

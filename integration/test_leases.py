@@ -284,3 +284,33 @@ def test_300_containers_killed_leave_no_lease_and_no_process(
     ]
     assert sleepers == []
     wait_until(lambda: not shims(leasing_dockerd), 60, "every container's shim to exit")
+
+
+def test_garbage_on_the_agent_socket(
+    leasing: tuple[PoolCluster, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import socket as socket_module
+
+    from radium import config as config_module
+    from radium.shim import agentclient
+
+    _, config = leasing
+    monkeypatch.setenv("RADIUM_CONFIG", str(config))  # what the hook has: the agent inherits it
+    settings = config_module.load(config)
+    agentclient.ensure_running(settings)
+    for payload in (
+        b"\x00\xff" * 100 + b"\n",
+        b"[1,2]\n",
+        b'{"op": "acquire"}\n',
+        b"x" * 100_000,
+        b"",
+    ):
+        with socket_module.socket(socket_module.AF_UNIX) as s:
+            s.settimeout(15)
+            s.connect(settings.agent.socket)
+            s.sendall(payload)
+            s.shutdown(socket_module.SHUT_WR)
+            reply = s.recv(65536)
+        if payload:
+            assert json.loads(reply)["ok"] is False
+    assert agentclient.call(settings.agent.socket, {"op": "ping"}) == {"ok": True}

@@ -186,3 +186,37 @@ def test_pool_killed_under_load_loses_no_lease_and_never_double_allocates(
     assert all(used[key] <= capacity[key] for key in used), "a device was over-committed"
     for le in active.values():
         client.release(le.id)
+
+
+def test_waiting_requests_are_served_in_order_when_capacity_frees(cluster: PoolCluster) -> None:
+    client = cluster.client()
+    held = [
+        client.allocate(gpus=2, holder=f"fill-{name}", selector={"acceptor": name}, ttl=60)
+        for name in ("rdm-acc-a", "rdm-acc-b")
+    ]
+    results: dict[str, object] = {}
+
+    def wait_for(name: str, delay: float) -> None:
+        time.sleep(delay)
+        try:
+            results[name] = cluster.client().allocate(gpus=1, holder=name, wait=10)
+        except RadiumError as exc:
+            results[name] = exc
+
+    waiters = [threading.Thread(target=wait_for, args=(f"waiter-{i}", i * 0.3)) for i in range(3)]
+    for t in waiters:
+        t.start()
+    time.sleep(1.5)
+    assert results == {}  # all three are queued
+    client.release(held[0].id)  # two devices free: the first two waiters, in order
+    time.sleep(1)
+    assert sorted(results) == ["waiter-0", "waiter-1"]
+    client.release(held[1].id)
+    for t in waiters:
+        t.join(timeout=15)
+    leases = [results[f"waiter-{i}"] for i in range(3)]
+    assert all(not isinstance(le, RadiumError) for le in leases), leases
+    for le in leases:
+        client.release(le.id)  # type: ignore[attr-defined]
+    with pytest.raises(CapacityError, match=r"within 0\.5s"):
+        client.allocate(gpus=5, wait=0.5, selector={"acceptor": "rdm-acc-a"})

@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from radium.acceptor.devices import CpuBackend
+from radium.acceptor.slots import Slots
+from radium.proto import pool_pb2 as pb
+
+
+def lease(lease_id: str) -> pb.Lease:
+    return pb.Lease(
+        id=lease_id,
+        device_ids=["cpu0"],
+        fraction=0.5,
+        memory_mib=512,
+        credential="secret",
+        holder="h",
+    )
+
+
+def test_prepare_reconcile_teardown(tmp_path: Path) -> None:
+    slots = Slots(str(tmp_path))
+    slots.prepare(lease("l-1"))
+    slots.prepare(lease("l-2"))
+    record = slots.root / "l-1" / "lease.json"
+    assert json.loads(record.read_text())["credential"] == "secret"
+    assert record.stat().st_mode & 0o777 == 0o600
+    slots.reconcile([lease("l-2"), lease("l-3")])
+    assert slots.active() == ["l-2", "l-3"]
+    slots.teardown("l-2")
+    assert slots.active() == ["l-3"]
+    with pytest.raises(ValueError, match="refusing lease id"):
+        slots.prepare(lease("../../etc"))
+
+
+def test_usage_of_a_real_worker_process(tmp_path: Path) -> None:
+    slots = Slots(str(tmp_path))
+    slots.prepare(lease("l-busy"))
+    worker = subprocess.Popen([sys.executable, "-c", "x = bytearray(64 << 20)\nwhile True: pass"])
+    try:
+        (slots.root / "l-busy" / "worker.pid").write_text(str(worker.pid))
+        slots.usage()  # psutil measures CPU between two calls
+        time.sleep(0.5)
+        (usage,) = slots.usage()
+        assert usage.lease_id == "l-busy"
+        assert usage.rss_bytes > 64 << 20
+        assert usage.cpu_percent > 10
+        slots.teardown("l-busy")
+        assert worker.wait(timeout=10) != 0  # the slot's worker is killed with it
+    finally:
+        worker.kill()
+
+
+def test_cpu_backend_devices() -> None:
+    devices = CpuBackend(3, 2048).devices()
+    assert [d.id for d in devices] == ["cpu0", "cpu1", "cpu2"]
+    assert {d.memory_mib for d in devices} == {2048}
+    assert CpuBackend(1, 1).visible_devices_env(["cpu0"]) == {"RADIUM_VISIBLE_DEVICES": "cpu0"}

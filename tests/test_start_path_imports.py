@@ -1,0 +1,44 @@
+"""What runs on every container start must stay light: no gRPC, no protobuf, no asyncio."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+HOT_MODULES = [
+    "radium.shim.runtime_main",
+    "radium.shim.runtime",
+    "radium.shim.passthrough",
+    "radium.shim.containerd",
+    "radium.shim.specedit",
+    "radium.shim.modifiers",
+    "radium.shim.agentclient",
+    "radium.hooks.main",
+    "radium.hooks.inject",
+    "radium.hooks.cleanup",
+]
+HEAVY = ("grpc", "google.protobuf", "asyncio", "psutil", "tomlkit")
+PROBE = """
+import importlib, json, sys
+for name in {hot!r}:
+    importlib.import_module(name)
+heavy = {heavy!r}
+print(json.dumps(sorted(m for m in sys.modules if any(m == h or m.startswith(h + ".") for h in heavy))))
+"""
+
+
+def test_start_path_never_imports_heavy_modules() -> None:
+    code = PROBE.format(hot=HOT_MODULES, heavy=HEAVY)
+    result = subprocess.run(
+        [sys.executable, "-I", "-c", code], capture_output=True, text=True, check=True
+    )
+    assert json.loads(result.stdout) == []
+
+
+def test_the_probe_sees_heavy_imports() -> None:
+    code = PROBE.format(hot=["radium.poolclient"], heavy=HEAVY)
+    result = subprocess.run(
+        [sys.executable, "-I", "-c", code], capture_output=True, text=True, check=True
+    )
+    assert "grpc" in json.loads(result.stdout)

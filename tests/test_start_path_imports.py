@@ -24,7 +24,8 @@ import importlib, json, sys
 for name in {hot!r}:
     importlib.import_module(name)
 heavy = {heavy!r}
-print(json.dumps(sorted(m for m in sys.modules if any(m == h or m.startswith(h + ".") for h in heavy))))
+loaded = [m for m in sys.modules if any(m == h or m.startswith(h + ".") for h in heavy)]
+print(json.dumps(sorted(loaded)))
 """
 
 

@@ -1,11 +1,13 @@
-"""The main job, as far as Radium goes today.
+"""The main job, as far as Radium goes today, on the embedded default.
 
-1. The embedded default: `radium up` starts a pool and a CPU acceptor on this machine; `radium
-   gpus` shows the pool's devices, and a lease is taken and given back through the pool.
-2. An unmodified Debian image gets Radium's interposer at `docker run`: a private dockerd (own
-   data root and socket, no bridge, no iptables) with the `radium` runtime runs the same image
-   with and without `--runtime=radium`; the interposer reports from inside the container.
-Wiring the container's lease through the node agent, and remote execution, are the next steps.
+1. `radium up` starts a pool, a CPU acceptor and the node agent on this machine; `radium gpus`
+   shows the pool's devices.
+2. A private dockerd (own data root and socket, no bridge, no iptables) gets the `radium`
+   runtime, configured to lease from that pool. An unmodified Debian image cannot import Radium
+   under plain runc; under `--runtime=radium -e RADIUM_GPUS=1` the hook mounts the client bundle
+   and the container holds a lease from the pool while it runs: it prints what the interposer
+   reports and its lease. Afterwards `radium leases --all` shows the lease released.
+Remote execution through that lease (the data plane) is the next step.
 """
 
 from __future__ import annotations
@@ -24,49 +26,45 @@ from integration import images
 from integration.dockerd import Dockerd
 from integration.pool import free_port
 from integration.radium_env import make_env
-from radium import config as config_module
-from radium.poolclient import PoolClient
 
 IMAGE = "radium-demo/debian:bookworm"
-PROBE = "import radium_interposer"
 CLI = str(Path(sys.executable).parent / "radium")
+PROBE = "import radium_interposer"
+REPORT = (
+    "import json, radium_interposer as r; rep = r.report(); "
+    "print('interposer from bundle', rep['bundle']['name'], 'in', rep['platform']['pretty_name']); "
+    "lease = json.load(open('/run/radium/lease.json')); "
+    "print('holding lease', lease['id'], 'on', lease['acceptor'], lease['devices'], "
+    "'for', lease['holder'])"
+)
 
 
-def pool_demo(state: Path) -> None:
+def show(command: list[str], env: dict[str, str]) -> None:
+    print(f"\n$ {' '.join(['radium', *command[1:]])}")
+    subprocess.run(command, env=env, check=True)
+
+
+def main() -> int:
+    root = Path(tempfile.mkdtemp(prefix="radium-demo-"))
     listen = f"127.0.0.1:{free_port()}"
     print(f"$ radium up --listen {listen}")
     up = subprocess.Popen(
-        [CLI, "up", "--state-dir", str(state), "--listen", listen],
+        [CLI, "up", "--state-dir", str(root / "up"), "--listen", listen],
         stdout=subprocess.PIPE,
         text=True,
     )
+    daemon = None
     try:
         assert up.stdout is not None
         print(up.stdout.readline().rstrip())
-        env = {**os.environ, "RADIUM_CONFIG": str(state / "config.toml")}
-        print("\n$ radium gpus")
-        subprocess.run([CLI, "gpus"], env=env, check=True)
-        token = config_module.load(state / "config.toml").client.token
-        client = PoolClient(listen, token)
-        lease = client.allocate(fraction=0.5, holder="demo")
-        print(
-            f"\nleased {lease.fraction:g} of {lease.acceptor}/{','.join(lease.device_ids)} "
-            f"({lease.memory_mib} MiB) as {lease.id}\n$ radium leases"
-        )
-        subprocess.run([CLI, "leases"], env=env, check=True)
-        client.release(lease.id)
-        client.close()
-    finally:
-        up.send_signal(signal.SIGTERM)
-        up.wait(timeout=30)
+        up_config = root / "up" / "config.toml"
+        pool_env = {**os.environ, "RADIUM_CONFIG": str(up_config)}
+        show([CLI, "gpus"], pool_env)
 
-
-def docker_demo(root: Path) -> int:
-    radium = make_env(root)
-    names = ", ".join(sorted(p.name for p in radium.bundles.iterdir()))
-    print(f"\nbundles built in {radium.bundles}: {names}")
-    daemon = Dockerd({"radium": radium.runtime}, radium.environ())
-    try:
+        radium = make_env(root / "docker")
+        engine_config = radium.config
+        engine_config.write_text(engine_config.read_text() + _pool_sections(up_config))
+        daemon = Dockerd({"radium": radium.runtime}, radium.environ())
         daemon.start()
         daemon.import_image(images.debian_tar("bookworm"), IMAGE)
         plain = daemon.docker(
@@ -74,8 +72,9 @@ def docker_demo(root: Path) -> int:
         )
         print(f"\n$ docker run --rm {IMAGE} python3 -c '{PROBE}'")
         print(plain.stderr.strip().splitlines()[-1] if plain.returncode else "(imported?!)")
-        command = f"docker run --rm --runtime=radium -e RADIUM_GPUS=1 {IMAGE}"
-        print(f"\n$ {command} python3 -m radium_interposer")
+        print(
+            f"\n$ docker run --rm --runtime=radium -e RADIUM_GPUS=1 {IMAGE} python3 -c '<report>'"
+        )
         result = daemon.docker(
             "run",
             "--rm",
@@ -86,23 +85,31 @@ def docker_demo(root: Path) -> int:
             "RADIUM_GPUS=1",
             IMAGE,
             "python3",
-            "-m",
-            "radium_interposer",
+            "-c",
+            REPORT,
             check=False,
         )
         print(result.stdout.strip() or result.stderr.strip())
+        show([CLI, "leases", "--all"], pool_env)
         return result.returncode
     finally:
-        daemon.stop()
-
-
-def main() -> int:
-    root = Path(tempfile.mkdtemp(prefix="radium-demo-"))
-    try:
-        pool_demo(root / "up")
-        return docker_demo(root / "docker")
-    finally:
+        if daemon is not None:
+            daemon.stop()
+        up.send_signal(signal.SIGTERM)
+        up.wait(timeout=30)
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _pool_sections(up_config: Path) -> str:
+    """The [client] and [agent] tables of the `radium up` config: how the hook gets leases."""
+    text = up_config.read_text()
+    keep, out = False, []
+    for line in text.splitlines(keepends=True):
+        if line.startswith("["):
+            keep = line.strip() in ("[client]", "[agent]")
+        if keep:
+            out.append(line)
+    return "".join(out)
 
 
 if __name__ == "__main__":

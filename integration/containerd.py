@@ -7,11 +7,10 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 from integration.dockerd import kill_processes_under
-from integration.host import need, unmount_all_under
+from integration.host import log_tail, need, start_daemon, unmount_all_under
 from integration.oci_archive import oci_archive
 
 NAMESPACE = "radium-test"
@@ -45,26 +44,17 @@ class Containerd:
         ]
 
     def start(self, timeout: float = 60) -> None:
-        log = open(self.root / "containerd.log", "wb")  # noqa: SIM115 - lives as long as the daemon
-        self.process = subprocess.Popen(
-            self.command(), stdout=log, stderr=subprocess.STDOUT, env=self.env
+        self.process = start_daemon(
+            "containerd",
+            self.command(),
+            self.env,
+            self.root / "containerd.log",
+            lambda: self.socket.exists() and self.ctr("version", check=False).returncode == 0,
+            timeout,
         )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"containerd exited early:\n{self.log_tail()}")
-            if self.socket.exists() and self.ctr("version", check=False).returncode == 0:
-                return
-            time.sleep(0.2)
-        raise RuntimeError(f"containerd did not come up in {timeout}s:\n{self.log_tail()}")
 
-    def log_tail(self, lines: int = 40) -> str:
-        path = self.root / "containerd.log"
-        return (
-            "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-            if path.exists()
-            else ""
-        )
+    def log_tail(self) -> str:
+        return log_tail(self.root / "containerd.log")
 
     def ctr(
         self, *args: str, check: bool = True, timeout: float = 180

@@ -7,10 +7,9 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
-from integration.host import need, unmount_all_under
+from integration.host import log_tail, need, start_daemon, unmount_all_under
 
 IMAGE_PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -63,24 +62,17 @@ class Dockerd:
             *(f"--add-runtime={name}={path}" for name, path in self.runtimes.items()),
             *([f"--config-file={self.config_file}"] if self.config_file else []),
         ]
-        log = open(self.root / "dockerd.log", "wb")  # noqa: SIM115 - lives as long as the daemon
-        self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=self.env)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"dockerd exited early:\n{self.log_tail()}")
-            if self.docker("version", check=False, timeout=10).returncode == 0:
-                return
-            time.sleep(0.3)
-        raise RuntimeError(f"dockerd did not come up in {timeout}s:\n{self.log_tail()}")
-
-    def log_tail(self, lines: int = 40) -> str:
-        path = self.root / "dockerd.log"
-        return (
-            "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-            if path.exists()
-            else ""
+        self.process = start_daemon(
+            "dockerd",
+            argv,
+            self.env,
+            self.root / "dockerd.log",
+            lambda: self.docker("version", check=False, timeout=10).returncode == 0,
+            timeout,
         )
+
+    def log_tail(self) -> str:
+        return log_tail(self.root / "dockerd.log")
 
     def docker(
         self, *args: str, check: bool = True, timeout: float = 180, input: str | None = None

@@ -6,7 +6,9 @@ import hashlib
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -66,3 +68,32 @@ def tree_digest(*paths: Path, depth: int = 64) -> dict[str, str]:
                 else:
                     result[str(path)] = "dir" if path.is_dir() else "special"
     return result
+
+
+def log_tail(path: Path, lines: int = 40) -> str:
+    """The last lines of a daemon's log, for failure messages."""
+    return (
+        "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
+    )
+
+
+def start_daemon(
+    name: str,
+    argv: list[str],
+    env: dict[str, str],
+    log: Path,
+    ready: Callable[[], bool],
+    timeout: float,
+) -> subprocess.Popen[bytes]:
+    """Start a daemon logging to ``log`` and wait until ``ready()``; fail with its log tail."""
+    with open(log, "ab") as handle:
+        process = subprocess.Popen(argv, stdout=handle, stderr=subprocess.STDOUT, env=env)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{name} exited early:\n{log_tail(log)}")
+        if ready():
+            return process
+        time.sleep(0.2)
+    process.kill()
+    raise RuntimeError(f"{name} did not come up in {timeout}s:\n{log_tail(log)}")

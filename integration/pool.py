@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+from integration.host import log_tail
 from radium.errors import RadiumError
 from radium.poolclient import PoolClient
 
@@ -55,11 +56,7 @@ class Service:
         return self.process is not None and self.process.poll() is None
 
     def log_tail(self, lines: int = 30) -> str:
-        return (
-            "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-            if self.log.exists()
-            else ""
-        )
+        return log_tail(self.log, lines)
 
 
 class PoolCluster:

@@ -20,6 +20,9 @@ log = logging.getLogger(__name__)
 #: grpc.aio.ServicerContext (grpcio ships no type information).
 Context = Any
 _NAME_LIMIT = 253
+#: Ended leases stay listed (`radium leases --all`) this long, in seconds.
+ENDED_RETENTION = 7 * 24 * 3600.0
+PRUNE_EVERY = 3600.0
 
 
 class Pool:
@@ -64,10 +67,17 @@ class Pool:
         return lease
 
     async def reap_forever(self, interval: float) -> None:
+        last_prune = 0.0
         while True:
             await asyncio.sleep(interval)
             try:
-                ended = self.state.reap(self.clock())
+                now = self.clock()
+                if now - last_prune > PRUNE_EVERY:
+                    last_prune = now
+                    pruned = self.state.store.prune(now - ENDED_RETENTION)
+                    if pruned:
+                        log.info("forgot %d leases that ended over a week ago", pruned)
+                ended = self.state.reap(now)
             except Exception:  # a broken store must not kill the loop; log and retry
                 log.exception("reaping leases failed")
                 continue

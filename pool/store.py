@@ -57,6 +57,7 @@ class Store(Protocol):
     def end_leases(self, leases: Iterable[Lease]) -> None: ...
     def extend_active(self, expires_at: float) -> None: ...
     def ended_leases(self, limit: int) -> list[Lease]: ...
+    def prune(self, ended_before: float) -> int: ...
     def close(self) -> None: ...
 
 
@@ -200,6 +201,13 @@ class SQLiteStore:
             "SELECT * FROM leases WHERE state != ? ORDER BY ended_at DESC LIMIT ?", (ACTIVE, limit)
         )
         return [_lease(row) for row in rows]
+
+    def prune(self, ended_before: float) -> int:
+        """Forget leases that ended before this time; how many."""
+        cursor = self._db.execute(
+            "DELETE FROM leases WHERE state != ? AND ended_at < ?", (ACTIVE, ended_before)
+        )
+        return cursor.rowcount
 
     def close(self) -> None:
         self._db.close()

@@ -18,3 +18,22 @@ def test_runtimeclass_manifest_names_the_radium_handler() -> None:
     )
     assert fields == {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "handler": "radium"}
     assert "  name: radium" in lines
+
+
+def test_systemd_units_start_real_subcommands() -> None:
+    from radium.cli import build_parser
+
+    parser = build_parser()
+    units = sorted((PACKAGING / "systemd").glob("*.service"))
+    assert [u.name for u in units] == [
+        "radium-acceptor.service",
+        "radium-agent.service",
+        "radium-pool.service",
+    ]
+    for unit in units:
+        exec_start = next(
+            line for line in unit.read_text().splitlines() if line.startswith("ExecStart=")
+        )
+        program, *args = exec_start.split("=", 1)[1].split()
+        assert program == "/usr/bin/radium"
+        assert parser.parse_args(args).func is not None  # parses as a real subcommand

@@ -90,3 +90,13 @@ def test_reregistering_without_a_device_revokes_its_lease(tmp_path: Path) -> Non
     active, revoked = state.register(acceptor("a", 1), 1)
     assert active == [] and [le.id for le in revoked] == [lease.id]
     assert state.allocate(Request(gpus=1), 2).devices == {"0": 1000}
+
+
+def test_ended_leases_are_pruned_after_retention(tmp_path: Path) -> None:
+    state = pool(tmp_path / "p.db")
+    state.register(acceptor(), 0)
+    old, recent = state.allocate(Request(gpus=1), 0), state.allocate(Request(gpus=1), 0)
+    state.release(old.id, 10)
+    state.release(recent.id, 100)
+    assert state.store.prune(50) == 1
+    assert [le.id for le in state.store.ended_leases(10)] == [recent.id]

@@ -220,3 +220,23 @@ def test_waiting_requests_are_served_in_order_when_capacity_frees(cluster: PoolC
         client.release(le.id)  # type: ignore[attr-defined]
     with pytest.raises(CapacityError, match=r"within 0\.5s"):
         client.allocate(gpus=5, wait=0.5, selector={"acceptor": "rdm-acc-a"})
+
+
+def test_acceptor_reports_the_usage_of_a_leases_worker(cluster: PoolCluster) -> None:
+    client = cluster.client()
+    lease = client.allocate(fraction=0.1, selector={"acceptor": "rdm-acc-a"}, holder="busy", ttl=60)
+    slot = cluster.root / "rdm-acc-a" / "slots" / lease.id
+    wait_until(slot.exists, 10, "the lease's slot")
+    worker = subprocess.Popen(["python3", "-c", "x = bytearray(96 << 20)\nwhile True: pass"])
+    try:
+        (slot / "worker.pid").write_text(str(worker.pid))
+
+        def reported() -> bool:
+            now = {le.id: le for le in client.leases()}[lease.id]
+            return now.rss_bytes > 96 << 20 and now.cpu_percent > 10
+
+        wait_until(reported, 15, "the worker's CPU and RSS in the pool")
+        client.release(lease.id)
+        assert worker.wait(timeout=15) != 0  # the acceptor tore the slot down, worker included
+    finally:
+        worker.kill()

@@ -34,6 +34,8 @@ def lease_to_pb(lease: Lease) -> pb.Lease:
         state=lease.state,
         expires_at=lease.expires_at,
         queue=lease.queue,
+        cpu_percent=lease.cpu_percent,
+        rss_bytes=lease.rss_bytes,
     )
 
 

@@ -90,6 +90,9 @@ class Lease:
     created_at: float
     state: str = ACTIVE
     ended_at: float = 0.0
+    #: From the acceptor's last heartbeat (not stored: it is refreshed every few seconds).
+    cpu_percent: float = 0.0
+    rss_bytes: int = 0
 
     @property
     def memory_mib(self) -> int:

@@ -196,7 +196,8 @@ class AcceptorService(pb_grpc.AcceptorsServicer):
     async def Heartbeat(
         self, request: pb.HeartbeatRequest, context: Context
     ) -> pb.HeartbeatResponse:
-        if not self.pool.state.heartbeat(request.name, self.pool.clock()):
+        usage = [(u.lease_id, u.cpu_percent, u.rss_bytes) for u in request.usage]
+        if not self.pool.state.heartbeat(request.name, self.pool.clock(), usage):
             await rpc.abort(
                 context,
                 NotRegisteredError(

@@ -129,11 +129,18 @@ class PoolState:
         )
         return [lease for lease in mine if lease.state == ACTIVE], revoked
 
-    def heartbeat(self, name: str, now: float) -> bool:
+    def heartbeat(
+        self, name: str, now: float, usage: Iterable[tuple[str, float, int]] = ()
+    ) -> bool:
+        """Note that the acceptor lives, with its leases' (id, cpu %, rss bytes)."""
         acceptor = self.acceptors.get(name)
         if acceptor is None or not acceptor.up:
             return False  # it must register (again) first
         acceptor.last_heartbeat = now
+        for lease_id, cpu, rss in usage:
+            lease = self.leases.get(lease_id)
+            if lease is not None and lease.acceptor == name:
+                lease.cpu_percent, lease.rss_bytes = cpu, rss
         return True
 
     def reap(self, now: float) -> list[Lease]:

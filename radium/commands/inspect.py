@@ -84,13 +84,26 @@ def _leases(args: argparse.Namespace) -> int:
             ",".join(le.device_ids),
             f"{le.fraction:.2f}",
             le.memory_mib,
+            f"{le.cpu_percent:.0f}%",
+            f"{le.rss_bytes >> 20}",
             f"{le.expires_at - now:.0f}s" if le.state == "active" else "-",
         )
         for le in leases
     ]
     print(
         _table(
-            ("LEASE", "STATE", "HOLDER", "ACCEPTOR", "DEVICES", "FRACTION", "MiB", "EXPIRES IN"),
+            (
+                "LEASE",
+                "STATE",
+                "HOLDER",
+                "ACCEPTOR",
+                "DEVICES",
+                "FRACTION",
+                "MiB",
+                "CPU",
+                "RSS MiB",
+                "EXPIRES IN",
+            ),
             rows,
         )
     )

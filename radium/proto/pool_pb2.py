@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17radium/proto/pool.proto\x12\tradium.v1\"\xa5\x01\n\x06\x44\x65vice\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0e\n\x06vendor\x18\x02 \x01(\t\x12\r\n\x05model\x18\x03 \x01(\t\x12\x12\n\nmemory_mib\x18\x04 \x01(\x04\x12-\n\x06labels\x18\x05 \x03(\x0b\x32\x1d.radium.v1.Device.LabelsEntry\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xb2\x01\n\x08\x41\x63\x63\x65ptor\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x14\n\x0c\x64\x61ta_address\x18\x02 \x01(\t\x12\"\n\x07\x64\x65vices\x18\x03 \x03(\x0b\x32\x11.radium.v1.Device\x12/\n\x06labels\x18\x04 \x03(\x0b\x32\x1f.radium.v1.Acceptor.LabelsEntry\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x94\x02\n\x0f\x41llocateRequest\x12\x0c\n\x04gpus\x18\x01 \x01(\r\x12\x10\n\x08\x66raction\x18\x02 \x01(\x01\x12\x12\n\nmemory_mib\x18\x03 \x01(\x04\x12:\n\x08selector\x18\x04 \x03(\x0b\x32(.radium.v1.AllocateRequest.SelectorEntry\x12\x16\n\x0emin_memory_mib\x18\x05 \x01(\x04\x12\r\n\x05queue\x18\x06 \x01(\t\x12\x0e\n\x06holder\x18\x07 \x01(\t\x12\x13\n\x0bttl_seconds\x18\x08 \x01(\r\x12\x14\n\x0cwait_seconds\x18\t \x01(\x01\x1a/\n\rSelectorEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xe0\x01\n\x05Lease\x12\n\n\x02id\x18\x01 \x01(\t\x12\x10\n\x08\x61\x63\x63\x65ptor\x18\x02 \x01(\t\x12\x14\n\x0c\x64\x61ta_address\x18\x03 \x01(\t\x12\x12\n\ndevice_ids\x18\x04 \x03(\t\x12\x10\n\x08\x66raction\x18\x05 \x01(\x01\x12\x12\n\nmemory_mib\x18\x06 \x01(\x04\x12\x12\n\ncredential\x18\x07 \x01(\t\x12\x13\n\x0bttl_seconds\x18\x08 \x01(\r\x12\x0e\n\x06holder\x18\t \x01(\t\x12\r\n\x05state\x18\n \x01(\t\x12\x12\n\nexpires_at\x18\x0b \x01(\x01\x12\r\n\x05queue\x18\x0c \x01(\t\"\x1c\n\x08LeaseRef\x12\x10\n\x08lease_id\x18\x01 \x01(\t\"\'\n\x11KeepAliveResponse\x12\x12\n\nexpires_at\x18\x01 \x01(\x01\"#\n\x0fReleaseResponse\x12\x10\n\x08released\x18\x01 \x01(\x08\" \n\x11ListLeasesRequest\x12\x0b\n\x03\x61ll\x18\x01 \x01(\x08\"6\n\x12ListLeasesResponse\x12 \n\x06leases\x18\x01 \x03(\x0b\x32\x10.radium.v1.Lease\"\x0f\n\rStatusRequest\"\x93\x01\n\x0c\x44\x65viceStatus\x12\x10\n\x08\x61\x63\x63\x65ptor\x18\x01 \x01(\t\x12!\n\x06\x64\x65vice\x18\x02 \x01(\x0b\x32\x11.radium.v1.Device\x12\x1a\n\x12\x61llocated_fraction\x18\x03 \x01(\x01\x12\x15\n\rallocated_mib\x18\x04 \x01(\x04\x12\x0f\n\x07holders\x18\x05 \x03(\t\x12\n\n\x02up\x18\x06 \x01(\x08\"i\n\x0e\x41\x63\x63\x65ptorStatus\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x14\n\x0c\x64\x61ta_address\x18\x02 \x01(\t\x12\n\n\x02up\x18\x03 \x01(\x08\x12\x16\n\x0elast_heartbeat\x18\x04 \x01(\x01\x12\x0f\n\x07\x64\x65vices\x18\x05 \x01(\r\"\x90\x01\n\x0eStatusResponse\x12(\n\x07\x64\x65vices\x18\x01 \x03(\x0b\x32\x17.radium.v1.DeviceStatus\x12,\n\tacceptors\x18\x02 \x03(\x0b\x32\x19.radium.v1.AcceptorStatus\x12\x15\n\ractive_leases\x18\x03 \x01(\r\x12\x0f\n\x07version\x18\x04 \x01(\t\"8\n\x0fRegisterRequest\x12%\n\x08\x61\x63\x63\x65ptor\x18\x01 \x01(\x0b\x32\x13.radium.v1.Acceptor\"P\n\x10RegisterResponse\x12\x1a\n\x12heartbeat_interval\x18\x01 \x01(\x01\x12 \n\x06leases\x18\x02 \x03(\x0b\x32\x10.radium.v1.Lease\"F\n\nLeaseUsage\x12\x10\n\x08lease_id\x18\x01 \x01(\t\x12\x13\n\x0b\x63pu_percent\x18\x02 \x01(\x01\x12\x11\n\trss_bytes\x18\x03 \x01(\x04\"F\n\x10HeartbeatRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12$\n\x05usage\x18\x02 \x03(\x0b\x32\x15.radium.v1.LeaseUsage\"\x13\n\x11HeartbeatResponse\"\x1c\n\x0cWatchRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"y\n\nAssignment\x12(\n\x04kind\x18\x01 \x01(\x0e\x32\x1a.radium.v1.Assignment.Kind\x12\x1f\n\x05lease\x18\x02 \x01(\x0b\x32\x10.radium.v1.Lease\" \n\x04Kind\x12\x0b\n\x07GRANTED\x10\x00\x12\x0b\n\x07REVOKED\x10\x01\x32\xc6\x02\n\x04Pool\x12\x38\n\x08\x41llocate\x12\x1a.radium.v1.AllocateRequest\x1a\x10.radium.v1.Lease\x12>\n\tKeepAlive\x12\x13.radium.v1.LeaseRef\x1a\x1c.radium.v1.KeepAliveResponse\x12:\n\x07Release\x12\x13.radium.v1.LeaseRef\x1a\x1a.radium.v1.ReleaseResponse\x12I\n\nListLeases\x12\x1c.radium.v1.ListLeasesRequest\x1a\x1d.radium.v1.ListLeasesResponse\x12=\n\x06Status\x12\x18.radium.v1.StatusRequest\x1a\x19.radium.v1.StatusResponse2\xd3\x01\n\tAcceptors\x12\x43\n\x08Register\x12\x1a.radium.v1.RegisterRequest\x1a\x1b.radium.v1.RegisterResponse\x12\x46\n\tHeartbeat\x12\x1b.radium.v1.HeartbeatRequest\x1a\x1c.radium.v1.HeartbeatResponse\x12\x39\n\x05Watch\x12\x17.radium.v1.WatchRequest\x1a\x15.radium.v1.Assignment0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17radium/proto/pool.proto\x12\tradium.v1\"\xa5\x01\n\x06\x44\x65vice\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0e\n\x06vendor\x18\x02 \x01(\t\x12\r\n\x05model\x18\x03 \x01(\t\x12\x12\n\nmemory_mib\x18\x04 \x01(\x04\x12-\n\x06labels\x18\x05 \x03(\x0b\x32\x1d.radium.v1.Device.LabelsEntry\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xb2\x01\n\x08\x41\x63\x63\x65ptor\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x14\n\x0c\x64\x61ta_address\x18\x02 \x01(\t\x12\"\n\x07\x64\x65vices\x18\x03 \x03(\x0b\x32\x11.radium.v1.Device\x12/\n\x06labels\x18\x04 \x03(\x0b\x32\x1f.radium.v1.Acceptor.LabelsEntry\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x94\x02\n\x0f\x41llocateRequest\x12\x0c\n\x04gpus\x18\x01 \x01(\r\x12\x10\n\x08\x66raction\x18\x02 \x01(\x01\x12\x12\n\nmemory_mib\x18\x03 \x01(\x04\x12:\n\x08selector\x18\x04 \x03(\x0b\x32(.radium.v1.AllocateRequest.SelectorEntry\x12\x16\n\x0emin_memory_mib\x18\x05 \x01(\x04\x12\r\n\x05queue\x18\x06 \x01(\t\x12\x0e\n\x06holder\x18\x07 \x01(\t\x12\x13\n\x0bttl_seconds\x18\x08 \x01(\r\x12\x14\n\x0cwait_seconds\x18\t \x01(\x01\x1a/\n\rSelectorEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x88\x02\n\x05Lease\x12\n\n\x02id\x18\x01 \x01(\t\x12\x10\n\x08\x61\x63\x63\x65ptor\x18\x02 \x01(\t\x12\x14\n\x0c\x64\x61ta_address\x18\x03 \x01(\t\x12\x12\n\ndevice_ids\x18\x04 \x03(\t\x12\x10\n\x08\x66raction\x18\x05 \x01(\x01\x12\x12\n\nmemory_mib\x18\x06 \x01(\x04\x12\x12\n\ncredential\x18\x07 \x01(\t\x12\x13\n\x0bttl_seconds\x18\x08 \x01(\r\x12\x0e\n\x06holder\x18\t \x01(\t\x12\r\n\x05state\x18\n \x01(\t\x12\x12\n\nexpires_at\x18\x0b \x01(\x01\x12\r\n\x05queue\x18\x0c \x01(\t\x12\x13\n\x0b\x63pu_percent\x18\r \x01(\x01\x12\x11\n\trss_bytes\x18\x0e \x01(\x04\"\x1c\n\x08LeaseRef\x12\x10\n\x08lease_id\x18\x01 \x01(\t\"\'\n\x11KeepAliveResponse\x12\x12\n\nexpires_at\x18\x01 \x01(\x01\"#\n\x0fReleaseResponse\x12\x10\n\x08released\x18\x01 \x01(\x08\" \n\x11ListLeasesRequest\x12\x0b\n\x03\x61ll\x18\x01 \x01(\x08\"6\n\x12ListLeasesResponse\x12 \n\x06leases\x18\x01 \x03(\x0b\x32\x10.radium.v1.Lease\"\x0f\n\rStatusRequest\"\x93\x01\n\x0c\x44\x65viceStatus\x12\x10\n\x08\x61\x63\x63\x65ptor\x18\x01 \x01(\t\x12!\n\x06\x64\x65vice\x18\x02 \x01(\x0b\x32\x11.radium.v1.Device\x12\x1a\n\x12\x61llocated_fraction\x18\x03 \x01(\x01\x12\x15\n\rallocated_mib\x18\x04 \x01(\x04\x12\x0f\n\x07holders\x18\x05 \x03(\t\x12\n\n\x02up\x18\x06 \x01(\x08\"i\n\x0e\x41\x63\x63\x65ptorStatus\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x14\n\x0c\x64\x61ta_address\x18\x02 \x01(\t\x12\n\n\x02up\x18\x03 \x01(\x08\x12\x16\n\x0elast_heartbeat\x18\x04 \x01(\x01\x12\x0f\n\x07\x64\x65vices\x18\x05 \x01(\r\"\x90\x01\n\x0eStatusResponse\x12(\n\x07\x64\x65vices\x18\x01 \x03(\x0b\x32\x17.radium.v1.DeviceStatus\x12,\n\tacceptors\x18\x02 \x03(\x0b\x32\x19.radium.v1.AcceptorStatus\x12\x15\n\ractive_leases\x18\x03 \x01(\r\x12\x0f\n\x07version\x18\x04 \x01(\t\"8\n\x0fRegisterRequest\x12%\n\x08\x61\x63\x63\x65ptor\x18\x01 \x01(\x0b\x32\x13.radium.v1.Acceptor\"P\n\x10RegisterResponse\x12\x1a\n\x12heartbeat_interval\x18\x01 \x01(\x01\x12 \n\x06leases\x18\x02 \x03(\x0b\x32\x10.radium.v1.Lease\"F\n\nLeaseUsage\x12\x10\n\x08lease_id\x18\x01 \x01(\t\x12\x13\n\x0b\x63pu_percent\x18\x02 \x01(\x01\x12\x11\n\trss_bytes\x18\x03 \x01(\x04\"F\n\x10HeartbeatRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12$\n\x05usage\x18\x02 \x03(\x0b\x32\x15.radium.v1.LeaseUsage\"\x13\n\x11HeartbeatResponse\"\x1c\n\x0cWatchRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"y\n\nAssignment\x12(\n\x04kind\x18\x01 \x01(\x0e\x32\x1a.radium.v1.Assignment.Kind\x12\x1f\n\x05lease\x18\x02 \x01(\x0b\x32\x10.radium.v1.Lease\" \n\x04Kind\x12\x0b\n\x07GRANTED\x10\x00\x12\x0b\n\x07REVOKED\x10\x01\x32\xc6\x02\n\x04Pool\x12\x38\n\x08\x41llocate\x12\x1a.radium.v1.AllocateRequest\x1a\x10.radium.v1.Lease\x12>\n\tKeepAlive\x12\x13.radium.v1.LeaseRef\x1a\x1c.radium.v1.KeepAliveResponse\x12:\n\x07Release\x12\x13.radium.v1.LeaseRef\x1a\x1a.radium.v1.ReleaseResponse\x12I\n\nListLeases\x12\x1c.radium.v1.ListLeasesRequest\x1a\x1d.radium.v1.ListLeasesResponse\x12=\n\x06Status\x12\x18.radium.v1.StatusRequest\x1a\x19.radium.v1.StatusResponse2\xd3\x01\n\tAcceptors\x12\x43\n\x08Register\x12\x1a.radium.v1.RegisterRequest\x1a\x1b.radium.v1.RegisterResponse\x12\x46\n\tHeartbeat\x12\x1b.radium.v1.HeartbeatRequest\x1a\x1c.radium.v1.HeartbeatResponse\x12\x39\n\x05Watch\x12\x17.radium.v1.WatchRequest\x1a\x15.radium.v1.Assignment0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -50,43 +50,43 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_ALLOCATEREQUEST_SELECTORENTRY']._serialized_start=617
   _globals['_ALLOCATEREQUEST_SELECTORENTRY']._serialized_end=664
   _globals['_LEASE']._serialized_start=667
-  _globals['_LEASE']._serialized_end=891
-  _globals['_LEASEREF']._serialized_start=893
-  _globals['_LEASEREF']._serialized_end=921
-  _globals['_KEEPALIVERESPONSE']._serialized_start=923
-  _globals['_KEEPALIVERESPONSE']._serialized_end=962
-  _globals['_RELEASERESPONSE']._serialized_start=964
-  _globals['_RELEASERESPONSE']._serialized_end=999
-  _globals['_LISTLEASESREQUEST']._serialized_start=1001
-  _globals['_LISTLEASESREQUEST']._serialized_end=1033
-  _globals['_LISTLEASESRESPONSE']._serialized_start=1035
-  _globals['_LISTLEASESRESPONSE']._serialized_end=1089
-  _globals['_STATUSREQUEST']._serialized_start=1091
-  _globals['_STATUSREQUEST']._serialized_end=1106
-  _globals['_DEVICESTATUS']._serialized_start=1109
-  _globals['_DEVICESTATUS']._serialized_end=1256
-  _globals['_ACCEPTORSTATUS']._serialized_start=1258
-  _globals['_ACCEPTORSTATUS']._serialized_end=1363
-  _globals['_STATUSRESPONSE']._serialized_start=1366
-  _globals['_STATUSRESPONSE']._serialized_end=1510
-  _globals['_REGISTERREQUEST']._serialized_start=1512
-  _globals['_REGISTERREQUEST']._serialized_end=1568
-  _globals['_REGISTERRESPONSE']._serialized_start=1570
-  _globals['_REGISTERRESPONSE']._serialized_end=1650
-  _globals['_LEASEUSAGE']._serialized_start=1652
-  _globals['_LEASEUSAGE']._serialized_end=1722
-  _globals['_HEARTBEATREQUEST']._serialized_start=1724
-  _globals['_HEARTBEATREQUEST']._serialized_end=1794
-  _globals['_HEARTBEATRESPONSE']._serialized_start=1796
-  _globals['_HEARTBEATRESPONSE']._serialized_end=1815
-  _globals['_WATCHREQUEST']._serialized_start=1817
-  _globals['_WATCHREQUEST']._serialized_end=1845
-  _globals['_ASSIGNMENT']._serialized_start=1847
-  _globals['_ASSIGNMENT']._serialized_end=1968
-  _globals['_ASSIGNMENT_KIND']._serialized_start=1936
-  _globals['_ASSIGNMENT_KIND']._serialized_end=1968
-  _globals['_POOL']._serialized_start=1971
-  _globals['_POOL']._serialized_end=2297
-  _globals['_ACCEPTORS']._serialized_start=2300
-  _globals['_ACCEPTORS']._serialized_end=2511
+  _globals['_LEASE']._serialized_end=931
+  _globals['_LEASEREF']._serialized_start=933
+  _globals['_LEASEREF']._serialized_end=961
+  _globals['_KEEPALIVERESPONSE']._serialized_start=963
+  _globals['_KEEPALIVERESPONSE']._serialized_end=1002
+  _globals['_RELEASERESPONSE']._serialized_start=1004
+  _globals['_RELEASERESPONSE']._serialized_end=1039
+  _globals['_LISTLEASESREQUEST']._serialized_start=1041
+  _globals['_LISTLEASESREQUEST']._serialized_end=1073
+  _globals['_LISTLEASESRESPONSE']._serialized_start=1075
+  _globals['_LISTLEASESRESPONSE']._serialized_end=1129
+  _globals['_STATUSREQUEST']._serialized_start=1131
+  _globals['_STATUSREQUEST']._serialized_end=1146
+  _globals['_DEVICESTATUS']._serialized_start=1149
+  _globals['_DEVICESTATUS']._serialized_end=1296
+  _globals['_ACCEPTORSTATUS']._serialized_start=1298
+  _globals['_ACCEPTORSTATUS']._serialized_end=1403
+  _globals['_STATUSRESPONSE']._serialized_start=1406
+  _globals['_STATUSRESPONSE']._serialized_end=1550
+  _globals['_REGISTERREQUEST']._serialized_start=1552
+  _globals['_REGISTERREQUEST']._serialized_end=1608
+  _globals['_REGISTERRESPONSE']._serialized_start=1610
+  _globals['_REGISTERRESPONSE']._serialized_end=1690
+  _globals['_LEASEUSAGE']._serialized_start=1692
+  _globals['_LEASEUSAGE']._serialized_end=1762
+  _globals['_HEARTBEATREQUEST']._serialized_start=1764
+  _globals['_HEARTBEATREQUEST']._serialized_end=1834
+  _globals['_HEARTBEATRESPONSE']._serialized_start=1836
+  _globals['_HEARTBEATRESPONSE']._serialized_end=1855
+  _globals['_WATCHREQUEST']._serialized_start=1857
+  _globals['_WATCHREQUEST']._serialized_end=1885
+  _globals['_ASSIGNMENT']._serialized_start=1887
+  _globals['_ASSIGNMENT']._serialized_end=2008
+  _globals['_ASSIGNMENT_KIND']._serialized_start=1976
+  _globals['_ASSIGNMENT_KIND']._serialized_end=2008
+  _globals['_POOL']._serialized_start=2011
+  _globals['_POOL']._serialized_end=2337
+  _globals['_ACCEPTORS']._serialized_start=2340
+  _globals['_ACCEPTORS']._serialized_end=2551
 # @@protoc_insertion_point(module_scope)

@@ -131,11 +131,12 @@ def test_pass_through_to_real_runc(tmp_path: Path) -> None:
     assert runc, "runc is not installed: apt-get install runc"
     config = tmp_path / "broken.toml"
     config.write_text("[runtime\n")
-    via_wrapper = wrapper(["--version"], {"PATH": os.environ["PATH"], "RADIUM_CONFIG": str(config)})
-    direct = subprocess.run([runc, "--version"], capture_output=True, text=True, check=True)
-    # A broken config must not strand running containers: pass-through still works.
-    assert via_wrapper.stdout == direct.stdout
-    assert via_wrapper.returncode == 0
+    for args in (["--version"], ["features"]):
+        via_wrapper = wrapper(args, {"PATH": os.environ["PATH"], "RADIUM_CONFIG": str(config)})
+        direct = subprocess.run([runc, *args], capture_output=True, text=True, check=True)
+        # A broken config must not strand running containers: pass-through still works.
+        assert via_wrapper.stdout == direct.stdout
+        assert via_wrapper.returncode == 0
 
 
 def test_create_with_broken_spec_fails_in_one_line(tmp_path: Path) -> None:

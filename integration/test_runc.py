@@ -16,7 +16,7 @@ from integration.host import mount_table
 from integration.radium_env import RadiumEnv
 
 REPORT = (
-    "import json, os, sys, radium_interposer as r; rep = r.report(); "
+    "import json, os, sys, radium_interposer as r, radium_interposer.handshake; rep = r.report(); "
     "flags = os.statvfs('/usr/lib/radium').f_flag; "
     "rep.update(python='%d.%d' % sys.version_info[:2], module=r.__file__, "
     "ro=bool(flags & os.ST_RDONLY), nosuid=bool(flags & os.ST_NOSUID), "

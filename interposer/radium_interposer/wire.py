@@ -1,0 +1,155 @@
+"""The data-plane wire format: framed binary messages with out-of-band buffers.
+
+Spec: docs/data-plane.md. Stdlib only, Python 3.8+: this module runs inside containers (the
+interposer) and in acceptor workers alike. Every declared size is checked against limits
+*before* anything is allocated, and nothing here deserialises objects: metadata is JSON.
+"""
+
+import json
+import socket
+import struct
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+
+Buffer = Union[bytes, bytearray, memoryview]
+ReadInto = Callable[[memoryview], int]
+
+MAGIC = b"RDM1"
+VERSION = 1
+HEADER = struct.Struct(
+    "<4sBBHQIHH"
+)  # magic, type, flags, reserved, call id, meta len, nbuf, reserved
+BUFLEN = struct.Struct("<Q")
+
+HELLO, CHALLENGE, PROOF, WELCOME, CALL, RESULT, ERROR, RELEASE, BYE = range(1, 10)
+TYPES = frozenset(range(1, 10))
+
+
+class ProtocolError(ValueError):
+    """The peer sent something this protocol does not allow; the connection must be closed."""
+
+
+class Limits:
+    """Largest sizes a reader accepts (defaults suit the interposer; workers may raise them)."""
+
+    __slots__ = ("max_buffer", "max_buffers", "max_meta", "max_total")
+
+    def __init__(
+        self,
+        max_meta: int = 1 << 20,
+        max_buffers: int = 64,
+        max_buffer: int = 1 << 30,
+        max_total: int = 2 << 30,
+    ) -> None:
+        self.max_meta = max_meta
+        self.max_buffers = max_buffers
+        self.max_buffer = max_buffer
+        self.max_total = max_total
+
+
+HANDSHAKE_LIMITS = Limits(max_meta=4096, max_buffers=0, max_buffer=0, max_total=0)
+
+
+class Frame:
+    __slots__ = ("buffers", "call_id", "meta", "type")
+
+    def __init__(
+        self, type_: int, call_id: int, meta: Dict[str, Any], buffers: Sequence[bytearray] = ()
+    ) -> None:
+        self.type = type_
+        self.call_id = call_id
+        self.meta = meta
+        self.buffers = list(buffers)
+
+    def __repr__(self) -> str:
+        sizes = [len(b) for b in self.buffers]
+        return (
+            f"Frame(type={self.type}, call_id={self.call_id}, meta={self.meta!r}, buffers={sizes})"
+        )
+
+
+def encode(
+    type_: int, call_id: int, meta: Dict[str, Any], buffers: Sequence[Buffer] = ()
+) -> List[Union[bytes, memoryview]]:
+    """The frame as a list of byte chunks for ``socket.sendmsg``: buffers are not copied."""
+    if type_ not in TYPES:
+        raise ValueError(f"unknown frame type {type_!r}")
+    if not isinstance(meta, dict):
+        raise ValueError("frame metadata must be a dict")
+    meta_bytes = json.dumps(meta, separators=(",", ":")).encode("utf-8")
+    views = [memoryview(b).cast("B") for b in buffers]
+    head = HEADER.pack(MAGIC, type_, 0, 0, call_id, len(meta_bytes), len(views), 0)
+    sizes = b"".join(BUFLEN.pack(v.nbytes) for v in views)
+    return [head + sizes + meta_bytes, *views]
+
+
+def _read_exact(readinto: ReadInto, size: int) -> bytearray:
+    buf = bytearray(size)
+    view = memoryview(buf)
+    got = 0
+    while got < size:
+        n = readinto(view[got:])
+        if not n:
+            raise ProtocolError("connection closed in the middle of a frame")
+        got += n
+    return buf
+
+
+def read(readinto: ReadInto, limits: Optional[Limits] = None) -> Optional[Frame]:
+    """Read one frame; ``readinto(memoryview) -> int`` is e.g. ``sock.recv_into`` (0 = EOF).
+
+    Returns None on a clean end of stream before a frame starts.
+    """
+    limits = limits or Limits()
+    head = bytearray(HEADER.size)
+    view = memoryview(head)
+    got = 0
+    while got < HEADER.size:
+        n = readinto(view[got:])
+        if not n:
+            if got == 0:
+                return None
+            raise ProtocolError("connection closed in a frame header")
+        got += n
+    magic, type_, flags, reserved, call_id, meta_len, nbuf, reserved2 = HEADER.unpack(head)
+    if magic != MAGIC:
+        raise ProtocolError("not a Radium data-plane frame")
+    if type_ not in TYPES:
+        raise ProtocolError(f"unknown frame type {type_}")
+    if flags or reserved or reserved2:
+        raise ProtocolError("reserved header bits are set")
+    if meta_len > limits.max_meta:
+        raise ProtocolError(f"metadata of {meta_len} bytes exceeds the limit of {limits.max_meta}")
+    if nbuf > limits.max_buffers:
+        raise ProtocolError(f"{nbuf} buffers exceed the limit of {limits.max_buffers}")
+    sizes: List[int] = [
+        BUFLEN.unpack_from(_read_exact(readinto, BUFLEN.size))[0] for _ in range(nbuf)
+    ]
+    if any(size > limits.max_buffer for size in sizes) or sum(sizes) > limits.max_total:
+        raise ProtocolError(f"buffers of {sum(sizes)} bytes exceed the limits")
+    try:
+        meta = (
+            json.loads(bytes(_read_exact(readinto, meta_len)).decode("utf-8")) if meta_len else None
+        )
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ProtocolError(f"frame metadata is not JSON: {exc}") from None
+    if not isinstance(meta, dict):
+        raise ProtocolError("frame metadata is not a JSON object")
+    return Frame(type_, call_id, meta, [_read_exact(readinto, size) for size in sizes])
+
+
+def send(
+    sock: socket.socket,
+    type_: int,
+    call_id: int,
+    meta: Dict[str, Any],
+    buffers: Sequence[Buffer] = (),
+) -> None:
+    """Send a frame with scatter/gather I/O: large buffers reach the kernel without a copy."""
+    chunks = [memoryview(c).cast("B") for c in encode(type_, call_id, meta, buffers)]
+    while chunks:
+        sent = sock.sendmsg(chunks)
+        while chunks and sent >= chunks[0].nbytes:
+            sent -= chunks[0].nbytes
+            chunks.pop(0)
+        if chunks and sent:
+            chunks[0] = chunks[0][sent:]

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 
-from integration.dockerd import kill_processes_under
-from integration.host import log_tail, need, start_daemon, unmount_all_under
+from integration.host import log_tail, need, start_daemon, stop_daemon
 from integration.oci_archive import oci_archive
 
 NAMESPACE = "radium-test"
@@ -106,15 +104,7 @@ class Containerd:
                 self.ctr("tasks", "delete", "-f", task, check=False)
             for container in self.ctr("containers", "ls", "-q", check=False).stdout.split():
                 self.ctr("containers", "delete", container, check=False)
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        kill_processes_under(self.root)
-        unmount_all_under(self.root)
-        shutil.rmtree(self.root, ignore_errors=True)
+        stop_daemon(self.process, self.root)
         # runc's state for our namespace lives outside --root/--state; it is empty by now.
         with contextlib.suppress(OSError):
             os.rmdir(f"/run/containerd/runc/{NAMESPACE}")

@@ -3,28 +3,13 @@
 from __future__ import annotations
 
 import os
-import shutil
-import signal
 import subprocess
 import tempfile
 from pathlib import Path
 
-from integration.host import log_tail, need, start_daemon, unmount_all_under
+from integration.host import log_tail, need, start_daemon, stop_daemon
 
 IMAGE_PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
-
-def kill_processes_under(path: Path) -> None:
-    """SIGKILL every process whose command line mentions ``path`` (leftover shims, containerd)."""
-    needle = str(path).encode()
-    for pid_dir in Path("/proc").iterdir():
-        if not pid_dir.name.isdigit() or int(pid_dir.name) == os.getpid():
-            continue
-        try:
-            if needle in (pid_dir / "cmdline").read_bytes():
-                os.kill(int(pid_dir.name), signal.SIGKILL)
-        except (OSError, ProcessLookupError):
-            continue
 
 
 class Dockerd:
@@ -107,12 +92,4 @@ class Dockerd:
             ids = self.docker("ps", "-aq", check=False, timeout=30).stdout.split()
             if ids:
                 self.docker("rm", "-f", *ids, check=False, timeout=120)
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        kill_processes_under(self.root)
-        unmount_all_under(self.root)
-        shutil.rmtree(self.root, ignore_errors=True)
+        stop_daemon(self.process, self.root)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -97,3 +98,30 @@ def start_daemon(
         time.sleep(0.2)
     process.kill()
     raise RuntimeError(f"{name} did not come up in {timeout}s:\n{log_tail(log)}")
+
+
+def kill_processes_under(path: Path) -> None:
+    """SIGKILL every process whose command line mentions ``path`` (leftover shims, containerd)."""
+    needle = str(path).encode()
+    for pid_dir in Path("/proc").iterdir():
+        if not pid_dir.name.isdigit() or int(pid_dir.name) == os.getpid():
+            continue
+        try:
+            if needle in (pid_dir / "cmdline").read_bytes():
+                os.kill(int(pid_dir.name), signal.SIGKILL)
+        except (OSError, ProcessLookupError):
+            continue
+
+
+def stop_daemon(process: subprocess.Popen[bytes] | None, root: Path) -> None:
+    """Stop a daemon started by start_daemon, then whatever it left under ``root``."""
+    if process is not None and process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    kill_processes_under(root)
+    unmount_all_under(root)
+    shutil.rmtree(root, ignore_errors=True)

@@ -7,8 +7,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from integration.dockerd import kill_processes_under
-from integration.host import need, unmount_all_under
+from integration.host import kill_processes_under, need, unmount_all_under
 
 # The sandbox caps RLIMIT_NOFILE/NPROC below podman's defaults, which runc then fails to set.
 ULIMITS = ("--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024")

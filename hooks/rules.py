@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from radium import packaging, tomlcache
-from radium.config import parse_toml
 from radium.errors import ConfigError, NoBundleError
 from radium.hooks.detect import Platform
 
@@ -42,16 +41,8 @@ SHIPPED_RULES = os.path.join(os.path.dirname(packaging.__file__), "bundle-rules.
 def load_rules(path: str) -> tuple[Rule, ...]:
     """Rules from ``path``, or the shipped default rules when ``path`` is empty."""
     source = path or SHIPPED_RULES
-
-    def parse(raw: bytes) -> dict[str, Any]:
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise ConfigError(f"bundle rules {source} are not UTF-8 text") from exc
-        return parse_toml(text, f"bundle rules {source}")
-
     try:
-        data = tomlcache.load(source, parse)
+        data = tomlcache.load_file(source, f"bundle rules {source}")
     except OSError as exc:
         raise ConfigError(
             f"cannot read bundle rules {source}: {exc.strerror}",

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import sys
 import typing
 from dataclasses import dataclass, field
 from typing import Any, Mapping, TypeVar
@@ -210,20 +209,6 @@ def _convert(hint: Any, value: Any, dotted: str) -> Any:
     return value
 
 
-def parse_toml(text: str, source: str) -> dict[str, Any]:
-    """Parse TOML text; ConfigError naming ``source`` when it is not TOML."""
-    # Imported here: with the parse cache warm (radium.tomlcache), starts never need it.
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - exercised on older interpreters only
-        import tomli as tomllib
-    try:
-        data: dict[str, Any] = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{source} is not valid TOML: {exc}") from exc
-    return data
-
-
 def from_dict(data: Mapping[str, Any]) -> Config:
     """Build a Config from parsed TOML, strictly."""
     return _build(Config, data, "")
@@ -235,14 +220,6 @@ def config_path(environ: Mapping[str, str] = os.environ) -> tuple[str, bool]:
     return (explicit, True) if explicit else (DEFAULT_PATH, False)
 
 
-def _parse_file(raw: bytes, path: str) -> dict[str, Any]:
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"config file {path} is not UTF-8 text") from exc
-    return parse_toml(text, f"config file {path}")
-
-
 def load(
     path: str | os.PathLike[str] | None = None, environ: Mapping[str, str] = os.environ
 ) -> Config:
@@ -252,7 +229,7 @@ def load(
     else:
         path, explicit = os.fspath(path), True
     try:
-        data = tomlcache.load(path, lambda raw: _parse_file(raw, path))
+        data = tomlcache.load_file(path, f"config file {path}")
     except FileNotFoundError as exc:
         if not explicit:
             return Config()

@@ -11,6 +11,9 @@ from __future__ import annotations
 import contextlib
 import marshal
 import os
+import sys
+
+from radium.errors import ConfigError
 
 # Not typing.TYPE_CHECKING: importing typing costs milliseconds on every container start.
 TYPE_CHECKING = False
@@ -18,6 +21,27 @@ if TYPE_CHECKING:
     from typing import Any, Callable
 
 CACHE_DIR = "/run/radium/toml-cache"
+
+
+def parse(raw: bytes, source: str) -> dict[str, Any]:
+    """TOML bytes as a dict; ConfigError naming ``source`` when they are not UTF-8 TOML."""
+    # Imported here: with the cache warm, container starts never need the parser.
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on older interpreters only
+        import tomli as tomllib
+    try:
+        data: dict[str, Any] = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{source} is not UTF-8 text") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source} is not valid TOML: {exc}") from exc
+    return data
+
+
+def load_file(path: str, source: str, cache_dir: str | None = None) -> dict[str, Any]:
+    """The TOML file at ``path`` parsed (see :func:`parse`), from the cache when unchanged."""
+    return load(path, lambda raw: parse(raw, source), cache_dir)
 
 
 def load(

@@ -13,11 +13,12 @@ import os
 import sys
 
 from radium import tomlcache
+from radium.errors import ConfigError
 
 # Not typing.TYPE_CHECKING: importing typing costs milliseconds on every container start.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Mapping, Sequence
+    from typing import Mapping, Sequence
 
 DEFAULT_CONFIG = "/etc/radium/config.toml"
 DEFAULT_RUNTIMES = ("runc", "crun")
@@ -30,23 +31,14 @@ def configured_runtimes(
     """``runtime.runtimes`` from the config file, or the defaults."""
     path = environ.get("RADIUM_CONFIG") or DEFAULT_CONFIG
     try:
-        data = tomlcache.load(path, _parse, cache_dir)
-    except (OSError, ValueError, UnicodeDecodeError):
+        data = tomlcache.load_file(path, path, cache_dir)
+    except (OSError, ConfigError):
         return DEFAULT_RUNTIMES
     runtime = data.get("runtime")
     runtimes = runtime.get("runtimes") if isinstance(runtime, dict) else None
     if isinstance(runtimes, list) and runtimes and all(isinstance(r, str) for r in runtimes):
         return tuple(runtimes)
     return DEFAULT_RUNTIMES
-
-
-def _parse(raw: bytes) -> dict[str, Any]:
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover
-        import tomli as tomllib
-    data: dict[str, Any] = tomllib.loads(raw.decode("utf-8"))
-    return data
 
 
 def find_runtime(runtimes: Sequence[str], environ: Mapping[str, str], self_path: str) -> str | None:

@@ -8,19 +8,14 @@ reach the same shim as ``--runtime io.containerd.radium.v2`` through PATH.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any, Optional
 
 import tomlkit
 
+from radium import tomlcache
 from radium.engines.base import Edit, Options, Owned, Plan
 from radium.errors import ConfigError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 DEFAULT_CONFIG = Path("/etc/containerd/config.toml")
 DEFAULT_DROPIN = Path("/etc/containerd/conf.d/radium.toml")
@@ -32,12 +27,9 @@ def _parse(content: Optional[bytes], path: Path) -> dict[str, Any]:
     if content is None:
         return {}
     try:
-        data: dict[str, Any] = tomllib.loads(content.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(
-            f"{path} is not valid TOML: {exc}", hint="fix it, then run radium setup again"
-        ) from exc
-    return data
+        return tomlcache.parse(content, str(path))
+    except ConfigError as exc:
+        raise ConfigError(exc.message, hint="fix it, then run radium setup again") from exc
 
 
 def _runc_options(main: dict[str, Any]) -> dict[str, Any]:

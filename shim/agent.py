@@ -29,6 +29,7 @@ from radium.config import Config
 from radium.errors import InvalidRequestError, LeaseNotFoundError, RadiumError
 from radium.proto import pool_pb2 as pb
 from radium.proto import pool_pb2_grpc as pb_grpc
+from radium.shim.request import allocation
 
 log = logging.getLogger(__name__)
 WATCH_INTERVAL = 1.0
@@ -47,25 +48,6 @@ class Held:
     pid_started: float
     runtime_dir: str
     lease: dict[str, Any]
-
-
-def lease_request(annotations: dict[str, str]) -> dict[str, Any] | None:
-    """Allocate arguments from ``radium.io/`` annotations; None when no device is asked for."""
-
-    def get(key: str) -> str:
-        return annotations.get(f"radium.io/{key}", "").strip()
-
-    try:
-        gpus = int(get("gpus")) if get("gpus") else None
-        fraction = float(get("fraction")) if get("fraction") else 0.0
-        memory = int(get("memory")) if get("memory") else 0
-    except ValueError as exc:
-        raise InvalidRequestError(f"bad radium.io/ request: {exc}") from exc
-    if gpus == 0 and not (fraction or memory):
-        return None  # asked for Radium, not for a device
-    if gpus is None and not (fraction or memory):
-        gpus = 1  # a remote module with no amount named: one GPU
-    return {"gpus": gpus or 0, "fraction": fraction, "memory_mib": memory, "queue": get("queue")}
 
 
 class Agent:
@@ -116,7 +98,7 @@ class Agent:
         async with self.lock:
             if container in self.held:
                 return {"ok": True, "lease": self.held[container].lease}
-            wanted = lease_request({str(k): str(v) for k, v in annotations.items()})
+            wanted = allocation({str(k): str(v) for k, v in annotations.items()})
             if wanted is None:
                 return {"ok": True, "lease": None}
             holder = f"{self.node}/{container}"

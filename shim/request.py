@@ -47,6 +47,13 @@ FIELDS: dict[str, tuple[str, Callable[[str], bool], str]] = {
 }
 
 
+def _checked(key: str, value: object, source: str) -> str:
+    _, valid, expected = FIELDS[key]
+    if not isinstance(value, str) or not valid(value.strip()):
+        raise SpecError(f"{source} must be {expected}, got {value!r}")
+    return value.strip()
+
+
 def _env_map(spec: Mapping[str, Any]) -> dict[str, str]:
     process = spec.get("process")
     env = process.get("env") if isinstance(process, dict) else None
@@ -62,15 +69,12 @@ def from_spec(spec: Mapping[str, Any]) -> Optional[dict[str, str]]:
     annotations = raw_annotations if isinstance(raw_annotations, dict) else {}
     env = _env_map(spec)
     request: dict[str, str] = {}
-    for key, (variable, valid, expected) in FIELDS.items():
+    for key, (variable, _, _) in FIELDS.items():
         annotation = ANNOTATION_PREFIX + key
         value = annotations.get(annotation, env.get(variable))
-        if value is None:
-            continue
-        if not isinstance(value, str) or not valid(value.strip()):
+        if value is not None:
             source = annotation if annotation in annotations else variable
-            raise SpecError(f"{source} must be {expected}, got {value!r}")
-        request[annotation] = value.strip()
+            request[annotation] = _checked(key, value, source)
     others = {
         k: v
         for k, v in annotations.items()
@@ -79,3 +83,31 @@ def from_spec(spec: Mapping[str, Any]) -> Optional[dict[str, str]]:
     if not request and not others:
         return None
     return {**others, **request}
+
+
+def allocation(request: Mapping[str, str]) -> Optional[dict[str, Any]]:
+    """Pool Allocate arguments for a request's ``radium.io/`` annotations.
+
+    None when no device is asked for (``gpus`` 0 and no fraction or memory). A request naming
+    no amount at all (say, only a remote module) asks for one whole GPU. Checked like
+    :func:`from_spec`, because in hooks.d mode the annotations reach the agent unchecked.
+    """
+    values = {
+        key: _checked(key, request[ANNOTATION_PREFIX + key], ANNOTATION_PREFIX + key)
+        for key in ("gpus", "fraction", "memory", "queue")
+        if ANNOTATION_PREFIX + key in request
+    }
+    fraction = float(values.get("fraction", 0))
+    memory = int(values.get("memory", 0))
+    if "gpus" in values:
+        gpus = int(values["gpus"])
+        if gpus == 0 and not (fraction or memory):
+            return None
+    else:
+        gpus = 0 if fraction or memory else 1
+    return {
+        "gpus": gpus,
+        "fraction": fraction,
+        "memory_mib": memory,
+        "queue": values.get("queue", ""),
+    }

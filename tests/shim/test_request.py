@@ -52,3 +52,31 @@ def test_bad_values_are_named(env: str, message: str) -> None:
     with pytest.raises(SpecError) as info:
         from_spec(spec([env]))
     assert message in info.value.message
+
+
+@pytest.mark.parametrize(
+    ("annotations", "expected"),
+    [
+        ({"radium.io/gpus": "2"}, {"gpus": 2, "fraction": 0.0, "memory_mib": 0, "queue": ""}),
+        (
+            {"radium.io/fraction": "0.25", "radium.io/queue": "q"},
+            {"gpus": 0, "fraction": 0.25, "memory_mib": 0, "queue": "q"},
+        ),
+        ({"radium.io/memory": "512"}, {"gpus": 0, "fraction": 0.0, "memory_mib": 512, "queue": ""}),
+        ({"radium.io/remote": "torch"}, {"gpus": 1, "fraction": 0.0, "memory_mib": 0, "queue": ""}),
+        ({"radium.io/gpus": "0", "radium.io/remote": "torch"}, None),
+    ],
+)
+def test_allocation_from_annotations(annotations: dict[str, str], expected: object) -> None:
+    from radium.shim.request import allocation
+
+    assert allocation(annotations) == expected
+
+
+def test_allocation_checks_like_the_wrapper() -> None:
+    from radium.shim.request import allocation
+
+    with pytest.raises(
+        SpecError, match=r"radium.io/fraction must be a GPU fraction in \(0, 1\], got '3'"
+    ):
+        allocation({"radium.io/fraction": "3"})

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 
 from radium.errors import SpecError
+from radium.ocispec import parse_object
 
 # Not typing.TYPE_CHECKING: importing typing costs milliseconds on every container start.
 TYPE_CHECKING = False
@@ -52,7 +52,7 @@ def parse_state(raw: bytes) -> State:
     """Parse and validate the state JSON."""
     if len(raw) > MAX_STATE_BYTES:
         raise SpecError("OCI state on stdin is larger than 1 MiB")
-    data = _json_object(raw, "OCI state on stdin")
+    data = parse_object(raw, "OCI state on stdin")
     container_id = data.get("id")
     if (
         not isinstance(container_id, str)
@@ -79,16 +79,6 @@ def parse_state(raw: bytes) -> State:
         annotations=annotations,
         root=root if isinstance(root, str) else "",
     )
-
-
-def _json_object(raw: bytes, what: str) -> dict[str, Any]:
-    try:
-        data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise SpecError(f"{what} is not valid JSON: {exc}") from exc
-    if not isinstance(data, dict):
-        raise SpecError(f"{what} is not a JSON object")
-    return data
 
 
 def rootfs_path(state: State, spec: Mapping[str, Any]) -> str:

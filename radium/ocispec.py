@@ -32,14 +32,17 @@ def read(bundle: PathLike) -> dict[str, Any]:
         raise SpecError(f"cannot read {path}: {exc.strerror}") from exc
     if len(raw) > MAX_CONFIG_BYTES:
         raise SpecError(f"{path} is larger than 16 MiB")
+    return parse_object(raw, path, hint="fix or regenerate the bundle")
+
+
+def parse_object(raw: bytes, what: str, hint: str = "") -> dict[str, Any]:
+    """``raw`` as a JSON object; SpecError naming ``what`` otherwise."""
     try:
         data = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise SpecError(
-            f"{path} is not valid JSON: {exc}", hint="fix or regenerate the bundle"
-        ) from exc
+        raise SpecError(f"{what} is not valid JSON: {exc}", hint=hint) from exc
     if not isinstance(data, dict):
-        raise SpecError(f"{path} is not a JSON object")
+        raise SpecError(f"{what} is not a JSON object", hint=hint)
     return data
 
 

@@ -67,6 +67,15 @@ def stop_agent(config: Path) -> None:
         wait_until(lambda: agent_pid(config) is None, 10, "the agent to stop")
 
 
+def radium_run(
+    daemon: Dockerd, request: str, *args: str, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """``docker run --network none --runtime=radium -e REQUEST ARGS...``."""
+    return daemon.docker(
+        "run", "--network", "none", "--runtime=radium", "-e", request, *args, check=check
+    )
+
+
 def holders(cluster: PoolCluster) -> set[str]:
     return {le.holder for le in cluster.client().leases()}
 
@@ -86,14 +95,10 @@ def test_container_holds_a_lease_while_it_runs(
     leasing: tuple[PoolCluster, Path], leasing_dockerd: Dockerd
 ) -> None:
     cluster, _ = leasing
-    started = leasing_dockerd.docker(
-        "run",
-        "-d",
-        "--network",
-        "none",
-        "--runtime=radium",
-        "-e",
+    started = radium_run(
+        leasing_dockerd,
         "RADIUM_GPUS=1",
+        "-d",
         IMAGE,
         "sh",
         "-c",
@@ -121,18 +126,7 @@ def test_container_holds_a_lease_while_it_runs(
 def test_no_capacity_fails_the_start_with_the_pools_reason(
     leasing: tuple[PoolCluster, Path], leasing_dockerd: Dockerd, radium: RadiumEnv
 ) -> None:
-    result = leasing_dockerd.docker(
-        "run",
-        "--rm",
-        "--network",
-        "none",
-        "--runtime=radium",
-        "-e",
-        "RADIUM_GPUS=3",
-        IMAGE,
-        "true",
-        check=False,
-    )
+    result = radium_run(leasing_dockerd, "RADIUM_GPUS=3", "--rm", IMAGE, "true", check=False)
     assert result.returncode != 0
     assert "no capacity for 3 whole GPUs" in result.stderr
     assert list(radium.state_dir.iterdir()) == []
@@ -189,17 +183,8 @@ def test_agent_restart_keeps_leases_and_agent_death_lets_them_expire(
     leasing: tuple[PoolCluster, Path], leasing_dockerd: Dockerd
 ) -> None:
     cluster, config = leasing
-    container = leasing_dockerd.docker(
-        "run",
-        "-d",
-        "--network",
-        "none",
-        "--runtime=radium",
-        "-e",
-        "RADIUM_FRACTION=0.25",
-        IMAGE,
-        "sleep",
-        "60",
+    container = radium_run(
+        leasing_dockerd, "RADIUM_FRACTION=0.25", "-d", IMAGE, "sleep", "60"
     ).stdout.strip()
     holder = f"testnode/{container}"
     try:
@@ -248,18 +233,8 @@ def test_300_containers_killed_leave_no_lease_and_no_process(
     wait_until(lambda: not shims(leasing_dockerd), 60, "shims of earlier tests to exit")
     started: list[str] = []
     for i in range(300):
-        container = leasing_dockerd.docker(
-            "run",
-            "-d",
-            "--rm",
-            "--network",
-            "none",
-            "--runtime=radium",
-            "-e",
-            "RADIUM_FRACTION=0.01",
-            IMAGE,
-            "sleep",
-            "60",
+        container = radium_run(
+            leasing_dockerd, "RADIUM_FRACTION=0.01", "-d", "--rm", IMAGE, "sleep", "60"
         ).stdout.strip()
         started.append(container)
         if i % 2:

@@ -7,12 +7,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psutil
 
-from integration.pool import free_port
+from integration.pool import free_port, wait_until
 
 
 def test_radium_up_serves_and_stops_cleanly(tmp_path: Path) -> None:
@@ -33,7 +32,7 @@ def test_radium_up_serves_and_stops_cleanly(tmp_path: Path) -> None:
         ), first + up.stderr.read() if up.poll() is not None else first
         children = psutil.Process(up.pid).children()
         assert len(children) == 3
-        assert _wait_for(tmp_path / "agent.sock")
+        wait_until((tmp_path / "agent.sock").exists, 10, "the agent's socket")
         env = {"PATH": os.environ["PATH"], "RADIUM_CONFIG": str(tmp_path / "config.toml")}
         status = json.loads(
             subprocess.run(
@@ -46,12 +45,3 @@ def test_radium_up_serves_and_stops_cleanly(tmp_path: Path) -> None:
         up.send_signal(signal.SIGTERM)
         assert up.wait(timeout=30) == 0
     assert not any(c.is_running() and c.status() != psutil.STATUS_ZOMBIE for c in children)
-
-
-def _wait_for(path: Path, timeout: float = 10) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists():
-            return True
-        time.sleep(0.1)
-    return False

@@ -16,6 +16,7 @@ import grpc
 import grpc.aio
 
 from radium import rpc
+from radium.acceptor.dataplane import DataPlane
 from radium.acceptor.devices import Backend, choose
 from radium.acceptor.slots import Slots
 from radium.config import AcceptorConfig
@@ -32,7 +33,7 @@ class Acceptor:
         self.config = config
         self.name = config.name or socket.gethostname()
         self.backend = backend or choose(config)
-        self.slots = Slots(config.state_dir)
+        self.slots = Slots(config.state_dir, self.backend.visible_devices_env)
         self.metadata = rpc.metadata(config.token)
         self.registrations = 0
 
@@ -114,8 +115,14 @@ async def serve(config: AcceptorConfig) -> None:
         acceptor.backend.name,
         config.data_address,
     )
+    plane = DataPlane(config.data_address, acceptor.slots)
+    plane.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    await acceptor.run(stop)
+    try:
+        await acceptor.run(stop)
+    finally:
+        plane.stop()
+        acceptor.slots.close()

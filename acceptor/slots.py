@@ -1,7 +1,9 @@
-"""Per-lease worker slots: a private directory per lease, prepared on grant, removed on revoke.
+"""Per-lease worker slots: a private directory and a worker process per lease.
 
-A slot is where the lease's worker process (the data-plane issue) will run: its lease record
-(with the credential, mode 0600) and, once a worker runs, its pid, from which usage is read.
+A slot holds the lease record (with the credential, mode 0600) and is the working directory of
+the lease's worker: one process per lease, never shared between tenants, started on grant with
+the lease's device pinning and killed on revoke. Authenticated data-plane connections are handed
+to it over its control socket (``SCM_RIGHTS``); a crashed worker is replaced on the next one.
 """
 
 from __future__ import annotations
@@ -12,20 +14,62 @@ import logging
 import os
 import re
 import shutil
+import socket
+import subprocess
+import sys
+import threading
 from pathlib import Path
+from typing import Callable
 
 import psutil
 
+from radium.errors import LeaseNotFoundError
 from radium.proto import pool_pb2 as pb
+from radium_interposer import wire
 
 log = logging.getLogger(__name__)
 _LEASE_ID = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 
 
+DeviceEnv = Callable[[list[str]], dict[str, str]]
+
+
+class WorkerProcess:
+    """A running worker and the control socket connections are handed over on."""
+
+    def __init__(self, lease_id: str, slot: Path, env: dict[str, str]) -> None:
+        self.control, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        argv = [sys.executable, "-m", "radium_interposer.worker", "--lease", lease_id]
+        with child:
+            self.process = subprocess.Popen(
+                [*argv, "--control-fd", str(child.fileno())],
+                pass_fds=[child.fileno()],
+                cwd=slot,
+                env=env,
+                stdin=subprocess.DEVNULL,
+            )
+        (slot / "worker.pid").write_text(str(self.process.pid))
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def hand_over(self, connection: socket.socket) -> None:
+        wire.send_fd(self.control, b"c", connection.fileno())
+
+    def stop(self) -> None:
+        self.control.close()  # the worker exits when its control socket closes
+        with contextlib.suppress(ProcessLookupError):
+            self.process.kill()
+        self.process.wait()
+
+
 class Slots:
-    def __init__(self, state_dir: str) -> None:
+    def __init__(self, state_dir: str, device_env: DeviceEnv | None = None) -> None:
         self.root = Path(state_dir) / "slots"
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.device_env = device_env
+        self.workers: dict[str, WorkerProcess] = {}
+        self.lock = threading.Lock()
         # psutil measures CPU between two calls on the same Process object: keep them.
         self._processes: dict[int, psutil.Process] = {}
 
@@ -52,6 +96,8 @@ class Slots:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
             json.dump(record, f)
+        if self.device_env is not None:
+            self._start_worker(lease.id, list(lease.device_ids))
         log.info(
             "slot ready for lease %s (devices %s, holder %s)",
             lease.id,
@@ -59,14 +105,71 @@ class Slots:
             lease.holder,
         )
 
+    def _record(self, lease_id: str) -> dict[str, object] | None:
+        try:
+            record = json.loads((self._dir(lease_id) / "lease.json").read_text())
+        except (OSError, ValueError):
+            return None
+        return record if isinstance(record, dict) else None
+
+    def credential(self, lease_id: str) -> str | None:
+        """The lease's data-plane credential, None for a lease this acceptor does not serve."""
+        try:
+            record = self._record(lease_id)
+        except ValueError:
+            return None
+        value = record.get("credential") if record else None
+        return value if isinstance(value, str) and value else None
+
+    def _start_worker(self, lease_id: str, devices: list[str]) -> WorkerProcess:
+        assert self.device_env is not None
+        env = {**os.environ, **self.device_env(devices), "RADIUM_LEASE_ID": lease_id}
+        with self.lock:
+            old = self.workers.pop(lease_id, None)
+            if old is not None:
+                old.stop()
+            worker = self.workers[lease_id] = WorkerProcess(lease_id, self._dir(lease_id), env)
+        log.info("lease %s: worker %d started on %s", lease_id, worker.process.pid, devices)
+        return worker
+
+    def hand_over(self, lease_id: str, connection: socket.socket) -> None:
+        """Give an authenticated connection to the lease's worker (restarted if it died)."""
+        worker = self.workers.get(lease_id)
+        if worker is None or not worker.alive():
+            record = self._record(lease_id)
+            if record is None:
+                raise LeaseNotFoundError(f"lease {lease_id} has no slot on this acceptor")
+            if worker is not None:
+                log.warning(
+                    "lease %s: worker died (exit %s); starting a new one",
+                    lease_id,
+                    worker.process.returncode,
+                )
+            devices = record.get("devices")
+            worker = self._start_worker(
+                lease_id, [str(d) for d in devices] if isinstance(devices, list) else []
+            )
+        worker.hand_over(connection)
+
     def teardown(self, lease_id: str) -> None:
         slot = self._dir(lease_id)
+        with self.lock:
+            worker = self.workers.pop(lease_id, None)
+        if worker is not None:
+            worker.stop()
         pid = self._worker(slot)
         if pid is not None:
             with contextlib.suppress(psutil.Error):
                 psutil.Process(pid).kill()
         shutil.rmtree(slot, ignore_errors=True)
         log.info("slot of lease %s torn down", lease_id)
+
+    def close(self) -> None:
+        """Stop every worker (the acceptor is shutting down; slots stay for its restart)."""
+        with self.lock:
+            workers, self.workers = list(self.workers.values()), {}
+        for worker in workers:
+            worker.stop()
 
     def reconcile(self, leases: list[pb.Lease]) -> None:
         """After (re)registering: exactly the pool's active leases have slots."""

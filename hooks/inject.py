@@ -185,6 +185,10 @@ def _write_runtime_files(
         "request": state.radium_annotations,
     }
     (host_dir / INFO_NAME).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
-    # A path line puts the bundle's Python code on sys.path of every interpreter of the image.
-    pth = f"{config.hook.bundle_target.rstrip('/')}/{bundle_manifest.PYTHON_DIR}\n"
+    # A path line puts the bundle's Python code on sys.path of every interpreter of the image;
+    # the import line activates remoting (it costs a getenv when nothing is to be remoted).
+    pth = (
+        f"{config.hook.bundle_target.rstrip('/')}/{bundle_manifest.PYTHON_DIR}\n"
+        "import radium_interposer.boot\n"
+    )
     (host_dir / PTH_NAME).write_text(pth, encoding="utf-8")

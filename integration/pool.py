@@ -127,8 +127,7 @@ class PoolCluster:
             "--state-dir",
             str(self.root / name),
         ]
-        if data_address:
-            argv += ["--data-address", data_address]
+        argv += ["--data-address", data_address or f"127.0.0.1:{free_port()}"]
         service = Service(argv, self.env, self.root / f"{name}.log")
         service.start()
         self.acceptors[name] = service

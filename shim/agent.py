@@ -5,6 +5,11 @@ container ends (``release``); the agent keeps every lease alive, writes the leas
 container's runtime directory, and releases the lease itself when the container's init process
 disappears (psutil) even if no poststop ever comes. Its state is a file, so a restarted agent
 resumes keepalives and watching. One agent per node: a lock file keeps a second one out.
+
+It also wires containers to their acceptor: each leased container gets a socket in its runtime
+directory; on request the agent dials the lease's acceptor, proves the lease credential (the
+data-plane handshake) and passes the connected socket into the container (``SCM_RIGHTS``). The
+container never sees the credential and needs no network of its own.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import functools
 import json
 import logging
 import os
@@ -26,15 +32,25 @@ import psutil
 
 from radium import rpc
 from radium.config import Config
-from radium.errors import InvalidRequestError, LeaseNotFoundError, RadiumError
+from radium.errors import (
+    AuthError,
+    InvalidRequestError,
+    LeaseNotFoundError,
+    RadiumError,
+    UnavailableError,
+)
 from radium.proto import pool_pb2 as pb
 from radium.proto import pool_pb2_grpc as pb_grpc
 from radium.shim.request import allocation
+from radium_interposer import handshake, wire
 
 log = logging.getLogger(__name__)
 WATCH_INTERVAL = 1.0
 KEEPALIVE_TICK = 0.25
 MAX_REQUEST = 1 << 16
+#: The container's data-plane socket, in its runtime directory (``/run/radium`` inside).
+DATA_SOCKET = "dp.sock"
+DIAL_TIMEOUT = 10.0
 
 
 @dataclass
@@ -48,6 +64,7 @@ class Held:
     pid_started: float
     runtime_dir: str
     lease: dict[str, Any]
+    credential: str = ""
 
 
 class Agent:
@@ -60,6 +77,7 @@ class Agent:
         self.metadata = rpc.metadata(config.client.token)
         self.channel = rpc.aio_channel(config.client.pool)
         self.pool = pb_grpc.PoolStub(self.channel)
+        self.data_servers: dict[str, asyncio.AbstractServer] = {}
 
     # -- state on disk ---------------------------------------------------------------------
     def load(self) -> None:
@@ -121,9 +139,11 @@ class Agent:
                 _started(pid),
                 str(message.get("runtime_dir", "")),
                 summary,
+                lease.credential,
             )
             self.save()
         self._write_lease_file(self.held[container])
+        await self.open_data_socket(self.held[container])
         log.info(
             "container %s: lease %s on %s %s",
             container,
@@ -138,12 +158,66 @@ class Agent:
             path = Path(held.runtime_dir) / "lease.json"
             path.write_text(json.dumps(held.lease, indent=2) + "\n")
 
+    # -- data plane ------------------------------------------------------------------------
+    async def open_data_socket(self, held: Held) -> None:
+        """The container's socket for data-plane connections (re-made by a restarted agent)."""
+        if not held.runtime_dir or not os.path.isdir(held.runtime_dir):
+            return
+        path = os.path.join(held.runtime_dir, DATA_SOCKET)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        server = await asyncio.start_unix_server(
+            functools.partial(self.serve_data, held.container), path=path
+        )
+        os.chmod(path, 0o666)  # any user of the container may use its lease
+        self.data_servers[held.container] = server
+
+    def close_data_socket(self, container: str) -> None:
+        server = self.data_servers.pop(container, None)
+        if server is not None:
+            server.close()
+
+    async def serve_data(
+        self, container: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        """One ``connect`` request: dial the acceptor, authenticate, pass the socket in."""
+        connected: socket.socket | None = None
+        try:
+            await asyncio.wait_for(reader.readline(), timeout=10)
+            held = self.held.get(container)
+            if held is None:
+                raise LeaseNotFoundError(f"container {container} holds no lease")
+            connected = await asyncio.to_thread(
+                dial, str(held.lease.get("data_address", "")), held.lease_id, held.credential
+            )
+            reply: dict[str, Any] = {"ok": True}
+        except RadiumError as exc:
+            reply = {"ok": False, "error": exc.one_line()}
+        except (asyncio.TimeoutError, ConnectionError, ValueError) as exc:
+            reply = {"ok": False, "error": f"bad request: {type(exc).__name__}"}
+        try:
+            raw = writer.get_extra_info("socket")
+            with socket.socket(fileno=os.dup(raw.fileno())) as out:
+                out.setblocking(True)
+                payload = json.dumps(reply).encode() + b"\n"
+                if connected is not None:
+                    wire.send_fd(out, payload, connected.fileno())
+                else:
+                    out.sendall(payload)
+        except OSError as exc:
+            log.warning("container %s: handing over a connection: %s", container, exc)
+        finally:
+            if connected is not None:
+                connected.close()
+            writer.close()
+
     async def release(self, container: str, why: str) -> bool:
         async with self.lock:
             held = self.held.pop(container, None)
             if held is None:
                 return False
             self.save()
+        self.close_data_socket(container)
         try:
             await self._pool_call("Release", pb.LeaseRef(lease_id=held.lease_id))
         except RadiumError as exc:  # the pool will expire it after its TTL anyway
@@ -217,6 +291,7 @@ class Agent:
                     async with self.lock:
                         self.held.pop(held.container, None)
                         self.save()
+                    self.close_data_socket(held.container)
                 except RadiumError as exc:
                     log.warning("keeping lease %s alive: %s", held.lease_id, exc.one_line())
 
@@ -226,6 +301,29 @@ class Agent:
             for held in list(self.held.values()):
                 if held.pid and _started(held.pid) != held.pid_started:
                     await self.release(held.container, "container process gone")
+
+
+def dial(address: str, lease_id: str, credential: str) -> socket.socket:
+    """A connection to the lease's worker, authenticated with the lease credential."""
+    host, _, port = address.rpartition(":")
+    try:
+        sock = socket.create_connection((host.strip("[]"), int(port)), timeout=DIAL_TIMEOUT)
+    except (OSError, ValueError) as exc:
+        raise UnavailableError(
+            f"acceptor data plane at {address!r} is unreachable: {exc}",
+            hint="is the lease's acceptor running and its data_address reachable from here?",
+        ) from exc
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        handshake.client(sock, lease_id, credential)
+        sock.settimeout(None)
+    except handshake.AuthenticationError as exc:
+        sock.close()
+        raise AuthError(f"acceptor at {address} refused lease {lease_id}: {exc}") from exc
+    except (OSError, wire.ProtocolError) as exc:
+        sock.close()
+        raise UnavailableError(f"data-plane handshake with {address} failed: {exc}") from exc
+    return sock
 
 
 def _started(pid: int) -> float:
@@ -259,6 +357,7 @@ async def serve(config: Config) -> None:
     ]
     for held in agent.held.values():
         agent._write_lease_file(held)
+        await agent.open_data_socket(held)
     log.info("agent of node %s listening on %s", agent.node, socket_path)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -270,6 +369,8 @@ async def serve(config: Config) -> None:
         for task in tasks:
             task.cancel()
         server.close()
+        for container in list(agent.data_servers):
+            agent.close_data_socket(container)
         await agent.channel.close()
         with contextlib.suppress(FileNotFoundError):
             os.unlink(socket_path)

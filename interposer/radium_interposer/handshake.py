@@ -53,7 +53,7 @@ def client(sock: socket.socket, lease_id: str, credential: str) -> int:
         raise wire.ProtocolError("bad challenge from the server")
     wire.send(sock, wire.PROOF, 0, {"mac": _mac(credential, lease_id, nonce, server_nonce)})
     _expect(sock, wire.WELCOME)
-    return version
+    return int(version)
 
 
 def server(sock: socket.socket, credential_for: Callable[[str], Optional[str]]) -> Tuple[str, int]:

@@ -6,6 +6,7 @@ interposer) and in acceptor workers alike. Every declared size is checked agains
 """
 
 import json
+import os
 import socket
 import struct
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
@@ -153,3 +154,22 @@ def send(
             chunks.pop(0)
         if chunks and sent:
             chunks[0] = chunks[0][sent:]
+
+
+def send_fd(sock: socket.socket, message: bytes, fd: int) -> None:
+    """Send ``message`` with a file descriptor attached (SCM_RIGHTS) over a unix socket."""
+    sock.sendmsg([message], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("i", fd))])
+
+
+def recv_fd(sock: socket.socket, size: int = 65536) -> "tuple[bytes, Optional[int]]":
+    """One message and the descriptor attached to it, if any (Python 3.8 has no recv_fds)."""
+    data, ancillary, _flags, _addr = sock.recvmsg(size, socket.CMSG_SPACE(struct.calcsize("i")))
+    fd: Optional[int] = None
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            usable = len(payload) - len(payload) % struct.calcsize("i")
+            fds = list(struct.unpack(f"{usable // 4}i", payload[:usable]))
+            fd, extra = (fds[0], fds[1:]) if fds else (None, [])
+            for other in extra:  # never leak a descriptor a peer slipped in
+                os.close(other)
+    return data, fd

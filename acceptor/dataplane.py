@@ -1,0 +1,92 @@
+"""The acceptor's data-plane listener: authenticate each connection, hand it to its worker.
+
+The handshake (docs/data-plane.md) proves the lease credential before anything else is read;
+only then is the connected socket passed to that lease's worker, which owns it from there on.
+Handshakes run in threads, at most ``MAX_HANDSHAKES`` at once and each under a deadline, so
+garbage or a flood of idle connections cannot starve the listener or the workers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+import threading
+
+from radium.acceptor.slots import Slots
+from radium.errors import RadiumError
+from radium_interposer import handshake, wire
+
+log = logging.getLogger(__name__)
+HANDSHAKE_TIMEOUT = 10.0
+MAX_HANDSHAKES = 64
+
+
+def split_address(address: str) -> tuple[str, int]:
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise RadiumError(f"data address {address!r} is not HOST:PORT")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+class DataPlane:
+    def __init__(self, address: str, slots: Slots) -> None:
+        self.address, self.slots = address, slots
+        self.listener: socket.socket | None = None
+        self.pending = threading.BoundedSemaphore(MAX_HANDSHAKES)
+        self.refused = 0
+
+    def start(self) -> None:
+        host, port = split_address(self.address)
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        listener = socket.socket(family, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            listener.bind((host, port))
+        except OSError as exc:
+            listener.close()
+            raise RadiumError(
+                f"cannot listen for the data plane on {self.address}: {exc.strerror}",
+                hint="set [acceptor] data_address to a free HOST:PORT of this host",
+            ) from exc
+        listener.listen(128)
+        self.listener = listener
+        threading.Thread(target=self._accept_forever, name="data-plane", daemon=True).start()
+        log.info("data plane listening on %s", self.address)
+
+    def stop(self) -> None:
+        if self.listener is not None:
+            with contextlib.suppress(OSError):
+                self.listener.shutdown(socket.SHUT_RDWR)
+            self.listener.close()
+            self.listener = None
+
+    def _accept_forever(self) -> None:
+        listener = self.listener
+        while listener is not None and listener.fileno() >= 0:
+            try:
+                connection, peer = listener.accept()
+            except OSError:
+                return
+            if not self.pending.acquire(blocking=False):
+                log.warning("data plane: too many handshakes in flight; dropping %s", peer)
+                connection.close()
+                continue
+            threading.Thread(target=self._serve, args=(connection, peer), daemon=True).start()
+
+    def _serve(self, connection: socket.socket, peer: object) -> None:
+        try:
+            connection.settimeout(HANDSHAKE_TIMEOUT)
+            lease_id, version = handshake.server(connection, self.slots.credential)
+            connection.settimeout(None)
+            connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.slots.hand_over(lease_id, connection)
+            log.info("data plane: %s connected to lease %s (v%d)", peer, lease_id, version)
+        except (wire.ProtocolError, OSError) as exc:
+            self.refused += 1
+            log.warning("data plane: refused %s: %s", peer, exc)
+        except RadiumError as exc:
+            log.warning("data plane: %s: %s", peer, exc.one_line())
+        finally:
+            connection.close()
+            self.pending.release()

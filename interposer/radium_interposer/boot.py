@@ -1,0 +1,44 @@
+"""Activation, run by the ``radium.pth`` line at every Python start in a Radium container.
+
+It must cost next to nothing: it reads two environment variables (and the container's request
+when the hook wrote one) and installs the import hook only when something is to be remoted.
+"""
+
+import os
+import sys
+
+
+def _requested() -> "list[str]":
+    entries = [e for e in os.environ.get("RADIUM_REMOTE", "").split(",") if e.strip()]
+    split = os.environ.get("RADIUM_SPLIT", "")
+    if not entries and not split:
+        import json
+
+        from radium_interposer import RUNTIME_DIR
+
+        try:
+            with open(os.path.join(RUNTIME_DIR, "info.json"), encoding="utf-8") as f:
+                request = json.load(f).get("request", {})
+        except (OSError, ValueError, AttributeError):
+            return []
+        entries = [e for e in str(request.get("radium.io/remote", "")).split(",") if e.strip()]
+        split = str(request.get("radium.io/split", ""))
+    if split:
+        from radium_interposer.finder import read_split
+
+        entries.extend(read_split(split))
+    return entries
+
+
+def activate() -> None:
+    try:
+        entries = _requested()
+        if entries:
+            from radium_interposer.finder import install
+
+            install(entries)
+    except Exception as exc:  # a broken request must not break every Python start
+        sys.stderr.write(f"radium: remoting is off: {exc}\n")
+
+
+activate()

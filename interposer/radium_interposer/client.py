@@ -1,0 +1,237 @@
+"""The interposer's side of the data plane: connections to the lease's worker, and calls.
+
+Each thread has its own connection (so threads run in parallel on the worker); a forked child
+makes new ones and keeps its parent's remote objects (same lease, same worker). A connection
+comes from the node agent, already authenticated, over the container's private socket: the
+container needs no network route and holds no secret. Spec: docs/data-plane.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import random
+import socket
+import sys
+import threading
+import weakref
+from typing import Any, Dict, List, Optional, Sequence
+
+from radium_interposer import RUNTIME_DIR, codec, handshake, wire
+
+LIMITS = wire.Limits(max_meta=16 << 20)
+
+
+class RemoteError(Exception):
+    """An error raised on the worker whose exception type does not exist in this process."""
+
+
+class WorkerGone(RemoteError):
+    """The connection to the lease's worker broke: it crashed, or the lease ended."""
+
+
+class RemoteTraceback(Exception):
+    """Attached as ``__cause__`` to a remote exception: where it happened on the worker."""
+
+    def __str__(self) -> str:
+        return "\n" + str(self.args[0])
+
+
+def _dial() -> socket.socket:
+    """A connected, authenticated socket to the lease's worker."""
+    direct = os.environ.get("RADIUM_DP_DIRECT")
+    if direct:  # tests and benchmarks: dial the acceptor with a credential in the environment
+        host, _, port = direct.rpartition(":")
+        sock = socket.create_connection((host, int(port)), timeout=30)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        handshake.client(sock, os.environ["RADIUM_LEASE"], os.environ["RADIUM_LEASE_CREDENTIAL"])
+        sock.settimeout(None)
+        return sock
+    path = os.environ.get("RADIUM_DP_SOCKET") or os.path.join(RUNTIME_DIR, "dp.sock")
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as agent:
+            agent.settimeout(60)
+            agent.connect(path)
+            agent.sendall(b'{"op": "connect"}\n')
+            data, fd = wire.recv_fd(agent)
+    except OSError as exc:
+        raise WorkerGone(
+            f"radium: cannot reach the node agent at {path} ({exc.strerror or exc}); "
+            "was this container started with a Radium request (e.g. RADIUM_GPUS=1)?"
+        ) from None
+    try:
+        reply = json.loads(data.decode("utf-8", "replace"))
+    except ValueError:
+        reply = {"error": "the node agent answered garbage"}
+    if fd is None or not isinstance(reply, dict) or not reply.get("ok"):
+        if fd is not None:
+            os.close(fd)
+        error = reply.get("error", "no connection") if isinstance(reply, dict) else "garbage"
+        raise WorkerGone(f"radium: the node agent could not connect this container: {error}")
+    sock = socket.socket(fileno=fd)
+    sock.settimeout(None)
+    return sock
+
+
+class Connection:
+    """One socket to the worker; calls on it are strictly ordered (the worker serves in order)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.pid = os.getpid()
+        self.lock = threading.Lock()
+        self.call_id = 0
+        #: Calls sent without waiting (pipelined) since the last reply.
+        self.unsynced = 0
+        self.broken: Optional[str] = None
+
+    def request(
+        self,
+        meta: Dict[str, Any],
+        buffers: Sequence[Any] = (),
+        wait: bool = True,
+    ) -> Optional[wire.Frame]:
+        with self.lock:
+            if self.broken:
+                raise WorkerGone(self.broken)
+            try:
+                releases = state.take_releases(self)
+                if releases:
+                    wire.send(self.sock, wire.RELEASE, 0, {"ids": releases})
+                self.call_id += 1
+                wire.send(self.sock, wire.CALL, self.call_id, meta, buffers)
+                if not wait:
+                    self.unsynced += 1
+                    return None
+                frame = wire.read(self.sock.recv_into, LIMITS)
+            except (OSError, wire.ProtocolError) as exc:
+                frame, reason = None, str(exc)
+            else:
+                reason = "the worker closed the connection"
+            if frame is None:
+                self.broken = (
+                    f"radium: the lease's worker is gone ({reason}); it crashed or the lease "
+                    "ended, and its remote objects are lost"
+                )
+                self.sock.close()
+                raise WorkerGone(self.broken)
+            self.unsynced = 0
+        _forward_output(frame.meta)
+        if frame.type == wire.ERROR:
+            raise rebuild_error(frame.meta)
+        return frame
+
+    def sync(self) -> None:
+        """Wait until every pipelined call sent so far has run on the worker."""
+        if self.unsynced:
+            self.request({"op": "ping"})
+
+    def close(self) -> None:
+        if self.pid == os.getpid():
+            self.sock.close()
+
+
+def _forward_output(meta: Dict[str, Any]) -> None:
+    for key, stream in (("out", sys.stdout), ("err", sys.stderr)):
+        text = meta.get(key)
+        if text:
+            stream.write(text)
+            stream.flush()
+
+
+def rebuild_error(meta: Dict[str, Any]) -> BaseException:
+    """The remote exception as its own type when this process has it, else a RemoteError."""
+    module, qualname = str(meta.get("module", "")), str(meta.get("type", "RemoteError"))
+    args = codec.decode(meta.get("args"), [], lambda _: None) or []
+    remote_tb = str(meta.get("tb", ""))
+    kind: Any = sys.modules.get(module)
+    for part in qualname.split("."):
+        kind = getattr(kind, part, None)
+    if kind is StopIteration or kind is StopAsyncIteration:
+        stop: BaseException = kind(*args)
+        return stop
+    if isinstance(kind, type) and issubclass(kind, Exception):
+        message_has_tb = len(args) == 1 and isinstance(args[0], str)
+        if message_has_tb:
+            args = [f"{args[0]}\n\nRemote traceback:\n{remote_tb}"]
+        try:
+            error: BaseException = kind(*args)
+        except Exception:
+            pass
+        else:
+            if not message_has_tb:
+                error.__cause__ = RemoteTraceback(remote_tb)
+            return error
+    name = qualname.rpartition(".")[2]
+    local = type(name, (RemoteError,), {"__module__": module or "radium_interposer"})
+    fallback: BaseException = local(f"{meta.get('error', name)}\n\nRemote traceback:\n{remote_tb}")
+    return fallback
+
+
+class State:
+    """Per-process data-plane state: connections, handle ids, proxies to release."""
+
+    def __init__(self) -> None:
+        self.local = threading.local()
+        self.connections: weakref.WeakSet[Connection] = weakref.WeakSet()
+        self.live: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+        #: (origin connection or None, handle id) of proxies that died; sent with the next call.
+        self.releases: List[Any] = []
+        self.retain_on_connect = False
+        self._new_id_base()
+
+    def _new_id_base(self) -> None:
+        # Positive ids, unique across the processes sharing the worker; the worker's are < 0.
+        self.id_base = random.SystemRandom().randrange(1, 1 << 30) << 32
+        self.ids = itertools.count(1)
+
+    def new_id(self) -> int:
+        return self.id_base + next(self.ids)
+
+    def connection(self) -> Connection:
+        conn: Optional[Connection] = getattr(self.local, "conn", None)
+        if conn is None or conn.pid != os.getpid() or conn.broken:
+            conn = Connection(_dial())
+            self.local.conn = conn
+            self.connections.add(conn)
+            if self.retain_on_connect:
+                # A forked child: its inherited proxies now refer to the objects too.
+                self.retain_on_connect = False
+                conn.request({"op": "retain", "ids": list(self.live.keys())})
+        return conn
+
+    def take_releases(self, conn: Connection) -> List[int]:
+        """Ids to release now; those made by another connection's unsynced calls wait."""
+        ready, later = [], []
+        while self.releases:
+            origin, handle = self.releases.pop()
+            if origin is not None and origin is not conn and origin.unsynced:
+                later.append((origin, handle))
+            else:
+                ready.append(handle)
+        self.releases.extend(later)
+        return ready
+
+    def before_fork(self) -> None:
+        for conn in list(self.connections):
+            if conn.pid == os.getpid() and not conn.broken:
+                with contextlib.suppress(RemoteError):
+                    conn.sync()
+
+    def after_fork_in_child(self) -> None:
+        for conn in list(self.connections):
+            conn.sock.close()  # the child's copy only: the parent keeps its connection
+        self.connections = weakref.WeakSet()
+        self.local = threading.local()
+        self.releases = []
+        self.retain_on_connect = bool(self.live)
+        self._new_id_base()
+
+
+state = State()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(
+        before=lambda: state.before_fork(), after_in_child=lambda: state.after_fork_in_child()
+    )

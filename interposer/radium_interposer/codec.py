@@ -1,0 +1,199 @@
+"""Values on the data plane: a JSON tree plus out-of-band buffers. Nothing is ever pickled.
+
+Both ends use this module: the interposer (stdlib only, numpy optional) and the worker. A tree
+node is a JSON scalar, a JSON list (a Python list) or a tagged object ``{"$": tag, ...}``; raw
+bytes and array contents travel as the frame's buffers and the tree names them by index. Arrays
+cross as dtype + shape + raw bytes, so the two ends may run different numpy versions, and an end
+without numpy still reads them (as nested lists). Spec: docs/data-plane.md, "Values".
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Callable, Dict, List, Optional
+
+Tree = Any
+Buffers = List[Any]
+#: How a side turns an object it cannot send by value into a reference tree (or None: refuse).
+Refer = Callable[[Any], Optional[Dict[str, Any]]]
+#: How a side turns a reference tree back into an object.
+Resolve = Callable[[Dict[str, Any]], Any]
+
+SCALARS = (type(None), bool, int, float, str)
+#: A result is "plain" (sent back by value) when it has at most this many nodes and bytes.
+PLAIN_NODES = 4096
+PLAIN_BYTES = 1 << 18
+REFERENCES = frozenset(("h", "p", "a", "m"))
+
+
+class EncodeError(TypeError):
+    """The object cannot cross the data plane (not plain, and this side cannot refer to it)."""
+
+
+#: Set by the interposer when numpy itself is remoted: then this side has no numpy of its own.
+numpy_is_remote = False
+
+
+def _numpy() -> Any:
+    """numpy when this process already imported a local one: an array can only exist if it did."""
+    np = sys.modules.get("numpy")
+    return None if getattr(np, "__radium_remote__", False) else np
+
+
+def local_numpy() -> Any:
+    """This side's own numpy (imported if need be), or None."""
+    if numpy_is_remote:
+        return None
+    try:
+        import numpy
+    except ImportError:
+        return None
+    return _numpy() and numpy
+
+
+def is_array(obj: Any) -> bool:
+    np = _numpy()
+    return np is not None and isinstance(obj, (np.ndarray, np.generic))
+
+
+def _array(obj: Any, buffers: Buffers) -> Dict[str, Any]:
+    np = _numpy()
+    if obj.dtype.hasobject or obj.dtype.fields is not None:
+        raise EncodeError(f"arrays of dtype {obj.dtype} cannot cross the data plane")
+    scalar = isinstance(obj, np.generic)
+    array = np.ascontiguousarray(obj)
+    buffers.append(memoryview(array).cast("B") if array.nbytes else b"")
+    node = {"$": "nd", "dt": array.dtype.str, "sh": list(array.shape), "i": len(buffers) - 1}
+    if scalar:
+        node["sc"] = 1
+    return node
+
+
+def encode(obj: Any, buffers: Buffers, refer: Refer) -> Tree:
+    """``obj`` as a tree; bytes and arrays are appended to ``buffers`` (not copied)."""
+    if isinstance(obj, SCALARS):
+        return obj
+    kind = type(obj)
+    if kind is list:
+        return [encode(item, buffers, refer) for item in obj]
+    if kind is tuple:
+        return {"$": "t", "v": [encode(item, buffers, refer) for item in obj]}
+    if kind is dict:
+        return {
+            "$": "d",
+            "k": [encode(k, buffers, refer) for k in obj],
+            "v": [encode(v, buffers, refer) for v in obj.values()],
+        }
+    if kind in (bytes, bytearray):
+        buffers.append(obj)
+        return {"$": "b" if kind is bytes else "ba", "i": len(buffers) - 1}
+    if kind in (set, frozenset):
+        return {"$": kind.__name__, "v": [encode(item, buffers, refer) for item in obj]}
+    if kind is complex:
+        return {"$": "c", "v": [obj.real, obj.imag]}
+    if kind is slice:
+        return {
+            "$": "sl",
+            "v": [encode(x, buffers, refer) for x in (obj.start, obj.stop, obj.step)],
+        }
+    if obj is Ellipsis:
+        return {"$": "..."}
+    if is_array(obj):
+        return _array(obj, buffers)
+    reference = refer(obj)
+    if reference is not None:
+        return reference
+    raise EncodeError(f"a {kind.__module__}.{kind.__qualname__} cannot cross the data plane")
+
+
+def decode(tree: Tree, buffers: Buffers, resolve: Resolve) -> Any:
+    """The object a tree describes; buffers are used in place where the type allows."""
+    if not isinstance(tree, (list, dict)):
+        return tree
+    if isinstance(tree, list):
+        return [decode(item, buffers, resolve) for item in tree]
+    tag = tree.get("$")
+    if tag == "t":
+        return tuple(decode(item, buffers, resolve) for item in tree["v"])
+    if tag == "d":
+        keys = [decode(k, buffers, resolve) for k in tree["k"]]
+        return dict(zip(keys, (decode(v, buffers, resolve) for v in tree["v"])))
+    if tag == "b":
+        return bytes(buffers[tree["i"]])
+    if tag == "ba":
+        return bytearray(buffers[tree["i"]])
+    if tag in ("set", "frozenset"):
+        items = (decode(item, buffers, resolve) for item in tree["v"])
+        return set(items) if tag == "set" else frozenset(items)
+    if tag == "c":
+        return complex(*tree["v"])
+    if tag == "sl":
+        return slice(*(decode(x, buffers, resolve) for x in tree["v"]))
+    if tag == "...":
+        return Ellipsis
+    if tag == "nd":
+        return decode_array(tree, buffers[tree["i"]])
+    if tag in REFERENCES:
+        return resolve(tree)
+    raise ValueError(f"unknown value tag {tag!r}")
+
+
+def decode_array(node: Dict[str, Any], buffer: Any) -> Any:
+    """A numpy array over ``buffer`` (no copy) when numpy is importable, else nested lists."""
+    shape = tuple(int(n) for n in node["sh"])
+    np = local_numpy()
+    if np is None:
+        return _as_lists(str(node["dt"]), shape, buffer, bool(node.get("sc")))
+    array = np.frombuffer(buffer, dtype=np.dtype(str(node["dt"]))).reshape(shape)
+    return array[()] if node.get("sc") else array
+
+
+# struct codes for the dtypes a client without numpy can still read as Python values.
+_STRUCT_CODES = {
+    "b1": "?",
+    "i1": "b",
+    "u1": "B",
+    "i2": "h",
+    "u2": "H",
+    "i4": "i",
+    "u4": "I",
+    "i8": "q",
+    "u8": "Q",
+    "f4": "f",
+    "f8": "d",
+}
+
+
+def _as_lists(dtype: str, shape: tuple, buffer: Any, scalar: bool) -> Any:  # type: ignore[type-arg]
+    code = _STRUCT_CODES.get(dtype[1:])
+    if code is None or (dtype[0] == ">" and sys.byteorder == "little"):
+        raise EncodeError(f"arrays of dtype {dtype} need numpy on this side")
+    raw = memoryview(buffer).cast("B") if len(buffer) else memoryview(b"")
+    flat = raw.cast(code)  # type: ignore[call-overload]
+    values = flat.tolist()
+    if scalar or not shape:
+        return values[0]
+    for size in reversed(shape[1:]):
+        values = [values[i : i + size] for i in range(0, len(values), size)]
+    return values
+
+
+def is_plain(obj: Any, budget: Optional[List[int]] = None) -> bool:
+    """Whether ``obj`` is small and made only of values both sides have (sent by value)."""
+    budget = budget if budget is not None else [PLAIN_NODES, PLAIN_BYTES]
+    budget[0] -= 1
+    if budget[0] < 0:
+        return False
+    if isinstance(obj, (str, bytes, bytearray)):
+        budget[1] -= len(obj)
+        return budget[1] >= 0
+    if isinstance(obj, SCALARS) or type(obj) in (complex, slice) or obj is Ellipsis:
+        return True
+    kind = type(obj)
+    if kind in (list, tuple, set, frozenset):
+        return all(is_plain(item, budget) for item in obj)
+    if kind is dict:
+        return all(is_plain(k, budget) and is_plain(v, budget) for k, v in obj.items())
+    np = _numpy()
+    # A numpy scalar is a value (e.g. ``a.sum()``); arrays stay remote until fetched.
+    return np is not None and isinstance(obj, np.generic) and not obj.dtype.hasobject

@@ -1,0 +1,210 @@
+"""What to remote, and the import hooks that do it.
+
+``RADIUM_REMOTE=torch,numpy.linalg,app.model:train_step`` or a split file (``RADIUM_SPLIT``,
+TOML: ``modules = [...]`` and ``functions = ["module:function", ...]``). A remoted module (and
+everything under it) is provided by the worker, so it may be absent from the image. A remoted
+function of the user's own code stays importable locally; calling it runs it on the worker,
+after shipping the module's source there if the worker lacks the module.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.abc
+import importlib.machinery
+import re
+import sys
+import types
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+
+from radium_interposer import codec, proxy
+from radium_interposer.client import RemoteError, state
+
+_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+
+
+class SplitError(ValueError):
+    """The remote list or split file is malformed."""
+
+
+class RemoteModule(types.ModuleType):
+    """A module that lives on the worker: its attributes are values, submodules or proxies."""
+
+    __radium_remote__ = True
+
+    def __init__(self, name: str, directory: Dict[str, Any], exported: Optional[List[str]]) -> None:
+        super().__init__(name)
+        self.__radium_directory__ = directory
+        if exported is not None:
+            self.__all__ = exported
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__") and attr.endswith("__"):
+            raise AttributeError(attr)
+        kind = self.__radium_directory__.get(attr)
+        if kind is None or kind == "m":
+            try:
+                value: Any = importlib.import_module(f"{self.__name__}.{attr}")
+            except ImportError:
+                raise AttributeError(f"remote module {self.__name__!r} has no {attr!r}") from None
+        elif isinstance(kind, list):
+            value = kind[1]
+        else:
+            value = proxy.Remote({"$": "p", "p": f"{self.__name__}.{attr}"}, "", None)
+        setattr(self, attr, value)
+        return value
+
+    def __dir__(self) -> List[str]:
+        return sorted(self.__radium_directory__)
+
+    def __repr__(self) -> str:
+        return f"<remote module {self.__name__!r} (radium)>"
+
+
+class _RemoteLoader(importlib.abc.Loader):
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+        reply = proxy.request("import", m=spec.name)
+        return RemoteModule(spec.name, reply["dir"], reply.get("all"))
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        pass
+
+
+class _WrappingLoader(importlib.abc.Loader):
+    """Runs the real loader, then replaces the listed functions with remote stand-ins."""
+
+    def __init__(self, real: Any, functions: Sequence[str]) -> None:
+        self.real, self.functions = real, functions
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> Optional[types.ModuleType]:
+        module: Optional[types.ModuleType] = self.real.create_module(spec)
+        return module
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        self.real.exec_module(module)
+        for name in self.functions:
+            local = getattr(module, name, None)
+            if callable(local):
+                setattr(module, name, remote_function(module, name, local))
+
+
+class RemoteFinder(importlib.abc.MetaPathFinder):
+    def __init__(self, modules: Set[str], functions: Dict[str, List[str]]) -> None:
+        self.modules, self.functions = modules, functions
+
+    def covers(self, fullname: str) -> bool:
+        parts = fullname.split(".")
+        return any(".".join(parts[:n]) in self.modules for n in range(1, len(parts) + 1))
+
+    def find_spec(
+        self, fullname: str, path: Any = None, target: Any = None
+    ) -> Optional[importlib.machinery.ModuleSpec]:
+        if self.covers(fullname):
+            return importlib.machinery.ModuleSpec(fullname, _RemoteLoader(), is_package=True)
+        functions = self.functions.get(fullname)
+        if functions:
+            for finder in sys.meta_path:
+                if finder is self or not hasattr(finder, "find_spec"):
+                    continue
+                spec = finder.find_spec(fullname, path, target)
+                if spec is not None and spec.loader is not None:
+                    spec.loader = _WrappingLoader(spec.loader, functions)
+                    return spec
+        return None
+
+
+_shipped: Set[str] = set()
+
+
+def _ensure_shipped(module: types.ModuleType) -> None:
+    """Ship the module's source to the worker unless it has that module (once per process)."""
+    name = module.__name__
+    if name in _shipped:
+        return
+    path = getattr(module, "__file__", None)
+    source = b""
+    if path:
+        with open(path, "rb") as f:
+            source = f.read()
+    digest = hashlib.sha256(source).hexdigest()
+    if not proxy.request("ensure", m=name, sha=digest)["have"]:
+        if not source:
+            raise RemoteError(f"the worker lacks module {name} and its source is unknown")
+        state.connection().request({"op": "define", "m": name, "file": path}, [source])
+    _shipped.add(name)
+
+
+def remote_function(module: types.ModuleType, name: str, local: Any) -> Any:
+    target = {"$": "p", "p": f"{module.__name__}.{name}"}
+
+    @functools.wraps(local)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        _ensure_shipped(module)
+        return proxy.invoke(target, args, kwargs, f"{module.__name__}.{name}")
+
+    call.__radium_remote__ = True  # type: ignore[attr-defined]
+    return call
+
+
+def parse_entries(entries: Sequence[str]) -> Tuple[Set[str], Dict[str, List[str]]]:
+    modules: Set[str] = set()
+    functions: Dict[str, List[str]] = {}
+    for raw in entries:
+        entry = raw.strip()
+        if not entry:
+            continue
+        module, _, function = entry.partition(":")
+        if not _MODULE.match(module) or (function and not function.isidentifier()):
+            raise SplitError(f"{entry!r} is neither a module nor module:function")
+        if function:
+            functions.setdefault(module, []).append(function)
+        else:
+            modules.add(module)
+    return modules, functions
+
+
+def read_split(path: str) -> List[str]:
+    """``modules`` and ``functions`` of a split file (TOML; a small subset on Python < 3.11)."""
+    with open(path, "rb") as f:
+        text = f.read().decode("utf-8")
+    try:
+        import tomllib  # type: ignore[import-not-found,unused-ignore]
+
+        data = tomllib.loads(text)
+    except ImportError:
+        data = _parse_lists(text)
+    except ValueError as exc:
+        raise SplitError(f"split file {path}: {exc}") from None
+    unknown = set(data) - {"modules", "functions"}
+    if unknown:
+        raise SplitError(f"split file {path}: unknown key {sorted(unknown)[0]!r}")
+    entries: List[str] = []
+    for key in ("modules", "functions"):
+        values = data.get(key, [])
+        if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+            raise SplitError(f"split file {path}: {key} must be a list of strings")
+        if key == "functions" and any(":" not in v for v in values):
+            raise SplitError(f"split file {path}: functions are written module:function")
+        entries.extend(values)
+    return entries
+
+
+def _parse_lists(text: str) -> Dict[str, Any]:
+    """``key = ["a", "b"]`` (lists may span lines, # comments): all a split file needs."""
+    body = re.sub(r"#[^\n\"]*", "", text)
+    data: Dict[str, Any] = {}
+    for match in re.finditer(r"(?m)^\s*([A-Za-z_]+)\s*=\s*\[([^\]]*)\]", body):
+        data[match.group(1)] = re.findall(r'"([^"\\]*)"', match.group(2))
+    leftover = re.sub(r"(?m)^\s*([A-Za-z_]+)\s*=\s*\[([^\]]*)\]", "", body).strip()
+    if leftover:
+        raise SplitError(f"cannot read {leftover.splitlines()[0]!r} (expected key = [...])")
+    return data
+
+
+def install(entries: Sequence[str]) -> RemoteFinder:
+    modules, functions = parse_entries(entries)
+    finder = RemoteFinder(modules, functions)
+    codec.numpy_is_remote = finder.covers("numpy")
+    sys.meta_path.insert(0, finder)
+    return finder

@@ -1,0 +1,245 @@
+"""Proxies for objects that live on the worker, and the one function that calls the worker.
+
+A ``Remote`` stands for a handle (an object left remote), a path (``numpy.linalg.inv``) or a
+method of either. Calling it, indexing it, using an operator on it, ... runs on the worker.
+Results that are small and plain come back as values; the rest stay remote as new proxies.
+Once a call site (a function, or a method of a type) has returned a remote object, its later
+calls are *pipelined*: sent without waiting, the proxy for the result made at once, so chains
+of array operations cost one round trip at the end rather than one per call.
+"""
+
+from __future__ import annotations
+
+import operator
+import types
+from typing import Any, Dict, List, Optional, Tuple
+
+from radium_interposer import codec
+from radium_interposer.client import Connection, state
+
+#: Call sites that returned a remote object, with its type: their calls are pipelined.
+_returns_remote: Dict[str, str] = {}
+#: Method names of remote types, so ``obj.method`` needs no round trip.
+_methods: Dict[str, frozenset] = {}  # type: ignore[type-arg]
+
+
+def _path(name: str) -> Dict[str, Any]:
+    return {"$": "p", "p": name}
+
+
+def invoke(
+    function: Dict[str, Any],
+    args: Tuple[Any, ...],
+    kwargs: Dict[str, Any],
+    site: str,
+    pipeline: bool = True,
+) -> Any:
+    """Call ``function`` (a reference tree) on the worker with these arguments."""
+    conn = state.connection()
+    buffers: List[Any] = []
+
+    def refer(obj: Any) -> Optional[Dict[str, Any]]:
+        if isinstance(obj, Remote):
+            origin = object.__getattribute__(obj, "_rd_conn")
+            if origin is not None and origin is not conn and origin.unsynced:
+                origin.sync()  # its result must exist before this connection refers to it
+            return object.__getattribute__(obj, "_rd_ref")  # type: ignore[no-any-return]
+        if isinstance(obj, types.ModuleType) and getattr(obj, "__radium_remote__", False):
+            return {"$": "m", "n": obj.__name__}
+        return None
+
+    meta: Dict[str, Any] = {"op": "call", "f": function, "r": state.new_id()}
+    meta["a"] = [codec.encode(arg, buffers, refer) for arg in args]
+    if kwargs:
+        meta["k"] = codec.encode(kwargs, buffers, refer)
+    predicted = _returns_remote.get(site) if pipeline else None
+    if predicted is not None:
+        meta["nr"] = 1
+        conn.request(meta, buffers, wait=False)
+        return Remote({"$": "h", "id": meta["r"]}, predicted, conn)
+    frame = conn.request(meta, buffers)
+    assert frame is not None
+    result = decode(frame.meta.get("v"), frame.buffers)
+    if isinstance(result, Remote) and pipeline:
+        _returns_remote[site] = object.__getattribute__(result, "_rd_type")
+    return result
+
+
+def decode(tree: Any, buffers: List[Any]) -> Any:
+    return codec.decode(tree, buffers, _resolve)
+
+
+def _resolve(node: Dict[str, Any]) -> Any:
+    if node["$"] == "m":
+        import importlib
+
+        return importlib.import_module(str(node["n"]))
+    return Remote(node, str(node.get("t", "")), None)
+
+
+def request(op: str, **fields: Any) -> Dict[str, Any]:
+    """A synchronous non-call operation (import, fetch, methods, ...): its reply metadata."""
+    frame = state.connection().request({"op": op, **fields})
+    assert frame is not None
+    meta: Dict[str, Any] = frame.meta
+    meta["buffers"] = frame.buffers
+    return meta
+
+
+def _call(name: str, *args: Any, pipeline: bool = False) -> Any:
+    kind = object.__getattribute__(args[0], "_rd_type") if isinstance(args[0], Remote) else ""
+    return invoke(_path(name), args, {}, f"{kind}|{name}", pipeline)
+
+
+class Remote:
+    """An object on the worker. Attribute access, calls and operators run remotely."""
+
+    __slots__ = ("__weakref__", "_rd_conn", "_rd_ref", "_rd_type")
+
+    def __init__(self, ref: Dict[str, Any], type_name: str, conn: Optional[Connection]) -> None:
+        object.__setattr__(self, "_rd_ref", ref)
+        object.__setattr__(self, "_rd_type", type_name)
+        object.__setattr__(self, "_rd_conn", conn)
+        if ref["$"] == "h":
+            state.live[ref["id"]] = self
+
+    def __del__(self) -> None:
+        try:
+            ref = object.__getattribute__(self, "_rd_ref")
+            if ref["$"] == "h":
+                state.releases.append((object.__getattribute__(self, "_rd_conn"), ref["id"]))
+        except Exception:  # interpreter shutdown: the worker frees everything with the lease
+            pass
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") and name.endswith("__"):
+            # numpy & co. probe dunders (``__array_interface__``...): never answer remotely.
+            raise AttributeError(name)
+        kind = object.__getattribute__(self, "_rd_type")
+        ref = object.__getattribute__(self, "_rd_ref")
+        if kind and name in _methods_of(self, kind):
+            return Remote({"$": "a", "o": ref, "n": name}, f"{kind}.{name}", None)
+        return _call("builtins.getattr", self, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        _call("builtins.setattr", self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        _call("builtins.delattr", self, name)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        ref = object.__getattribute__(self, "_rd_ref")
+        site = ref.get("p") or object.__getattribute__(self, "_rd_type")
+        return invoke(ref, args, kwargs, str(site))
+
+    def __repr__(self) -> str:
+        return str(_call("builtins.repr", self))
+
+    def __str__(self) -> str:
+        return str(_call("builtins.str", self))
+
+    def __format__(self, spec: str) -> str:
+        return str(_call("builtins.format", self, spec))
+
+    def __bool__(self) -> bool:
+        return bool(_call("builtins.bool", self))
+
+    def __len__(self) -> int:
+        return int(_call("builtins.len", self))
+
+    def __hash__(self) -> int:
+        return int(_call("builtins.hash", self))
+
+    def __int__(self) -> int:
+        return int(_call("builtins.int", self))
+
+    def __float__(self) -> float:
+        return float(_call("builtins.float", self))
+
+    def __complex__(self) -> complex:
+        return complex(_call("builtins.complex", self))
+
+    def __index__(self) -> int:
+        return int(_call("operator.index", self))
+
+    def __iter__(self) -> Any:
+        return _call("builtins.iter", self)
+
+    def __next__(self) -> Any:
+        return _call("builtins.next", self)
+
+    def __contains__(self, item: Any) -> bool:
+        return bool(_call("operator.contains", self, item))
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        _call("operator.setitem", self, key, value)
+
+    def __delitem__(self, key: Any) -> None:
+        _call("operator.delitem", self, key)
+
+    def __enter__(self) -> Any:
+        return invoke({"$": "a", "o": self._rd_ref, "n": "__enter__"}, (), {}, "", False)
+
+    def __exit__(self, *exc_info: Any) -> None:
+        # The local exception cannot cross; the remote context manager sees a clean exit.
+        invoke({"$": "a", "o": self._rd_ref, "n": "__exit__"}, (None, None, None), {}, "", False)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        import numpy
+
+        return numpy.asarray(fetch(self), dtype=dtype)
+
+    def __dir__(self) -> List[str]:
+        return sorted(_methods_of(self, object.__getattribute__(self, "_rd_type")))
+
+    def __reduce__(self) -> Any:
+        raise TypeError("a remote object cannot be pickled; fetch() it first")
+
+
+def _methods_of(obj: Remote, kind: str) -> frozenset:  # type: ignore[type-arg]
+    names = _methods.get(kind)
+    if names is None:
+        names = frozenset(request("methods", o=object.__getattribute__(obj, "_rd_ref"))["methods"])
+        _methods[kind] = names
+    return names
+
+
+def _operator(name: str, reflected: bool = False) -> Any:
+    function = getattr(operator, name)
+    path = _path(f"operator.{name}")
+
+    def method(self: Remote, *other: Any) -> Any:
+        args = (other[0], self) if reflected else (self, *other)
+        kind = object.__getattribute__(self, "_rd_type")
+        return invoke(path, args, {}, f"{kind}|{name}|{int(reflected)}")
+
+    method.__name__ = function.__name__
+    return method
+
+
+_BINARY = "add sub mul matmul truediv floordiv mod pow lshift rshift and or xor".split()  # noqa: SIM905
+for _name in _BINARY:
+    _op = _name + "_" if _name in ("and", "or") else _name
+    setattr(Remote, f"__{_name}__", _operator(_op))
+    setattr(Remote, f"__r{_name}__", _operator(_op, reflected=True))
+    setattr(Remote, f"__i{_name}__", _operator(f"i{_name}"))
+_OTHER = "lt le eq ne gt ge getitem neg pos abs invert".split()  # noqa: SIM905
+for _name in _OTHER:
+    setattr(Remote, f"__{_name}__", _operator(_name))
+
+
+def fetch(obj: Any) -> Any:
+    """A remote object's value here: arrays as numpy arrays (or nested lists without numpy)."""
+    if not isinstance(obj, Remote):
+        return obj
+    meta = request("fetch", o=object.__getattribute__(obj, "_rd_ref"))
+    return decode(meta.get("v"), meta["buffers"])
+
+
+def is_remote(obj: Any) -> bool:
+    return isinstance(obj, Remote)
+
+
+def stats() -> Dict[str, Any]:
+    """The worker's counters: calls, bytes in and out, busy seconds, live handles."""
+    return dict(request("stats")["stats"])

@@ -1,0 +1,358 @@
+"""A lease's worker: runs one tenant's remoted calls and keeps the objects they leave remote.
+
+Started by the acceptor (one process per lease, never shared), it receives authenticated
+connections as descriptors on its control socket and serves each in its own thread. Objects
+that stay remote live in one handle table for the whole worker, so a client's threads, forked
+children and subprocesses (all holding the same lease) share them. Stdlib only (numpy when
+present), so the same code runs on an acceptor host or inside the tenant's image.
+Spec: docs/data-plane.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import importlib
+import importlib.util
+import io
+import logging
+import socket
+import sys
+import threading
+import time
+import traceback
+import types
+import warnings
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from radium_interposer import codec, wire
+
+log = logging.getLogger("radium.worker")
+LIMITS = wire.Limits(max_meta=16 << 20)
+Reply = Tuple[Dict[str, Any], List[Any]]
+
+
+class Failure:
+    """What a pipelined call left behind when it raised: using it raises the same error."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+class HandleTable:
+    """Objects left remote, by id, with a count of the client proxies that refer to them."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.objects: Dict[int, List[Any]] = {}
+        self._next_local = 0
+
+    def put(self, handle: int, obj: Any) -> None:
+        with self.lock:
+            self.objects[handle] = [obj, 1]
+
+    def put_new(self, obj: Any) -> int:
+        """Store under an id of the worker's own (negative: clients pick positive ids)."""
+        with self.lock:
+            self._next_local -= 1
+            self.objects[self._next_local] = [obj, 1]
+            return self._next_local
+
+    def get(self, handle: Any) -> Any:
+        entry = self.objects.get(handle) if isinstance(handle, int) else None
+        if entry is None:
+            raise LookupError(f"unknown handle {handle!r} (released, or not this lease's)")
+        if isinstance(entry[0], Failure):
+            raise entry[0].error
+        return entry[0]
+
+    def retain(self, handles: List[Any]) -> None:
+        with self.lock:
+            for handle in handles:
+                entry = self.objects.get(handle)
+                if entry is not None:
+                    entry[1] += 1
+
+    def release(self, handles: List[Any]) -> None:
+        with self.lock:
+            for handle in handles:
+                entry = self.objects.get(handle)
+                if entry is not None:
+                    entry[1] -= 1
+                    if entry[1] <= 0:
+                        del self.objects[handle]
+
+
+class Capture(io.TextIOBase):
+    """sys.stdout/stderr of the worker: output of a call goes back to the caller's terminal."""
+
+    def __init__(self, real: Any, stream: str, local: threading.local) -> None:
+        self.real, self.stream, self.local = real, stream, local
+
+    def write(self, text: str) -> int:
+        sink = getattr(self.local, self.stream, None)
+        if sink is None:
+            return int(self.real.write(text))
+        sink.append(text)
+        return len(text)
+
+    def flush(self) -> None:
+        self.real.flush()
+
+
+def resolve_path(path: str) -> Any:
+    """``numpy.linalg.inv``: import the longest importable prefix, then walk attributes."""
+    parts = path.split(".")
+    for cut in range(len(parts), 0, -1):
+        name = ".".join(parts[:cut])
+        try:
+            obj = importlib.import_module(name)
+        except ImportError:
+            if cut == 1:
+                raise
+            continue
+        for attr in parts[cut:]:
+            obj = getattr(obj, attr)
+        return obj
+    raise ImportError(path)
+
+
+def _kind(value: Any) -> Any:
+    """How an import's directory describes one attribute: a plain value, a module, a path."""
+    if isinstance(value, types.ModuleType):
+        return "m"
+    if isinstance(value, codec.SCALARS):
+        return ["v", value]
+    return "f"
+
+
+def _error_meta(error: BaseException) -> Dict[str, Any]:
+    kind = type(error)
+    args = list(error.args) if codec.is_plain(list(error.args)) else None
+    return {
+        "error": f"{kind.__name__}: {error}",
+        "type": kind.__qualname__,
+        "module": kind.__module__,
+        "args": codec.encode(args, [], lambda _: None) if args is not None else None,
+        "tb": "".join(traceback.format_exception(kind, error, error.__traceback__)),
+    }
+
+
+class Worker:
+    def __init__(self) -> None:
+        self.table = HandleTable()
+        self.local = threading.local()
+        self.shipped: Dict[str, str] = {}
+        self.stats = {"calls": 0, "bytes_in": 0, "bytes_out": 0, "busy_seconds": 0.0}
+        self.stats_lock = threading.Lock()
+
+    # -- values ----------------------------------------------------------------------------
+    def resolve(self, node: Dict[str, Any]) -> Any:
+        tag = node["$"]
+        if tag == "h":
+            return self.table.get(node.get("id"))
+        if tag == "p":
+            return resolve_path(str(node["p"]))
+        if tag == "a":
+            return getattr(self.decode(node["o"], []), str(node["n"]))
+        return importlib.import_module(str(node["n"]))
+
+    def decode(self, tree: Any, buffers: List[Any]) -> Any:
+        return codec.decode(tree, buffers, self.resolve)
+
+    def refer(self, obj: Any, handle: Optional[int] = None) -> Dict[str, Any]:
+        if isinstance(obj, types.ModuleType):
+            return {"$": "m", "n": obj.__name__}
+        if handle is None:
+            handle = self.table.put_new(obj)
+        else:
+            self.table.put(handle, obj)
+        kind = type(obj)
+        return {"$": "h", "id": handle, "t": f"{kind.__module__}.{kind.__qualname__}"}
+
+    def result(self, obj: Any, handle: Optional[int]) -> Reply:
+        """A call's result: by value when small and plain, else left remote as a handle."""
+        buffers: List[Any] = []
+        if codec.is_plain(obj):
+            return {"v": codec.encode(obj, buffers, lambda _: None)}, buffers
+        return {"v": self.refer(obj, handle)}, buffers
+
+    def value(self, obj: Any) -> Reply:
+        """``fetch``: the object as a local value; arrays and array-likes as raw buffers."""
+        np = sys.modules.get("numpy")
+        if np is not None and not codec.is_array(obj) and hasattr(obj, "__array__"):
+            obj = np.asarray(obj)
+        buffers: List[Any] = []
+        return {"v": codec.encode(obj, buffers, self.refer)}, buffers
+
+    # -- operations ------------------------------------------------------------------------
+    def op_call(self, meta: Dict[str, Any], buffers: List[Any]) -> Reply:
+        function = self.decode(meta["f"], buffers)
+        args = self.decode(meta.get("a", []), buffers)
+        kwargs = self.decode(meta.get("k", {"$": "d", "k": [], "v": []}), buffers)
+        result = function(*args, **kwargs)
+        handle = meta.get("r")
+        if meta.get("nr") or meta.get("keep"):
+            return {"v": self.refer(result, handle)}, []
+        return self.result(result, handle)
+
+    def op_fetch(self, meta: Dict[str, Any], buffers: List[Any]) -> Reply:
+        return self.value(self.decode(meta["o"], buffers))
+
+    def op_import(self, meta: Dict[str, Any], buffers: List[Any]) -> Reply:
+        module = importlib.import_module(str(meta["m"]))
+        directory: Dict[str, Any] = {}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for name in dir(module):
+                with contextlib.suppress(Exception):
+                    directory[name] = _kind(getattr(module, name))
+        exported = getattr(module, "__all__", None)
+        return {"dir": directory, "all": list(exported) if exported is not None else None}, []
+
+    def op_methods(self, meta: Dict[str, Any], buffers: List[Any]) -> Reply:
+        kind = type(self.decode(meta["o"], buffers))
+        names = [n for n in dir(kind) if not n.startswith("__") and callable(getattr(kind, n, 0))]
+        return {"methods": names}, []
+
+    def op_retain(self, meta: Dict[str, Any], buffers: List[Any]) -> Reply:
+        self.table.retain(list(meta.get("ids", [])))
+        return {}, []
+
+    def op_ensure(self, meta: Dict[str, Any], buffers: List[Any]) -> Reply:
+        """Whether the worker has module ``m`` (its own copy, or the client's shipped source)."""
+        name = str(meta["m"])
+        if self.shipped.get(name) == meta.get("sha"):
+            return {"have": True}, []
+        try:
+            native = name not in self.shipped and importlib.util.find_spec(name) is not None
+        except ImportError:
+            native = False
+        return {"have": native}, []
+
+    def op_define(self, meta: Dict[str, Any], buffers: List[Any]) -> Reply:
+        """Load the client's source of module ``m`` (shipped because the worker lacked it)."""
+        name, source = str(meta["m"]), bytes(buffers[0])
+        parent = name.rpartition(".")[0]
+        if parent and parent not in sys.modules:
+            try:
+                importlib.import_module(parent)
+            except ImportError:
+                package = types.ModuleType(parent)
+                package.__path__ = []
+                sys.modules[parent] = package
+        module = types.ModuleType(name)
+        module.__file__ = f"<radium: shipped {meta.get('file', name)}>"
+        exec(compile(source, module.__file__, "exec"), module.__dict__)
+        sys.modules[name] = module
+        self.shipped[name] = hashlib.sha256(source).hexdigest()
+        log.info("loaded shipped module %s (%d bytes)", name, len(source))
+        return {}, []
+
+    def op_stats(self, meta: Dict[str, Any], buffers: List[Any]) -> Reply:
+        with self.stats_lock:
+            return {"stats": dict(self.stats, handles=len(self.table.objects))}, []
+
+    def op_ping(self, meta: Dict[str, Any], buffers: List[Any]) -> Reply:
+        return {}, []
+
+    # -- connections -----------------------------------------------------------------------
+    def serve(self, sock: socket.socket) -> None:
+        """One client connection until it ends; nothing it sends can stop the worker."""
+        out: List[str] = []
+        err: List[str] = []
+        self.local.stdout, self.local.stderr = out, err
+        calls = 0
+        try:
+            while True:
+                frame = wire.read(sock.recv_into, LIMITS)
+                if frame is None or frame.type == wire.BYE:
+                    return
+                if frame.type == wire.RELEASE:
+                    self.table.release(list(frame.meta.get("ids", [])))
+                    continue
+                if frame.type != wire.CALL:
+                    raise wire.ProtocolError(f"unexpected frame type {frame.type}")
+                calls += 1
+                self.handle(sock, frame, out, err)
+        except (wire.ProtocolError, OSError) as exc:
+            log.warning("connection dropped: %s", exc)
+        finally:
+            self.local.stdout = self.local.stderr = None
+            sock.close()
+            log.info("connection closed after %d calls", calls)
+
+    def handle(
+        self, sock: socket.socket, frame: wire.Frame, out: List[str], err: List[str]
+    ) -> None:
+        meta = frame.meta
+        started = time.perf_counter()
+        operation: Optional[Callable[[Dict[str, Any], List[Any]], Reply]] = getattr(
+            self, f"op_{meta.get('op')}", None
+        )
+        try:
+            if operation is None:
+                raise ValueError(f"unknown operation {meta.get('op')!r}")
+            reply, buffers = operation(meta, frame.buffers)
+            kind = wire.RESULT
+        except Exception as exc:
+            if meta.get("nr"):
+                self.table.put(int(meta.get("r", 0)), Failure(exc))
+                reply, buffers = {}, []
+            else:
+                reply, buffers, kind = _error_meta(exc), [], wire.ERROR
+        finally:
+            received = sum(len(b) for b in frame.buffers)
+            frame.buffers = []
+        if out:
+            reply["out"] = "".join(out)
+            out.clear()
+        if err:
+            reply["err"] = "".join(err)
+            err.clear()
+        sent = 0
+        if not meta.get("nr"):
+            wire.send(sock, kind, frame.call_id, reply, buffers)
+            sent = sum(memoryview(b).nbytes for b in buffers)
+        with self.stats_lock:
+            self.stats["calls"] += 1
+            self.stats["bytes_out"] += sent
+            self.stats["bytes_in"] += received
+            self.stats["busy_seconds"] += time.perf_counter() - started
+
+
+def serve_control(control: socket.socket, worker: Worker) -> None:
+    """Take connections handed over on the control socket until the acceptor closes it."""
+    while True:
+        data, fd = wire.recv_fd(control)
+        if not data:
+            return
+        if fd is None:
+            continue
+        sock = socket.socket(fileno=fd)
+        if sock.family != socket.AF_UNIX:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        threading.Thread(target=worker.serve, args=(sock,), daemon=True).start()
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="radium-worker")
+    parser.add_argument("--control-fd", type=int, required=True)
+    parser.add_argument("--lease", default="")
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO, format=f"%(asctime)s worker[{args.lease}] %(levelname)s %(message)s"
+    )
+    worker = Worker()
+    sys.stdout = Capture(sys.stdout, "stdout", worker.local)
+    sys.stderr = Capture(sys.stderr, "stderr", worker.local)
+    control = socket.socket(fileno=args.control_fd)
+    log.info("worker for lease %s ready", args.lease)
+    serve_control(control, worker)
+    log.info("control socket closed; worker exits")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,34 @@
+"""``radium exec [--gpus N] --remote MODULE... -- CMD...``."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def _exec(args: argparse.Namespace) -> int:
+    from radium import config as config_module
+    from radium import execute
+
+    request = {"radium.io/gpus": str(args.gpus)}
+    if args.fraction:
+        request["radium.io/fraction"] = str(args.fraction)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    return execute.run(config_module.load(), command, args.remote, args.split, request)
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser(
+        "exec", help="run a local command whose chosen modules run on a leased acceptor"
+    )
+    parser.add_argument("--gpus", type=int, default=1, help="devices to lease (default 1)")
+    parser.add_argument("--fraction", type=float, default=0.0, help="a fraction of one device")
+    parser.add_argument(
+        "--remote",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="a module (or module:function) to run remotely; repeatable",
+    )
+    parser.add_argument("--split", metavar="FILE", help="a split file (TOML) saying what to remote")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]")
+    parser.set_defaults(func=_exec)

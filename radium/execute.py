@@ -1,0 +1,95 @@
+"""``radium exec``: run a local command with the interposer and a lease (no container).
+
+The simplest way to try remoting: the command's Python processes load the interposer through
+``sitecustomize`` on ``PYTHONPATH`` and get their data-plane connections from the node agent,
+exactly as a container's do through its runtime directory. The lease is held for the command's
+life and released when it ends (or by the agent, should this process die first).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+import radium_interposer
+from radium.config import Config
+from radium.errors import InvalidRequestError, RadiumError, UsageError
+from radium.hooks.cleanup import runtime_dir
+from radium.shim import agentclient
+
+BOOT = "import radium_interposer.boot  # written by radium exec\n"
+
+
+def environment(
+    runtime: Path, remote: Sequence[str], split: str | None, base: dict[str, str]
+) -> dict[str, str]:
+    """The command's environment: the interposer on its path, told what to remote."""
+    interposer = str(Path(radium_interposer.__file__).resolve().parent.parent)
+    paths = [str(runtime / "python"), interposer]
+    if base.get("PYTHONPATH"):
+        paths.append(base["PYTHONPATH"])
+    env = {**base, "PYTHONPATH": os.pathsep.join(paths), "RADIUM_RUNTIME_DIR": str(runtime)}
+    if remote:
+        env["RADIUM_REMOTE"] = ",".join(remote)
+    if split:
+        env["RADIUM_SPLIT"] = str(Path(split).resolve())
+    return env
+
+
+def run(
+    config: Config,
+    command: Sequence[str],
+    remote: Sequence[str],
+    split: str | None,
+    request: dict[str, str],
+) -> int:
+    if not command:
+        raise UsageError("radium exec needs a command", hint="radium exec --remote numpy -- CMD")
+    if not remote and not split:
+        raise UsageError(
+            "radium exec: nothing to remote", hint="add --remote MODULE or --split FILE"
+        )
+    if shutil.which(command[0]) is None:
+        raise UsageError(f"radium exec: command not found: {command[0]}")
+    name = f"exec-{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+    runtime = Path(runtime_dir(config, name))
+    (runtime / "python").mkdir(parents=True, mode=0o755)
+    (runtime / "python" / "sitecustomize.py").write_text(BOOT)
+    try:
+        agentclient.ensure_running(config)
+        reply = agentclient.call(
+            config.agent.socket,
+            {
+                "op": "acquire",
+                "container": name,
+                "pid": os.getpid(),
+                "request": request,
+                "runtime_dir": str(runtime),
+            },
+        )
+        if not reply.get("lease"):
+            raise InvalidRequestError("the request asks for no device", hint="use --gpus 1")
+        return _run_child(command, environment(runtime, remote, split, dict(os.environ)))
+    finally:
+        # Should this fail, the agent releases the lease once it sees this process gone.
+        with contextlib.suppress(RadiumError):
+            agentclient.call(config.agent.socket, {"op": "release", "container": name})
+        shutil.rmtree(runtime, ignore_errors=True)
+
+
+def _run_child(command: Sequence[str], env: dict[str, str]) -> int:
+    child = subprocess.Popen(list(command), env=env)
+    forward = {s: signal.signal(s, lambda n, f: child.send_signal(n)) for s in (2, 15)}
+    try:
+        code = child.wait()
+    finally:
+        for signum, handler in forward.items():
+            signal.signal(signum, handler)
+    return code if code >= 0 else 128 - code

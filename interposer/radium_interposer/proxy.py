@@ -94,12 +94,20 @@ def _call(name: str, *args: Any, pipeline: bool = False) -> Any:
 class Remote:
     """An object on the worker. Attribute access, calls and operators run remotely."""
 
-    __slots__ = ("__weakref__", "_rd_conn", "_rd_ref", "_rd_type")
+    __slots__ = ("__weakref__", "_rd_conn", "_rd_owner", "_rd_ref", "_rd_type")
 
-    def __init__(self, ref: Dict[str, Any], type_name: str, conn: Optional[Connection]) -> None:
+    def __init__(
+        self,
+        ref: Dict[str, Any],
+        type_name: str,
+        conn: Optional[Connection],
+        owner: Optional[Remote] = None,
+    ) -> None:
         object.__setattr__(self, "_rd_ref", ref)
         object.__setattr__(self, "_rd_type", type_name)
         object.__setattr__(self, "_rd_conn", conn)
+        # A method proxy keeps its object's proxy alive: the object must outlive the call.
+        object.__setattr__(self, "_rd_owner", owner)
         if ref["$"] == "h":
             state.live[ref["id"]] = self
 
@@ -118,7 +126,7 @@ class Remote:
         kind = object.__getattribute__(self, "_rd_type")
         ref = object.__getattribute__(self, "_rd_ref")
         if kind and name in _methods_of(self, kind):
-            return Remote({"$": "a", "o": ref, "n": name}, f"{kind}.{name}", None)
+            return Remote({"$": "a", "o": ref, "n": name}, f"{kind}.{name}", None, self)
         return _call("builtins.getattr", self, name)
 
     def __setattr__(self, name: str, value: Any) -> None:

@@ -1,0 +1,145 @@
+"""The acceptor's data plane: handshake before anything, one worker per lease, pinned devices."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from radium.acceptor.dataplane import DataPlane
+from radium.acceptor.devices import CpuBackend
+from radium.acceptor.slots import Slots
+from radium.proto import pool_pb2 as pb
+from radium_interposer import handshake
+from tests.interposer.harness import BARE_PYTHON, INTERPOSER
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def plane(tmp_path: Path) -> Iterator[DataPlane]:
+    slots = Slots(str(tmp_path), CpuBackend(2, 1024).visible_devices_env)
+    for lease_id, device in (("lease-a", "cpu0"), ("lease-b", "cpu1")):
+        slots.prepare(pb.Lease(id=lease_id, device_ids=[device], credential=f"{lease_id}-secret"))
+    dp = DataPlane(f"127.0.0.1:{free_port()}", slots)
+    dp.start()
+    try:
+        yield dp
+    finally:
+        dp.stop()
+        slots.close()
+
+
+def closed_by_peer(sock: socket.socket) -> bool:
+    """The acceptor closed the connection (a reset when our bytes were left unread)."""
+    try:
+        return sock.recv(65536) == b""
+    except ConnectionResetError:
+        return True
+
+
+def client_env(plane: DataPlane, lease: str, credential: str) -> dict[str, str]:
+    return {
+        "PYTHONPATH": INTERPOSER,
+        "RADIUM_DP_DIRECT": plane.address,
+        "RADIUM_LEASE": lease,
+        "RADIUM_LEASE_CREDENTIAL": credential,
+        "RADIUM_REMOTE": "numpy,subprocess",
+    }
+
+
+def run_client(plane: DataPlane, lease: str, credential: str, code: str) -> str:
+    done = subprocess.run(
+        [BARE_PYTHON, "-c", "import radium_interposer.boot\n" + code],
+        env=client_env(plane, lease, credential),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_each_lease_has_its_own_pinned_worker(plane: DataPlane) -> None:
+    # subprocess is remoted: the command runs as a child of the lease's worker.
+    code = (
+        "import subprocess\n"
+        "cmd = 'echo $RADIUM_VISIBLE_DEVICES $RADIUM_LEASE_ID $PPID'\n"
+        "print(subprocess.check_output(['sh', '-c', cmd]).decode())"
+    )
+    a = run_client(plane, "lease-a", "lease-a-secret", code).split()
+    b = run_client(plane, "lease-b", "lease-b-secret", code).split()
+    assert a[:2] == ["cpu0", "lease-a"]
+    assert b[:2] == ["cpu1", "lease-b"]
+    assert a[2] != b[2]
+    assert {a[2], b[2]} == {str(w.process.pid) for w in plane.slots.workers.values()}
+
+
+def test_a_lease_cannot_reach_another_lease_handles(plane: DataPlane) -> None:
+    env = client_env(plane, "lease-a", "lease-a-secret")
+    holder = subprocess.Popen(
+        [BARE_PYTHON, "-c", HOLD_A_HANDLE], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        assert holder.stdout is not None
+        stolen = int(holder.stdout.readline())
+        out = run_client(
+            plane,
+            "lease-b",
+            "lease-b-secret",
+            "from radium_interposer import proxy\n"
+            f"h = proxy.Remote({{'$': 'h', 'id': {stolen}}}, 'numpy.ndarray', None)\n"
+            "try:\n    print(len(h))\n"
+            "except LookupError as e:\n    print('refused', 'unknown handle' in str(e))\n",
+        )
+        assert out.strip() == "refused True"
+        # The handle is alive for its own lease all along.
+        holder.communicate(b"\n", timeout=60)
+        assert holder.returncode == 0
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+HOLD_A_HANDLE = """
+import radium_interposer.boot
+import sys
+import numpy as np
+h = np.arange(5)
+print(object.__getattribute__(h, "_rd_ref")["id"], flush=True)
+sys.stdin.readline()
+assert len(h) == 5
+"""
+
+
+@pytest.mark.parametrize(
+    ("lease", "credential"),
+    [("lease-a", "wrong"), ("lease-a", "lease-b-secret"), ("no-such-lease", "lease-a-secret")],
+)
+def test_wrong_credentials_get_nothing(plane: DataPlane, lease: str, credential: str) -> None:
+    started = {lease_id: w.process.pid for lease_id, w in plane.slots.workers.items()}
+    host, port = plane.address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        with pytest.raises(handshake.AuthenticationError, match="authentication failed"):
+            handshake.client(sock, lease, credential)
+        assert closed_by_peer(sock)  # nothing sent after this is ever read
+    assert plane.refused >= 1
+    assert {k: w.process.pid for k, w in plane.slots.workers.items()} == started
+
+
+def test_garbage_is_refused_and_the_listener_keeps_serving(plane: DataPlane) -> None:
+    host, port = plane.address.rsplit(":", 1)
+    for garbage in (b"GET / HTTP/1.1\r\n\r\n", b"RDM1" + b"\xff" * 40, b""):
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            sock.sendall(garbage)
+            sock.shutdown(socket.SHUT_WR)
+            assert closed_by_peer(sock)
+    out = run_client(plane, "lease-a", "lease-a-secret", "import numpy\nprint(numpy.eye(2).sum())")
+    assert out.strip() == "2.0"

@@ -1,0 +1,116 @@
+"""A real worker process and a stand-in for the node agent's container socket.
+
+The stand-in does the agent's part of the hand-off without a lease: each ``connect`` gets one
+end of a fresh socketpair (over ``SCM_RIGHTS``) while the worker gets the other end over its
+control socket, exactly as the acceptor hands it authenticated connections. Client code runs
+in subprocesses (the interposer's state is per process), with or without numpy.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import radium_interposer
+from radium_interposer import wire
+
+INTERPOSER = str(Path(radium_interposer.__file__).parent.parent)
+#: A Python without numpy: the "image" side of the numpy-absent tests.
+BARE_PYTHON = "/usr/bin/python3"
+
+
+class WorkerHarness:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.socket_path = str(root / "dp.sock")
+        self.control, child = socket.socketpair()
+        workdir = root / "worker"
+        workdir.mkdir()
+        with child:
+            self.worker = subprocess.Popen(
+                [sys.executable, "-m", "radium_interposer.worker", "--lease", "test"]
+                + ["--control-fd", str(child.fileno())],
+                pass_fds=[child.fileno()],
+                cwd=workdir,
+                stdout=open(root / "worker.out", "wb"),  # noqa: SIM115 - the child keeps it
+                stderr=subprocess.STDOUT,
+            )
+        self.listener = socket.socket(socket.AF_UNIX)
+        self.listener.bind(self.socket_path)
+        self.listener.listen(64)
+        self.connections = 0
+        threading.Thread(target=self._hand_out, daemon=True).start()
+        boot = root / "boot"
+        boot.mkdir()
+        (boot / "sitecustomize.py").write_text("import radium_interposer.boot\n")
+
+    def _hand_out(self) -> None:
+        while True:
+            try:
+                agent_side, _ = self.listener.accept()
+            except OSError:
+                return
+            with agent_side:
+                agent_side.recv(1024)
+                ours, theirs = socket.socketpair()
+                with ours, theirs:
+                    try:
+                        wire.send_fd(self.control, b"c", ours.fileno())
+                    except OSError:  # the worker is gone, as the agent would say
+                        agent_side.sendall(b'{"ok": false, "error": "worker gone"}\n')
+                        continue
+                    wire.send_fd(agent_side, b'{"ok": true}\n', theirs.fileno())
+                self.connections += 1
+
+    def env(self, remote: str = "", **extra: str) -> dict[str, str]:
+        return {
+            "PATH": os.environ["PATH"],
+            "PYTHONPATH": f"{self.root / 'boot'}{os.pathsep}{INTERPOSER}",
+            "RADIUM_DP_SOCKET": self.socket_path,
+            "RADIUM_REMOTE": remote,
+            **extra,
+        }
+
+    def run(
+        self,
+        code: str,
+        remote: str = "numpy",
+        python: str = BARE_PYTHON,
+        timeout: float = 120,
+        **extra: str,
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [python, "-c", textwrap.dedent(code)],
+            env=self.env(remote, **extra),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=self.root,
+        )
+
+    def check(self, code: str, **kwargs: str) -> str:
+        done = self.run(code, **kwargs)
+        assert done.returncode == 0, f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}"
+        return done.stdout
+
+    def log(self) -> str:
+        return (self.root / "worker.out").read_text()
+
+    def close(self) -> None:
+        self.listener.close()
+        self.control.close()
+        if self.worker.poll() is None:
+            self.worker.kill()
+        self.worker.wait()
+
+
+def bare_python_has_no_numpy() -> bool:
+    return shutil.which(BARE_PYTHON) is not None and (
+        subprocess.run([BARE_PYTHON, "-c", "import numpy"], capture_output=True).returncode != 0
+    )

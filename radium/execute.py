@@ -53,11 +53,9 @@ def run(
     if not command:
         raise UsageError("radium exec needs a command", hint="radium exec --remote numpy -- CMD")
     if not remote and not split:
-        raise UsageError(
-            "radium exec: nothing to remote", hint="add --remote MODULE or --split FILE"
-        )
+        raise UsageError("nothing to remote", hint="add --remote MODULE or --split FILE")
     if shutil.which(command[0]) is None:
-        raise UsageError(f"radium exec: command not found: {command[0]}")
+        raise UsageError(f"command not found: {command[0]}")
     name = f"exec-{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
     runtime = Path(runtime_dir(config, name))
     (runtime / "python").mkdir(parents=True, mode=0o755)

@@ -143,7 +143,11 @@ class Agent:
             )
             self.save()
         self._write_lease_file(self.held[container])
-        await self.open_data_socket(self.held[container])
+        try:
+            await self.open_data_socket(self.held[container])
+        except RadiumError:
+            await self.release(container, "no data-plane socket")
+            raise
         log.info(
             "container %s: lease %s on %s %s",
             container,
@@ -164,12 +168,15 @@ class Agent:
         if not held.runtime_dir or not os.path.isdir(held.runtime_dir):
             return
         path = os.path.join(held.runtime_dir, DATA_SOCKET)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
+        try:
+            listener = bind_unix(path)
+        except OSError as exc:
+            raise RadiumError(
+                f"cannot create the container's data-plane socket {path}: {exc.strerror or exc}"
+            ) from exc
         server = await asyncio.start_unix_server(
-            functools.partial(self.serve_data, held.container), path=path
+            functools.partial(self.serve_data, held.container), sock=listener
         )
-        os.chmod(path, 0o666)  # any user of the container may use its lease
         self.data_servers[held.container] = server
 
     def close_data_socket(self, container: str) -> None:
@@ -263,6 +270,9 @@ class Agent:
             ValueError,
         ) as exc:
             reply = {"ok": False, "error": f"bad request: {type(exc).__name__}"}
+        except Exception as exc:  # never leave a caller (a container's hook) waiting
+            log.exception("agent request failed")
+            reply = {"ok": False, "error": f"node agent internal error: {exc}"}
         with contextlib.suppress(ConnectionError):
             writer.write(json.dumps(reply).encode() + b"\n")
             await writer.drain()
@@ -301,6 +311,29 @@ class Agent:
             for held in list(self.held.values()):
                 if held.pid and _started(held.pid) != held.pid_started:
                     await self.release(held.container, "container process gone")
+
+
+def bind_unix(path: str) -> socket.socket:
+    """A listening unix socket at ``path``, however long (container ids make long paths).
+
+    sun_path holds 108 bytes; binding through ``/proc/self/fd/N`` of the directory does not
+    depend on the directory's path length.
+    """
+    directory, name = os.path.split(path)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    fd = os.open(directory, os.O_PATH | os.O_DIRECTORY)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        listener.bind(f"/proc/self/fd/{fd}/{name}")
+        os.chmod(path, 0o666)  # any user of the container may use its lease
+        listener.listen(64)
+    except OSError:
+        listener.close()
+        raise
+    finally:
+        os.close(fd)
+    return listener
 
 
 def dial(address: str, lease_id: str, credential: str) -> socket.socket:

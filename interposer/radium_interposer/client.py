@@ -53,7 +53,7 @@ def _dial() -> socket.socket:
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as agent:
             agent.settimeout(60)
-            agent.connect(path)
+            _connect_unix(agent, path)
             agent.sendall(b'{"op": "connect"}\n')
             data, fd = wire.recv_fd(agent)
     except OSError as exc:
@@ -73,6 +73,18 @@ def _dial() -> socket.socket:
     sock = socket.socket(fileno=fd)
     sock.settimeout(None)
     return sock
+
+
+def _connect_unix(sock: socket.socket, path: str) -> None:
+    if len(os.fsencode(path)) < 100:
+        sock.connect(path)
+        return
+    # Longer than sun_path allows: go through the directory's descriptor.
+    fd = os.open(os.path.dirname(path), os.O_PATH | os.O_DIRECTORY)
+    try:
+        sock.connect(f"/proc/self/fd/{fd}/{os.path.basename(path)}")
+    finally:
+        os.close(fd)
 
 
 class Connection:

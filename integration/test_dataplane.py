@@ -1,0 +1,145 @@
+"""The data plane for real: containers and local processes remote numpy to acceptors that run in
+their own network namespaces, through the node agent; the containers have no network at all."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy
+import pytest
+
+from integration import images
+from integration.dockerd import Dockerd
+from integration.pool import AGENT_TOKEN, PoolCluster
+from integration.radium_env import RadiumEnv
+from integration.test_leases import radium_run, stop_agent
+
+RADIUM_CLI = str(Path(sys.executable).parent / "radium")
+#: Debian's python3, without numpy: the local process of ``radium exec``.
+SYSTEM_PYTHON = "/usr/bin/python3"
+BARE = "radium-test/bookworm:dataplane"
+NUMPY1 = "radium-test/bookworm-numpy:dataplane"
+
+INVERSE = """
+import numpy as np
+a = np.random.rand(1500, 1500)
+print(np.allclose(np.linalg.inv(a) @ a, np.eye(1500)))
+"""
+CHILD_PYTHON = """
+import subprocess, sys
+code = "import numpy; print(numpy.eye(3).sum())"
+print(subprocess.check_output([sys.executable, "-c", code], text=True).strip())
+"""
+OLD_NUMPY_LOCAL_ARRAYS = """
+import numpy as np
+assert type(np.linalg).__name__ == "RemoteModule", type(np.linalg)
+rng = np.random.default_rng(3)
+a = rng.random((200, 200)) + 200 * np.eye(200)
+b = rng.random(200)
+remote_inv = np.asarray(np.linalg.inv(a))
+remote_x = np.asarray(np.linalg.solve(a, b))
+print(np.__version__)
+print(np.allclose(remote_inv @ a, np.eye(200)), np.allclose(a @ remote_x, b))
+print(np.isclose(float(np.linalg.norm(a)), float(np.sqrt((a * a).sum())), rtol=1e-12))
+"""
+
+
+@pytest.fixture(scope="module")
+def remoting(
+    radium: RadiumEnv, cluster: PoolCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Path]:
+    """A Radium config whose agent (this namespace) leases from the namespaced acceptors."""
+    agent = tmp_path_factory.mktemp("dp-agent")
+    config = radium.write_config("dataplane.toml")
+    config.write_text(
+        config.read_text() + f'[client]\npool = "{cluster.address}"\ntoken = "{AGENT_TOKEN}"\n'
+        f'[agent]\nenabled = true\nsocket = "{agent}/agent.sock"\n'
+        f'state_file = "{agent}/state.json"\nlog_file = "{agent}/agent.log"\n'
+    )
+    try:
+        yield config
+    finally:
+        stop_agent(config)
+
+
+@pytest.fixture(scope="module")
+def dp_dockerd(radium: RadiumEnv, remoting: Path) -> Iterator[Dockerd]:
+    daemon = Dockerd({"radium": radium.runtime}, radium.environ(remoting))
+    try:
+        daemon.start()
+        daemon.import_image(images.debian_tar("bookworm"), BARE)
+        daemon.import_image(images.debian_tar("bookworm", with_numpy=True), NUMPY1)
+        yield daemon
+    finally:
+        daemon.stop()
+
+
+def acceptor_logs(cluster: PoolCluster) -> str:
+    return "".join(service.log.read_text() for service in cluster.acceptors.values())
+
+
+def test_image_without_numpy_computes_with_the_acceptor_numpy(
+    cluster: PoolCluster, dp_dockerd: Dockerd
+) -> None:
+    before = acceptor_logs(cluster).count("connection closed after")
+    done = radium_run(
+        dp_dockerd, "RADIUM_GPUS=1", "--rm", "-e", "RADIUM_REMOTE=numpy", BARE,
+        "python3", "-c", INVERSE + CHILD_PYTHON,
+    )  # fmt: skip
+    assert done.stdout.splitlines() == ["True", "3.0"], done.stderr
+    # The acceptors' workers served the calls (one connection per Python process).
+    log = acceptor_logs(cluster)
+    calls = [int(n) for n in re.findall(r"connection closed after (\d+) calls", log)]
+    assert len(calls) - before >= 2 and max(calls) >= 6
+    # Still no numpy in the image: plain runc says so.
+    plain = dp_dockerd.docker("run", "--rm", BARE, "python3", "-c", "import numpy", check=False)
+    assert plain.returncode != 0 and "No module named 'numpy'" in plain.stderr
+
+
+def test_old_numpy_in_the_image_remotes_linalg_to_numpy_2(
+    cluster: PoolCluster, dp_dockerd: Dockerd
+) -> None:
+    assert numpy.__version__.startswith("2."), "the acceptors' Python should have numpy 2"
+    done = radium_run(
+        dp_dockerd, "RADIUM_GPUS=1", "--rm", "-e", "RADIUM_REMOTE=numpy.linalg", NUMPY1,
+        "python3", "-c", OLD_NUMPY_LOCAL_ARRAYS,
+    )  # fmt: skip
+    version, results, norm = done.stdout.splitlines()
+    assert version.startswith("1."), version
+    assert (results, norm) == ("True True", "True")
+
+
+def test_radium_exec_runs_a_local_process_against_a_namespaced_acceptor(
+    radium: RadiumEnv, cluster: PoolCluster, remoting: Path, tmp_path: Path
+) -> None:
+    app = tmp_path / "app.py"
+    app.write_text(INVERSE)
+    done = subprocess.run(
+        [RADIUM_CLI, "exec", "--remote", "numpy", "--", SYSTEM_PYTHON, str(app)],
+        env=radium.environ(remoting),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert (done.returncode, done.stdout) == (0, "True\n"), done.stderr
+    assert not [le for le in cluster.client().leases() if "exec-" in le.holder]
+
+
+def test_radium_exec_without_a_remote_list_says_what_to_do(
+    radium: RadiumEnv, remoting: Path
+) -> None:
+    done = subprocess.run(
+        [RADIUM_CLI, "exec", "--", "true"],
+        env=radium.environ(remoting),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        "radium: nothing to remote; add --remote MODULE or --split FILE"
+    ]

@@ -8,6 +8,7 @@ container needs no network route and holds no secret. Spec: docs/data-plane.md.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import itertools
 import json
@@ -22,6 +23,9 @@ from typing import Any, Dict, List, Optional, Sequence
 from radium_interposer import RUNTIME_DIR, codec, handshake, wire
 
 LIMITS = wire.Limits(max_meta=16 << 20)
+#: Pipelined calls wait in the outbox until a call needs an answer or it holds this much.
+OUTBOX_CHUNKS = 256
+OUTBOX_BYTES = 1 << 20
 
 
 class RemoteError(Exception):
@@ -92,6 +96,11 @@ class Connection:
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
+        # Buffered: a frame's header, sizes and metadata arrive with one recv, not three.
+        self.reader: Any = sock.makefile("rb", buffering=1 << 16)
+        #: Encoded frames of pipelined calls, sent together (one syscall for many calls).
+        self.outbox: List[Any] = []
+        self.outbox_bytes = 0
         self.pid = os.getpid()
         self.lock = threading.Lock()
         self.call_id = 0
@@ -109,15 +118,19 @@ class Connection:
             if self.broken:
                 raise WorkerGone(self.broken)
             try:
-                releases = state.take_releases(self)
-                if releases:
-                    wire.send(self.sock, wire.RELEASE, 0, {"ids": releases})
+                releases = state.take_releases(self) if state.releases else None
+                if releases:  # freed after this call ran (it may still use them)
+                    meta["rel"] = releases
                 self.call_id += 1
-                wire.send(self.sock, wire.CALL, self.call_id, meta, buffers)
+                self._queue(wire.encode(wire.CALL, self.call_id, meta, buffers))
                 if not wait:
                     self.unsynced += 1
+                    if len(self.outbox) < OUTBOX_CHUNKS and self.outbox_bytes < OUTBOX_BYTES:
+                        return None
+                self._flush()
+                if not wait:
                     return None
-                frame = wire.read(self.sock.recv_into, LIMITS)
+                frame = wire.read(self.reader.readinto, LIMITS)
             except (OSError, wire.ProtocolError) as exc:
                 frame, reason = None, str(exc)
             else:
@@ -134,6 +147,22 @@ class Connection:
         if frame.type == wire.ERROR:
             raise rebuild_error(frame.meta)
         return frame
+
+    def _queue(self, chunks: List[Any]) -> None:
+        self.outbox.extend(chunks)
+        self.outbox_bytes += sum(memoryview(c).nbytes for c in chunks)
+
+    def _flush(self) -> None:
+        if self.outbox:
+            outbox, self.outbox, self.outbox_bytes = self.outbox, [], 0
+            wire.send_chunks(self.sock, outbox)
+
+    def flush(self) -> None:
+        """Send pipelined calls still held back (at exit, so their effects happen)."""
+        with self.lock:
+            if not self.broken and self.pid == os.getpid():
+                with contextlib.suppress(OSError):
+                    self._flush()
 
     def sync(self) -> None:
         """Wait until every pipelined call sent so far has run on the worker."""
@@ -243,6 +272,14 @@ class State:
 
 
 state = State()
+
+
+@atexit.register
+def _flush_at_exit() -> None:
+    for conn in list(state.connections):
+        conn.flush()
+
+
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(
         before=lambda: state.before_fork(), after_in_child=lambda: state.after_fork_in_child()

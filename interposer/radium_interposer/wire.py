@@ -68,6 +68,9 @@ class Frame:
         )
 
 
+_json_encode = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
+
+
 def encode(
     type_: int, call_id: int, meta: Dict[str, Any], buffers: Sequence[Buffer] = ()
 ) -> List[Union[bytes, memoryview]]:
@@ -76,7 +79,7 @@ def encode(
         raise ValueError(f"unknown frame type {type_!r}")
     if not isinstance(meta, dict):
         raise ValueError("frame metadata must be a dict")
-    meta_bytes = json.dumps(meta, separators=(",", ":")).encode("utf-8")
+    meta_bytes = _json_encode(meta).encode("utf-8")
     views = [memoryview(b).cast("B") for b in buffers]
     head = HEADER.pack(MAGIC, type_, 0, 0, call_id, len(meta_bytes), len(views), 0)
     sizes = b"".join(BUFLEN.pack(v.nbytes) for v in views)
@@ -138,6 +141,23 @@ def read(readinto: ReadInto, limits: Optional[Limits] = None) -> Optional[Frame]
     return Frame(type_, call_id, meta, [_read_exact(readinto, size) for size in sizes])
 
 
+#: sendmsg takes at most this many pieces (Linux IOV_MAX).
+IOV_MAX = 1024
+
+
+def send_chunks(sock: socket.socket, chunks: Sequence[Buffer]) -> None:
+    """Send encoded frames with scatter/gather I/O: big buffers reach the kernel uncopied."""
+    views = [memoryview(c).cast("B") for c in chunks]
+    first = 0
+    while first < len(views):
+        sent = sock.sendmsg(views[first : first + IOV_MAX])
+        while first < len(views) and sent >= views[first].nbytes:
+            sent -= views[first].nbytes
+            first += 1
+        if sent:
+            views[first] = views[first][sent:]
+
+
 def send(
     sock: socket.socket,
     type_: int,
@@ -145,15 +165,8 @@ def send(
     meta: Dict[str, Any],
     buffers: Sequence[Buffer] = (),
 ) -> None:
-    """Send a frame with scatter/gather I/O: large buffers reach the kernel without a copy."""
-    chunks = [memoryview(c).cast("B") for c in encode(type_, call_id, meta, buffers)]
-    while chunks:
-        sent = sock.sendmsg(chunks)
-        while chunks and sent >= chunks[0].nbytes:
-            sent -= chunks[0].nbytes
-            chunks.pop(0)
-        if chunks and sent:
-            chunks[0] = chunks[0][sent:]
+    """Send one frame now."""
+    send_chunks(sock, encode(type_, call_id, meta, buffers))
 
 
 def send_fd(sock: socket.socket, message: bytes, fd: int) -> None:

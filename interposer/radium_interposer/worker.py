@@ -101,8 +101,21 @@ class Capture(io.TextIOBase):
         self.real.flush()
 
 
+_resolved: Dict[str, Any] = {}
+
+
 def resolve_path(path: str) -> Any:
-    """``numpy.linalg.inv``: import the longest importable prefix, then walk attributes."""
+    """``numpy.linalg.inv``: import the longest importable prefix, then walk attributes.
+
+    Cached: a failed import of ``operator.add`` searches all of sys.path, on every call.
+    """
+    found = _resolved.get(path)
+    if found is None:
+        found = _resolved[path] = _resolve_uncached(path)
+    return found
+
+
+def _resolve_uncached(path: str) -> Any:
     parts = path.split(".")
     for cut in range(len(parts), 0, -1):
         name = ".".join(parts[:cut])
@@ -264,9 +277,10 @@ class Worker:
         err: List[str] = []
         self.local.stdout, self.local.stderr = out, err
         calls = 0
+        reader: Any = sock.makefile("rb", buffering=1 << 16)
         try:
             while True:
-                frame = wire.read(sock.recv_into, LIMITS)
+                frame = wire.read(reader.readinto, LIMITS)
                 if frame is None or frame.type == wire.BYE:
                     return
                 if frame.type == wire.RELEASE:
@@ -276,6 +290,8 @@ class Worker:
                     raise wire.ProtocolError(f"unexpected frame type {frame.type}")
                 calls += 1
                 self.handle(sock, frame, out, err)
+                if "rel" in frame.meta:
+                    self.table.release(list(frame.meta["rel"]))
         except (wire.ProtocolError, OSError) as exc:
             log.warning("connection dropped: %s", exc)
         finally:

@@ -23,6 +23,7 @@ from radium_interposer import wire
 INTERPOSER = str(Path(radium_interposer.__file__).parent.parent)
 #: A Python without numpy: the "image" side of the numpy-absent tests.
 BARE_PYTHON = "/usr/bin/python3"
+WORKER = [sys.executable, "-m", "radium_interposer.worker", "--lease", "test"]
 
 
 class WorkerHarness:
@@ -34,8 +35,7 @@ class WorkerHarness:
         workdir.mkdir()
         with child:
             self.worker = subprocess.Popen(
-                [sys.executable, "-m", "radium_interposer.worker", "--lease", "test"]
-                + ["--control-fd", str(child.fileno())],
+                [*WORKER, "--control-fd", str(child.fileno())],
                 pass_fds=[child.fileno()],
                 cwd=workdir,
                 stdout=open(root / "worker.out", "wb"),  # noqa: SIM115 - the child keeps it

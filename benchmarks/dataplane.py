@@ -1,0 +1,250 @@
+"""Data-plane benchmark: remote calls vs a raw socket and grpcio, over a veth pair, one run.
+
+    sudo .venv/bin/python -m benchmarks.dataplane [--calls 3000]
+
+The acceptor side (``benchmarks/dataplane_server.py``) runs in its own network namespace; this
+process is the client, with the interposer. Every figure is printed beside its baseline,
+measured in the same run, and the ratio. Nothing here is a pass/fail test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import tracemalloc
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+import numpy
+
+from benchmarks.dataplane_server import CREDENTIAL, LEASE, SIZE
+from integration.netns import Network
+from radium_interposer import wire
+
+PORT = 7501
+MIB = 1 << 20
+COMPUTE = """
+import time
+import numpy as np
+started = time.perf_counter()
+a = np.random.default_rng(0).random((700, 700))
+for _ in range(12):
+    a = a @ a
+    a = a / np.linalg.norm(a)
+checksum = float(a.sum())
+print(checksum, time.perf_counter() - started)
+"""
+
+
+def percentiles(samples: list[float]) -> tuple[float, float]:
+    ordered = sorted(samples)
+    return statistics.median(ordered), ordered[int(len(ordered) * 0.99) - 1]
+
+
+def timed(action: Callable[[], Any], count: int, warmup: int = 50) -> list[float]:
+    for _ in range(warmup):
+        action()
+    samples = []
+    for _ in range(count):
+        started = time.perf_counter()
+        action()
+        samples.append(time.perf_counter() - started)
+    return samples
+
+
+class Raw:
+    """The floor: one request and its answer on a plain TCP socket, no protocol at all."""
+
+    def __init__(self, host: str) -> None:
+        self.sock = socket.create_connection((host, PORT + 1))
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def exchange(self, payload: bytes | memoryview, want: int) -> None:
+        self.sock.sendmsg([SIZE.pack(len(payload), want), payload])
+        buf = bytearray(want)
+        view, got = memoryview(buf), 0
+        while got < want:
+            got += self.sock.recv_into(view[got:])
+
+
+def frame_size(type_: int, meta: dict[str, Any], buffers: list[bytes]) -> int:
+    return sum(memoryview(c).nbytes for c in wire.encode(type_, 1, meta, buffers))
+
+
+def report(name: str, ours: float, base: float, base_name: str, unit: str = "µs") -> None:
+    scale = 1e6 if unit == "µs" else 1e3
+    print(
+        f"  {name:<34} {ours * scale:9.1f} {unit}   {base_name:<18} {base * scale:9.1f} {unit}"
+        f"   ratio {ours / base:6.2f}x"
+    )
+
+
+def small_calls(host: str, calls: int) -> float:
+    from benchmarks import dpfuncs
+
+    payload = b"x" * 32
+    target = {"$": "p", "p": "benchmarks.dpfuncs.noop"}
+    call = {"op": "call", "f": target, "r": 1 << 40, "a": [{"$": "b", "i": 0}]}
+    call_bytes = frame_size(wire.CALL, call, [payload])
+    result_bytes = frame_size(wire.RESULT, {"v": None}, [])
+    ours = timed(lambda: dpfuncs.noop(payload), calls)
+    raw = Raw(host)
+    request = b"q" * call_bytes
+    floor = timed(lambda: raw.exchange(request, result_bytes), calls)
+    channel = grpc.insecure_channel(f"{host}:{PORT + 2}")
+    unary = channel.unary_unary("/bench.Echo/Call")
+    grpc_samples = timed(lambda: unary(request, timeout=10), calls)
+    (p50, p99), (r50, r99), (g50, g99) = map(percentiles, (ours, floor, grpc_samples))
+    print(f"small call ({call_bytes} B request, {result_bytes} B answer), {calls} calls")
+    report("radium p50 vs raw ping-pong p50", p50, r50, "raw p50")
+    report("radium p99 vs raw ping-pong p99", p99, r99, "raw p99")
+    report("radium p50 vs grpcio unary p50", p50, g50, "grpc p50")
+    report("radium p99 vs grpcio unary p99", p99, g99, "grpc p99")
+    channel.close()
+    return p50
+
+
+def arrays(host: str) -> None:
+    raw = Raw(host)
+    for size, reps in ((MIB, 40), (256 * MIB, 3)):
+        one_size(raw, size, reps)
+
+
+def one_size(raw: Raw, size: int, reps: int) -> None:
+    from benchmarks import dpfuncs
+    from radium_interposer.proxy import fetch
+
+    local = numpy.ones(size // 8)
+    remote = dpfuncs.make(size)
+    ours_in = min(timed(lambda: dpfuncs.consume(local), reps, warmup=1))
+    base_in = min(timed(lambda: raw.exchange(memoryview(local).cast("B"), 8), reps, 1))
+    ours_out = min(timed(lambda: fetch(remote), reps, warmup=1))
+    base_out = min(timed(lambda: raw.exchange(b"", size), reps, warmup=1))
+    label = f"{size // MIB} MiB"
+    print(f"array of {label} (best of {reps})")
+    for direction, ours, base in (("argument", ours_in, base_in), ("result", ours_out, base_out)):
+        print(
+            f"  {direction:<9} radium {size / ours / MIB:8.0f} MiB/s   raw socket "
+            f"{size / base / MIB:8.0f} MiB/s   {base / ours * 100:5.1f}% of raw throughput"
+        )
+    for direction, action in (
+        ("argument", lambda: dpfuncs.consume(local)),
+        ("result", lambda: fetch(remote)),
+    ):
+        client_extra, worker_extra = memory(action)
+        print(
+            f"  {direction:<9} peak extra memory: client {client_extra / MIB:7.1f} MiB, "
+            f"worker {worker_extra / MIB:7.1f} MiB (array {label})"
+        )
+
+
+def memory(action: Callable[[], Any]) -> tuple[int, int]:
+    """Peak extra bytes during ``action``: this process (tracemalloc) and the worker (VmHWM)."""
+    from benchmarks import dpfuncs
+
+    before_worker = dpfuncs.rss_peak_reset()
+    tracemalloc.start()
+    result = action()
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    del result
+    return peak, max(0, dpfuncs.rss_peak() - before_worker)
+
+
+def chain(small_p50: float, length: int = 1000) -> None:
+    from benchmarks import dpfuncs
+    from radium_interposer.proxy import fetch, stats
+
+    x = dpfuncs.make(8 * 1000)
+    x = x + 1.0  # the first call of a site learns that it returns a remote object
+    busy_before = stats()["busy_seconds"]
+    started = time.perf_counter()
+    for _ in range(length):
+        x = x + 1.0
+    value = fetch(x)
+    total = time.perf_counter() - started
+    busy = stats()["busy_seconds"] - busy_before
+    assert float(value[0]) == length + 2.0
+    sequential = length * small_p50
+    print(f"chain of {length} dependent calls on a remote handle, then one fetch")
+    report("pipelined chain total", total, sequential, f"{length}x round trip", "ms")
+    print(f"  = {total / small_p50:.0f} round trips of latency; worker busy {busy * 1e3:.1f} ms,"
+          f" overhead beyond worker time {(total - busy) / small_p50:.0f} round trips")  # fmt: skip
+
+
+def compute(host: str, name: str) -> None:
+    env = {
+        "PATH": os.environ["PATH"],
+        "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(wire.__file__))),
+        "RADIUM_DP_DIRECT": f"{host}:{PORT}",
+        "RADIUM_LEASE": LEASE,
+        "RADIUM_LEASE_CREDENTIAL": CREDENTIAL,
+        "RADIUM_REMOTE": "numpy",
+    }
+    remote = subprocess.run(
+        ["/usr/bin/python3", "-c", "import radium_interposer.boot\n" + COMPUTE],
+        env=env, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    local = subprocess.run(
+        ["ip", "netns", "exec", name, sys.executable, "-c", COMPUTE],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    (r_sum, r_time), (l_sum, l_time) = (map(float, p.stdout.split()) for p in (remote, local))
+    print(
+        "compute-heavy workload (12 x 700² matmul + norm), remote over the veth vs on the acceptor"
+    )
+    report("remoted from a numpy-less client", r_time, l_time, "local on acceptor", "ms")
+    print(f"  checksums equal: {numpy.isclose(r_sum, l_sum)}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.dataplane")
+    parser.add_argument("--calls", type=int, default=3000)
+    args = parser.parse_args(argv)
+    if os.geteuid() != 0:
+        print("run as root: the acceptor side gets its own network namespace", file=sys.stderr)
+        return 2
+    network = Network(prefix="10.213.9", bridge="rdmbr9").open()
+    server = None
+    try:
+        host = network.add_host("rdm-bench")
+        server = subprocess.Popen(
+            [*network.exec_prefix("rdm-bench"), sys.executable, "-m",
+             "benchmarks.dataplane_server", host, str(PORT)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert server.stdout is not None
+        if not server.stdout.readline().startswith("ready"):
+            raise SystemExit("the acceptor side did not start")
+        os.environ.update(
+            RADIUM_DP_DIRECT=f"{host}:{PORT}",
+            RADIUM_LEASE=LEASE,
+            RADIUM_LEASE_CREDENTIAL=CREDENTIAL,
+        )
+        from radium_interposer.finder import install
+
+        remoted = ("noop", "consume", "make", "rss_peak_reset", "rss_peak")
+        install([f"benchmarks.dpfuncs:{name}" for name in remoted])
+        print(
+            f"acceptor in network namespace rdm-bench at {host} (veth); numpy {numpy.__version__}"
+        )
+        p50 = small_calls(host, args.calls)
+        chain(p50)
+        arrays(host)
+        compute(host, "rdm-bench")
+        print("tc netem: not available on this kernel (no sch_netem); no delay was emulated")
+    finally:
+        if server is not None:
+            server.communicate("", timeout=30)
+        network.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -46,6 +46,17 @@ print(np.__version__)
 print(np.allclose(remote_inv @ a, np.eye(200)), np.allclose(a @ remote_x, b))
 print(np.isclose(float(np.linalg.norm(a)), float(np.sqrt((a * a).sum())), rtol=1e-12))
 """
+TORCH_CHAIN = """
+import torch
+torch.manual_seed(0)
+a = torch.randn(64, 64)
+x = torch.randn(64, 64)
+with torch.no_grad():
+    for _ in range(10):
+        x = torch.tanh(a @ x)
+print(repr(x.sum().item()))
+print(torch.nn.functional.relu(torch.tensor([-1.0, 2.0])).tolist())
+"""
 
 
 @pytest.fixture(scope="module")
@@ -111,6 +122,22 @@ def test_old_numpy_in_the_image_remotes_linalg_to_numpy_2(
     version, results, norm = done.stdout.splitlines()
     assert version.startswith("1."), version
     assert (results, norm) == ("True True", "True")
+
+
+def test_image_without_torch_runs_a_torch_workload_remotely(
+    cluster: PoolCluster, dp_dockerd: Dockerd
+) -> None:
+    done = radium_run(
+        dp_dockerd, "RADIUM_GPUS=1", "--rm", "-e", "RADIUM_REMOTE=torch", BARE,
+        "python3", "-c", TORCH_CHAIN,
+    )  # fmt: skip
+    remote_sum, relu = done.stdout.splitlines()
+    # The same workload with the torch of this process (the acceptors' Python).
+    local = subprocess.run(
+        [sys.executable, "-c", TORCH_CHAIN], capture_output=True, text=True, check=True
+    )
+    assert [remote_sum, relu] == local.stdout.splitlines()
+    assert relu == "[0.0, 2.0]"
 
 
 def test_radium_exec_runs_a_local_process_against_a_namespaced_acceptor(

@@ -134,7 +134,7 @@ def read(readinto: ReadInto, limits: Optional[Limits] = None) -> Optional[Frame]
         meta = (
             json.loads(bytes(_read_exact(readinto, meta_len)).decode("utf-8")) if meta_len else None
         )
-    except (UnicodeDecodeError, ValueError) as exc:
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise ProtocolError(f"frame metadata is not JSON: {exc}") from None
     if not isinstance(meta, dict):
         raise ProtocolError("frame metadata is not a JSON object")

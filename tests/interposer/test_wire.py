@@ -119,3 +119,10 @@ def test_handshake_refuses_wrong_or_foreign_credentials(
     client_result, server_result = run_handshake(credential, known)
     assert isinstance(client_result, handshake.AuthenticationError)
     assert isinstance(server_result, handshake.AuthenticationError)
+
+
+def test_deeply_nested_metadata_is_a_protocol_error_not_a_crash() -> None:
+    nested = b"[" * 3000 + b"]" * 3000
+    head = wire.HEADER.pack(wire.MAGIC, wire.HELLO, 0, 0, 0, len(nested), 0, 0)
+    with pytest.raises(wire.ProtocolError, match="not JSON"):
+        wire.read(io.BytesIO(head + nested).readinto)

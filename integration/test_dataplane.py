@@ -22,6 +22,7 @@ RADIUM_CLI = str(Path(sys.executable).parent / "radium")
 #: Debian's python3, without numpy: the local process of ``radium exec``.
 SYSTEM_PYTHON = "/usr/bin/python3"
 BARE = "radium-test/bookworm:dataplane"
+OTHER_SUITES = ("bullseye", "trixie")  # Python 3.9 and 3.13; bookworm has 3.11
 NUMPY1 = "radium-test/bookworm-numpy:dataplane"
 
 INVERSE = """
@@ -84,6 +85,8 @@ def dp_dockerd(radium: RadiumEnv, remoting: Path) -> Iterator[Dockerd]:
         daemon.start()
         daemon.import_image(images.debian_tar("bookworm"), BARE)
         daemon.import_image(images.debian_tar("bookworm", with_numpy=True), NUMPY1)
+        for suite in OTHER_SUITES:
+            daemon.import_image(images.debian_tar(suite), f"radium-test/{suite}:dataplane")
         yield daemon
     finally:
         daemon.stop()
@@ -109,6 +112,22 @@ def test_image_without_numpy_computes_with_the_acceptor_numpy(
     # Still no numpy in the image: plain runc says so.
     plain = dp_dockerd.docker("run", "--rm", BARE, "python3", "-c", "import numpy", check=False)
     assert plain.returncode != 0 and "No module named 'numpy'" in plain.stderr
+
+
+@pytest.mark.parametrize("suite", OTHER_SUITES)
+def test_the_interposer_remotes_on_every_debian_python(dp_dockerd: Dockerd, suite: str) -> None:
+    code = (
+        "import sys, numpy, threading\n"
+        "t = threading.Thread(target=lambda: print(int(numpy.arange(5).sum())))\n"
+        "t.start(); t.join()\n"
+        "print(sys.version_info[:2], round(float(numpy.linalg.det(numpy.eye(3) * 2)), 6))\n"
+    )
+    done = radium_run(
+        dp_dockerd, "RADIUM_GPUS=1", "--rm", "-e", "RADIUM_REMOTE=numpy",
+        f"radium-test/{suite}:dataplane", "python3", "-c", code,
+    )  # fmt: skip
+    version = images.python_version(suite).split(".")
+    assert done.stdout.splitlines() == ["10", f"({version[0]}, {version[1]}) 8.0"]
 
 
 def test_old_numpy_in_the_image_remotes_linalg_to_numpy_2(

@@ -18,6 +18,7 @@ import grpc.aio
 from radium import rpc
 from radium.acceptor.dataplane import DataPlane
 from radium.acceptor.devices import Backend, choose
+from radium.acceptor.limits import Cgroups
 from radium.acceptor.slots import Slots
 from radium.config import AcceptorConfig
 from radium.errors import AuthError, RadiumError
@@ -33,7 +34,7 @@ class Acceptor:
         self.config = config
         self.name = config.name or socket.gethostname()
         self.backend = backend or choose(config)
-        self.slots = Slots(config.state_dir, self.backend.visible_devices_env)
+        self.slots = Slots(config.state_dir, self.backend, Cgroups())
         self.metadata = rpc.metadata(config.token)
         self.registrations = 0
 

@@ -10,6 +10,7 @@ import logging
 import platform
 from typing import Protocol
 
+from radium.acceptor.limits import Share
 from radium.config import AcceptorConfig
 from radium.errors import RadiumError
 from radium.proto import pool_pb2 as pb
@@ -24,6 +25,10 @@ class Backend(Protocol):
 
     def visible_devices_env(self, device_ids: list[str]) -> dict[str, str]:
         """Environment that pins a worker to these devices."""
+        ...
+
+    def share(self, device_ids: list[str], fraction: float, memory_mib: int) -> Share:
+        """The host CPU and memory a worker of such a lease may use (cgroup limits)."""
         ...
 
 
@@ -48,6 +53,11 @@ class CpuBackend:
 
     def visible_devices_env(self, device_ids: list[str]) -> dict[str, str]:
         return {"RADIUM_VISIBLE_DEVICES": ",".join(device_ids)}
+
+    def share(self, device_ids: list[str], fraction: float, memory_mib: int) -> Share:
+        # A CPU "device" is one CPU's worth of time; a fraction is a share of one.
+        cpus = fraction if fraction else float(len(device_ids))
+        return Share(memory_mib=memory_mib, cpus=cpus)
 
 
 class NvmlBackend:
@@ -88,6 +98,11 @@ class NvmlBackend:
             "CUDA_VISIBLE_DEVICES": ",".join(device_ids),
             "NVIDIA_VISIBLE_DEVICES": ",".join(device_ids),
         }
+
+    def share(self, device_ids: list[str], fraction: float, memory_mib: int) -> Share:
+        # The lease's memory and fraction are the GPU's (MPS limits: not enforced yet), not
+        # host limits: the worker's host CPU and memory stay unlimited.
+        return Share()
 
 
 def choose(config: AcceptorConfig) -> Backend:

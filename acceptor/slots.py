@@ -19,10 +19,11 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Any
 
 import psutil
 
+from radium.acceptor.limits import Cgroups
 from radium.errors import LeaseNotFoundError
 from radium.proto import pool_pb2 as pb
 from radium_interposer import wire
@@ -31,7 +32,8 @@ log = logging.getLogger(__name__)
 _LEASE_ID = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 
 
-DeviceEnv = Callable[[list[str]], dict[str, str]]
+if TYPE_CHECKING:
+    from radium.acceptor.devices import Backend
 
 
 class WorkerProcess:
@@ -64,10 +66,14 @@ class WorkerProcess:
 
 
 class Slots:
-    def __init__(self, state_dir: str, device_env: DeviceEnv | None = None) -> None:
+    def __init__(
+        self, state_dir: str, backend: Backend | None = None, limits: Cgroups | None = None
+    ) -> None:
+        """Without a backend, slots hold lease records only and start no worker."""
         self.root = Path(state_dir) / "slots"
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self.device_env = device_env
+        self.backend = backend
+        self.limits = limits
         self.workers: dict[str, WorkerProcess] = {}
         self.lock = threading.Lock()
         # psutil measures CPU between two calls on the same Process object: keep them.
@@ -96,8 +102,8 @@ class Slots:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
             json.dump(record, f)
-        if self.device_env is not None:
-            self._start_worker(lease.id, list(lease.device_ids))
+        if self.backend is not None:
+            self._start_worker(lease.id, record)
         log.info(
             "slot ready for lease %s (devices %s, holder %s)",
             lease.id,
@@ -105,7 +111,7 @@ class Slots:
             lease.holder,
         )
 
-    def _record(self, lease_id: str) -> dict[str, object] | None:
+    def _record(self, lease_id: str) -> dict[str, Any] | None:
         try:
             record = json.loads((self._dir(lease_id) / "lease.json").read_text())
         except (OSError, ValueError):
@@ -121,15 +127,29 @@ class Slots:
         value = record.get("credential") if record else None
         return value if isinstance(value, str) and value else None
 
-    def _start_worker(self, lease_id: str, devices: list[str]) -> WorkerProcess:
-        assert self.device_env is not None
-        env = {**os.environ, **self.device_env(devices), "RADIUM_LEASE_ID": lease_id}
+    def _start_worker(self, lease_id: str, record: dict[str, Any]) -> WorkerProcess:
+        assert self.backend is not None
+        devices = [str(d) for d in record.get("devices") or []]
+        env = {**os.environ, **self.backend.visible_devices_env(devices)}
+        env["RADIUM_LEASE_ID"] = lease_id
         with self.lock:
             old = self.workers.pop(lease_id, None)
             if old is not None:
                 old.stop()
             worker = self.workers[lease_id] = WorkerProcess(lease_id, self._dir(lease_id), env)
-        log.info("lease %s: worker %d started on %s", lease_id, worker.process.pid, devices)
+        limits: list[str] = []
+        if self.limits is not None:
+            share = self.backend.share(
+                devices, float(record.get("fraction") or 0), int(record.get("memory_mib") or 0)
+            )
+            limits = self.limits.apply(lease_id, worker.process.pid, share)
+        log.info(
+            "lease %s: worker %d started on %s (%s)",
+            lease_id,
+            worker.process.pid,
+            devices,
+            ", ".join(limits) or "no host limits",
+        )
         return worker
 
     def hand_over(self, lease_id: str, connection: socket.socket) -> None:
@@ -145,10 +165,7 @@ class Slots:
                     lease_id,
                     worker.process.returncode,
                 )
-            devices = record.get("devices")
-            worker = self._start_worker(
-                lease_id, [str(d) for d in devices] if isinstance(devices, list) else []
-            )
+            worker = self._start_worker(lease_id, record)
         worker.hand_over(connection)
 
     def teardown(self, lease_id: str) -> None:
@@ -157,6 +174,8 @@ class Slots:
             worker = self.workers.pop(lease_id, None)
         if worker is not None:
             worker.stop()
+        if self.limits is not None:
+            self.limits.remove(lease_id)
         pid = self._worker(slot)
         if pid is not None:
             with contextlib.suppress(psutil.Error):

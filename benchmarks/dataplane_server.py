@@ -74,7 +74,7 @@ def grpc_echo(host: str, port: int) -> grpc.Server:
 
 def main(argv: list[str]) -> int:
     host, port = argv[0], int(argv[1])
-    slots = Slots(tempfile.mkdtemp(prefix="radium-bench-"), CpuBackend(1, 1024).visible_devices_env)
+    slots = Slots(tempfile.mkdtemp(prefix="radium-bench-"), CpuBackend(1, 1024))
     slots.prepare(pb.Lease(id=LEASE, device_ids=["cpu0"], credential=CREDENTIAL))
     plane = DataPlane(f"{host}:{port}", slots)
     plane.start()

@@ -25,7 +25,7 @@ def free_port() -> int:
 
 @pytest.fixture
 def plane(tmp_path: Path) -> Iterator[DataPlane]:
-    slots = Slots(str(tmp_path), CpuBackend(2, 1024).visible_devices_env)
+    slots = Slots(str(tmp_path), CpuBackend(2, 1024))
     for lease_id, device in (("lease-a", "cpu0"), ("lease-b", "cpu1")):
         slots.prepare(pb.Lease(id=lease_id, device_ids=[device], credential=f"{lease_id}-secret"))
     dp = DataPlane(f"127.0.0.1:{free_port()}", slots)

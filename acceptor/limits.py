@@ -1,0 +1,105 @@
+"""Enforce a lease's share on its worker: a memory cap and a CPU quota through cgroups.
+
+Each worker gets its own cgroup *under the acceptor's own* (so an acceptor run by systemd, or
+inside a container, keeps its accounting): ``<acceptor's cgroup>/radium-<lease>``. cgroup v2
+(``memory.max``, ``cpu.max``) and v1 (``memory.limit_in_bytes``, ``cpu.cfs_quota_us``) are both
+handled. Where cgroups are not writable the worker runs unlimited and the acceptor says so once.
+GPU shares are the vendor's business (the backend's environment: MPS thread percentage etc.).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+PERIOD_US = 100_000
+
+
+@dataclass(frozen=True)
+class Share:
+    """What a lease may use on this acceptor's CPUs and memory (0 = no limit)."""
+
+    memory_mib: int = 0
+    cpus: float = 0.0
+
+
+class Cgroups:
+    def __init__(self, root: str = "/sys/fs/cgroup", proc: str = "/proc/self/cgroup") -> None:
+        self.root = Path(root)
+        self.own = _own_paths(Path(proc))
+        self.v2 = (self.root / "cgroup.controllers").exists()
+        self.warned = False
+
+    def _dirs(self, lease_id: str) -> dict[str, Path]:
+        """The worker's cgroup directory per controller ("" for the unified v2 tree)."""
+        name = f"radium-{lease_id}"
+        if self.v2:
+            return {"": self.root / self.own.get("", "/").lstrip("/") / name}
+        return {
+            c: self.root / c / self.own.get(c, "/").lstrip("/") / name
+            for c in ("memory", "cpu")
+            if (self.root / c).is_dir()
+        }
+
+    def apply(self, lease_id: str, pid: int, share: Share) -> list[str]:
+        """Put ``pid`` under the share's limits; the limits set (for the log)."""
+        if not share.memory_mib and not share.cpus:
+            return []
+        applied: list[str] = []
+        dirs = self._dirs(lease_id)
+        if not dirs:
+            self._warn(f"no cgroup hierarchy under {self.root}")
+        try:
+            for controller, directory in dirs.items():
+                directory.mkdir(exist_ok=True)
+                applied += self._limit(controller, directory, share)
+                (directory / "cgroup.procs").write_text(str(pid))
+        except OSError as exc:
+            self._warn(str(exc))
+            return []
+        return applied
+
+    def _warn(self, why: str) -> None:
+        if not self.warned:
+            log.warning("cannot enforce worker limits through cgroups (%s); unlimited", why)
+            self.warned = True
+
+    def _limit(self, controller: str, directory: Path, share: Share) -> list[str]:
+        done = []
+        memory = share.memory_mib << 20
+        quota = int(share.cpus * PERIOD_US)
+        if share.memory_mib and controller in ("", "memory"):
+            name = "memory.max" if self.v2 else "memory.limit_in_bytes"
+            (directory / name).write_text(str(memory))
+            done.append(f"memory {share.memory_mib} MiB")
+        if share.cpus and controller in ("", "cpu"):
+            if self.v2:
+                (directory / "cpu.max").write_text(f"{quota} {PERIOD_US}")
+            else:
+                (directory / "cpu.cfs_period_us").write_text(str(PERIOD_US))
+                (directory / "cpu.cfs_quota_us").write_text(str(quota))
+            done.append(f"cpu {share.cpus:g}")
+        return done
+
+    def remove(self, lease_id: str) -> None:
+        """Drop the lease's cgroups once its worker is gone (a cgroup with no process)."""
+        for directory in self._dirs(lease_id).values():
+            with contextlib.suppress(OSError):
+                directory.rmdir()
+
+
+def _own_paths(proc: Path) -> dict[str, str]:
+    """This process's cgroup per controller, from ``/proc/self/cgroup`` ("" = v2 tree)."""
+    paths: dict[str, str] = {}
+    try:
+        lines = proc.read_text().splitlines()
+    except OSError:
+        return paths
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        for controller in controllers.split(",") if controllers else [""]:
+            paths[controller] = path
+    return paths

@@ -1,0 +1,54 @@
+"""Worker limits on fixture cgroup roots (v1 and v2): files written, nested under our cgroup."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from radium.acceptor.devices import CpuBackend
+from radium.acceptor.limits import Cgroups, Share
+
+
+def v1_root(tmp_path: Path) -> Cgroups:
+    for controller in ("memory", "cpu"):
+        (tmp_path / "fs" / controller / "job").mkdir(parents=True)
+    proc = tmp_path / "cgroup"
+    proc.write_text("5:memory:/job\n2:cpu,cpuacct:/job\n0::/\n")
+    return Cgroups(str(tmp_path / "fs"), str(proc))
+
+
+def test_v1_limits_nest_under_the_acceptor_cgroup(tmp_path: Path) -> None:
+    cgroups = v1_root(tmp_path)
+    applied = cgroups.apply("l-1", 4242, Share(memory_mib=64, cpus=0.25))
+    assert applied == ["memory 64 MiB", "cpu 0.25"]
+    memory = tmp_path / "fs/memory/job/radium-l-1"
+    cpu = tmp_path / "fs/cpu/job/radium-l-1"
+    assert (memory / "memory.limit_in_bytes").read_text() == str(64 << 20)
+    assert (cpu / "cpu.cfs_quota_us").read_text() == "25000"
+    assert (cpu / "cpu.cfs_period_us").read_text() == "100000"
+    assert (memory / "cgroup.procs").read_text() == (cpu / "cgroup.procs").read_text() == "4242"
+
+
+def test_v2_limits(tmp_path: Path) -> None:
+    (tmp_path / "fs" / "job").mkdir(parents=True)
+    (tmp_path / "fs" / "cgroup.controllers").write_text("cpu memory\n")
+    proc = tmp_path / "cgroup"
+    proc.write_text("0::/job\n")
+    applied = Cgroups(str(tmp_path / "fs"), str(proc)).apply("l-2", 7, Share(128, 1.5))
+    assert applied == ["memory 128 MiB", "cpu 1.5"]
+    group = tmp_path / "fs/job/radium-l-2"
+    assert (group / "memory.max").read_text() == str(128 << 20)
+    assert (group / "cpu.max").read_text() == "150000 100000"
+
+
+def test_no_share_touches_nothing_and_unwritable_means_unlimited(tmp_path: Path) -> None:
+    cgroups = v1_root(tmp_path)
+    assert cgroups.apply("l-3", 1, Share()) == []
+    assert not (tmp_path / "fs/memory/job/radium-l-3").exists()
+    missing = Cgroups(str(tmp_path / "nowhere"), str(tmp_path / "cgroup"))
+    assert missing.apply("l-4", 1, Share(memory_mib=1)) == []
+
+
+def test_cpu_backend_shares() -> None:
+    backend = CpuBackend(2, 1024)
+    assert backend.share(["cpu0", "cpu1"], 0.0, 0) == Share(0, 2.0)
+    assert backend.share(["cpu0"], 0.5, 256) == Share(256, 0.5)

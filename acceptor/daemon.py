@@ -37,11 +37,13 @@ class Acceptor:
         self.slots = Slots(config.state_dir, self.backend, Cgroups())
         self.metadata = rpc.metadata(config.token)
         self.registrations = 0
+        #: Where the data plane really listens (the config may say port 0).
+        self.data_address = config.data_address
 
     def info(self) -> pb.Acceptor:
         return pb.Acceptor(
             name=self.name,
-            data_address=self.config.data_address,
+            data_address=self.data_address,
             devices=self.backend.devices(),
             labels={"backend": self.backend.name},
         )
@@ -118,6 +120,7 @@ async def serve(config: AcceptorConfig) -> None:
     )
     plane = DataPlane(config.data_address, acceptor.slots)
     plane.start()
+    acceptor.data_address = plane.address
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

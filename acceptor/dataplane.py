@@ -51,6 +51,8 @@ class DataPlane:
             ) from exc
         listener.listen(128)
         self.listener = listener
+        if port == 0:  # the port the kernel chose is the one to advertise
+            self.address = f"{host}:{listener.getsockname()[1]}"
         threading.Thread(target=self._accept_forever, name="data-plane", daemon=True).start()
         log.info("data plane listening on %s", self.address)
 

@@ -54,6 +54,8 @@ def write_config(state: Path, listen: str, cpu_devices: int) -> Path:
         f'[client]\npool = "{listen}"\ntoken = "{agent}"\n'
         f'[acceptor]\nname = "local"\npool = "{listen}"\ntoken = "{acceptor}"\nbackend = "auto"\n'
         f'cpu_devices = {cpu_devices}\nstate_dir = "{state / "acceptor"}"\n'
+        # Port 0: the acceptor listens on a free port and registers the one it got.
+        'data_address = "127.0.0.1:0"\n'
         f'[agent]\nenabled = true\nsocket = "{state / "agent.sock"}"\n'
         f'state_file = "{state / "agent-state.json"}"\nlog_file = "{state / "agent.log"}"\n'
     )

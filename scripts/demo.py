@@ -1,13 +1,14 @@
-"""The main job, as far as Radium goes today, on the embedded default.
+"""The main job on the embedded default: an unmodified container's numpy runs on the acceptor.
 
 1. `radium up` starts a pool, a CPU acceptor and the node agent on this machine; `radium gpus`
    shows the pool's devices.
 2. A private dockerd (own data root and socket, no bridge, no iptables) gets the `radium`
-   runtime, configured to lease from that pool. An unmodified Debian image cannot import Radium
-   under plain runc; under `--runtime=radium -e RADIUM_GPUS=1` the hook mounts the client bundle
-   and the container holds a lease from the pool while it runs: it prints what the interposer
-   reports and its lease. Afterwards `radium leases --all` shows the lease released.
-Remote execution through that lease (the data plane) is the next step.
+   runtime, configured to lease from that pool. The Debian image has no numpy (plain runc shows
+   it). Under `--runtime=radium -e RADIUM_GPUS=1 -e RADIUM_REMOTE=numpy --network none` the hook
+   mounts the client bundle, the agent takes a lease and hands the container a connection to the
+   lease's worker, and the application's numpy runs there: it prints its result, the lease, and
+   what ran where (the worker's calls, bytes and busy time).
+3. `radium leases --all` shows the lease released.
 """
 
 from __future__ import annotations
@@ -29,14 +30,22 @@ from integration.radium_env import make_env
 
 IMAGE = "radium-demo/debian:bookworm"
 CLI = str(Path(sys.executable).parent / "radium")
-PROBE = "import radium_interposer"
-REPORT = (
-    "import json, radium_interposer as r; rep = r.report(); "
-    "print('interposer from bundle', rep['bundle']['name'], 'in', rep['platform']['pretty_name']); "
-    "lease = json.load(open('/run/radium/lease.json')); "
-    "print('holding lease', lease['id'], 'on', lease['acceptor'], lease['devices'], "
-    "'for', lease['holder'])"
-)
+PROBE = "import numpy"
+APP = """
+import json, time
+import numpy as np
+from radium_interposer import proxy
+started = time.perf_counter()
+a = np.random.rand(1500, 1500)
+ok = np.allclose(np.linalg.inv(a) @ a, np.eye(1500))
+took = time.perf_counter() - started
+print(f"np.allclose(np.linalg.inv(a) @ a, np.eye(1500)) = {ok}   ({took:.2f} s)")
+lease = json.load(open("/run/radium/lease.json"))
+print(f"lease {lease['id']} on acceptor {lease['acceptor']} {lease['devices']}")
+s = proxy.stats()
+print(f"ran on the acceptor: {s['calls']} calls, {s['bytes_in']} B in, "
+      f"{s['bytes_out']} B out, {s['busy_seconds']:.2f} s busy")
+"""
 
 
 def show(command: list[str], env: dict[str, str]) -> None:
@@ -73,22 +82,13 @@ def main() -> int:
         print(f"\n$ docker run --rm {IMAGE} python3 -c '{PROBE}'")
         print(plain.stderr.strip().splitlines()[-1] if plain.returncode else "(imported?!)")
         print(
-            f"\n$ docker run --rm --runtime=radium -e RADIUM_GPUS=1 {IMAGE} python3 -c '<report>'"
+            f"\n$ docker run --rm --network none --runtime=radium -e RADIUM_GPUS=1 "
+            f"-e RADIUM_REMOTE=numpy {IMAGE} python3 app.py"
         )
         result = daemon.docker(
-            "run",
-            "--rm",
-            "--network",
-            "none",
-            "--runtime=radium",
-            "-e",
-            "RADIUM_GPUS=1",
-            IMAGE,
-            "python3",
-            "-c",
-            REPORT,
-            check=False,
-        )
+            "run", "--rm", "--network", "none", "--runtime=radium", "-e", "RADIUM_GPUS=1",
+            "-e", "RADIUM_REMOTE=numpy", IMAGE, "python3", "-c", APP, check=False,
+        )  # fmt: skip
         print(result.stdout.strip() or result.stderr.strip())
         show([CLI, "leases", "--all"], pool_env)
         return result.returncode

@@ -189,3 +189,35 @@ def test_radium_exec_without_a_remote_list_says_what_to_do(
     assert done.stderr.strip().splitlines() == [
         "radium: nothing to remote; add --remote MODULE or --split FILE"
     ]
+
+
+def test_radium_run_passes_docker_options_and_shows_the_lease(
+    radium: RadiumEnv, remoting: Path, dp_dockerd: Dockerd
+) -> None:
+    env = {**radium.environ(remoting), "DOCKER_HOST": f"unix://{dp_dockerd.socket}"}
+    done = subprocess.run(
+        [RADIUM_CLI, "run", "--gpus", "1", "--remote", "numpy.linalg", "-v", "--",
+         "--rm", "--network", "none", "-e", "GREETING=hi", NUMPY1, "python3", "-c",
+         "import os, numpy\nprint(os.environ['GREETING'], type(numpy.linalg).__name__,"
+         " round(float(numpy.linalg.det(numpy.eye(2) * 3)), 6))"],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert (done.returncode, done.stdout) == (0, "hi RemoteModule 9.0\n"), done.stderr
+    assert re.search(r"radium: lease l-\w+ on acceptor rdm-acc-\w devices cpu\d", done.stderr)
+
+
+def test_radium_run_against_a_docker_without_radium(radium: RadiumEnv, remoting: Path) -> None:
+    plain = Dockerd({}, radium.environ(remoting))
+    try:
+        plain.start()
+        done = subprocess.run(
+            [RADIUM_CLI, "run", "--gpus", "1", "img"],
+            env={**radium.environ(remoting), "DOCKER_HOST": f"unix://{plain.socket}"},
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    finally:
+        plain.stop()
+    assert done.returncode == 1
+    assert done.stderr.strip() == (
+        "radium: docker has no 'radium' runtime; run: sudo radium setup docker --restart"
+    )

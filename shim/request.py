@@ -47,7 +47,7 @@ FIELDS: dict[str, tuple[str, Callable[[str], bool], str]] = {
 }
 
 
-def _checked(key: str, value: object, source: str) -> str:
+def checked(key: str, value: object, source: str) -> str:
     _, valid, expected = FIELDS[key]
     if not isinstance(value, str) or not valid(value.strip()):
         raise SpecError(f"{source} must be {expected}, got {value!r}")
@@ -74,7 +74,7 @@ def from_spec(spec: Mapping[str, Any]) -> Optional[dict[str, str]]:
         value = annotations.get(annotation, env.get(variable))
         if value is not None:
             source = annotation if annotation in annotations else variable
-            request[annotation] = _checked(key, value, source)
+            request[annotation] = checked(key, value, source)
     others = {
         k: v
         for k, v in annotations.items()
@@ -93,7 +93,7 @@ def allocation(request: Mapping[str, str]) -> Optional[dict[str, Any]]:
     :func:`from_spec`, because in hooks.d mode the annotations reach the agent unchecked.
     """
     values = {
-        key: _checked(key, request[ANNOTATION_PREFIX + key], ANNOTATION_PREFIX + key)
+        key: checked(key, request[ANNOTATION_PREFIX + key], ANNOTATION_PREFIX + key)
         for key in ("gpus", "fraction", "memory", "queue")
         if ANNOTATION_PREFIX + key in request
     }

@@ -1,0 +1,160 @@
+"""``radium run``: ``docker run --runtime=radium`` with the request attached.
+
+Radium's own options come first; everything from the first other argument on (docker's options,
+the image, the command) goes to ``docker run`` unchanged. ``-v`` prints the lease the container
+got (from the node agent) on stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from radium.config import Config
+from radium.errors import RadiumError, SpecError, UnavailableError, UsageError
+from radium.shim.request import FIELDS, checked
+
+#: Where ``--split FILE`` is mounted inside the container.
+SPLIT_TARGET = "/etc/radium/split.toml"
+HELP = "see radium run -h"
+USAGE = (
+    "radium run [--gpus N] [--fraction F | --memory MiB] [--queue Q] [--remote MOD]... "
+    "[--split FILE] [-v] [docker run options] IMAGE [CMD...]"
+)
+
+
+@dataclass
+class RunRequest:
+    env: dict[str, str] = field(default_factory=dict)
+    remote: list[str] = field(default_factory=list)
+    split: str = ""
+    verbose: bool = False
+    docker_args: list[str] = field(default_factory=list)
+
+
+_VALUED = {"--gpus": "gpus", "--fraction": "fraction", "--memory": "memory", "--queue": "queue"}
+
+
+def parse(argv: Sequence[str]) -> RunRequest:
+    """Radium's options up to the first other argument (a lone ``--`` ends them too)."""
+    request = RunRequest()
+    args = list(argv)
+    while args:
+        arg = args[0]
+        name, _, inline = arg.partition("=")
+        if arg in ("-v", "--verbose"):
+            request.verbose = True
+            args.pop(0)
+            continue
+        if name not in (*_VALUED, "--remote", "--split"):
+            break
+        args.pop(0)
+        if not inline:
+            if not args:
+                raise UsageError(f"{name} needs a value", hint=HELP)
+            inline = args.pop(0)
+        if name == "--remote":
+            request.remote.append(inline)
+        elif name == "--split":
+            request.split = inline
+        else:
+            key = _VALUED[name]
+            try:
+                request.env[FIELDS[key][0]] = checked(key, inline, name)
+            except SpecError as exc:
+                raise UsageError(exc.message, hint=HELP) from None
+    if args[:1] == ["--"]:
+        args.pop(0)
+    if not args:
+        raise UsageError("an image is missing", hint=HELP)
+    if "RADIUM_FRACTION" in request.env and "RADIUM_MEMORY" in request.env:
+        raise UsageError("--fraction and --memory exclude each other", hint=HELP)
+    request.docker_args = args
+    if not any(k in request.env for k in ("RADIUM_GPUS", "RADIUM_FRACTION", "RADIUM_MEMORY")):
+        request.env["RADIUM_GPUS"] = "1"
+    return request
+
+
+def docker_argv(request: RunRequest, cidfile: str) -> list[str]:
+    argv = ["docker", "run", "--runtime=radium", "--cidfile", cidfile]
+    env = dict(request.env)
+    if request.remote:
+        env["RADIUM_REMOTE"] = ",".join(request.remote)
+    if request.split:
+        split = Path(request.split).resolve()
+        if not split.is_file():
+            raise UsageError(f"split file {request.split} does not exist")
+        argv += ["-v", f"{split}:{SPLIT_TARGET}:ro"]
+        env["RADIUM_SPLIT"] = SPLIT_TARGET
+    for key, value in env.items():
+        argv += ["-e", f"{key}={value}"]
+    return argv + request.docker_args
+
+
+def check_docker() -> None:
+    """docker answers and knows the ``radium`` runtime; else say what to do."""
+    try:
+        done = subprocess.run(
+            ["docker", "info", "--format", "{{json .Runtimes}}"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except FileNotFoundError:
+        raise UsageError("docker is not installed", hint="apt-get install docker.io") from None
+    if done.returncode != 0:
+        reason = (done.stderr.strip().splitlines() or ["no answer"])[-1]
+        raise UnavailableError(f"docker is not answering: {reason}")
+    try:
+        runtimes = json.loads(done.stdout or "{}")
+    except ValueError:
+        runtimes = {}
+    if "radium" not in runtimes:
+        raise UsageError(
+            "docker has no 'radium' runtime",
+            hint="run: sudo radium setup docker --restart",
+        )
+
+
+def run(config: Config, argv: Sequence[str]) -> int:
+    request = parse(argv)
+    check_docker()
+    with tempfile.TemporaryDirectory(prefix="radium-run-") as scratch:
+        cidfile = os.path.join(scratch, "cid")
+        child = subprocess.Popen(docker_argv(request, cidfile))
+        if request.verbose:
+            threading.Thread(
+                target=_report_lease, args=(config, cidfile, child), daemon=True
+            ).start()
+        return child.wait()
+
+
+def _report_lease(config: Config, cidfile: str, child: subprocess.Popen[bytes]) -> None:
+    """Print the container's lease once the agent holds it (``-v``)."""
+    from radium.shim import agentclient
+
+    while child.poll() is None:
+        try:
+            container = Path(cidfile).read_text().strip()
+            held = agentclient.call(config.agent.socket, {"op": "list"}, timeout=5)["held"]
+        except (OSError, RadiumError, KeyError):
+            container, held = "", []
+        for entry in held:
+            if container and entry.get("container") == container:
+                lease = entry.get("lease", {})
+                sys.stderr.write(
+                    f"radium: lease {lease.get('id')} on acceptor {lease.get('acceptor')} "
+                    f"devices {','.join(lease.get('devices', []))} "
+                    f"fraction {lease.get('fraction') or 1:g}\n"
+                )
+                sys.stderr.flush()
+                return
+        time.sleep(0.1)

@@ -1,0 +1,57 @@
+"""`radium run` argument handling: ours first, docker's untouched."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from radium.dockerrun import SPLIT_TARGET, docker_argv, parse
+from radium.errors import UsageError
+
+
+def test_radium_options_then_docker_arguments_untouched() -> None:
+    request = parse(
+        ["--gpus", "2", "--remote", "torch", "--remote=numpy.linalg", "-v", "--",
+         "--rm", "-e", "A=1", "--gpus", "all", "img:tag", "python3", "app.py", "--memory", "5"]
+    )  # fmt: skip
+    assert request.env == {"RADIUM_GPUS": "2"}
+    assert request.remote == ["torch", "numpy.linalg"]
+    assert request.verbose
+    assert request.docker_args == [
+        "--rm", "-e", "A=1", "--gpus", "all", "img:tag", "python3", "app.py", "--memory", "5"
+    ]  # fmt: skip
+    argv = docker_argv(request, "/tmp/cid")
+    assert argv[:5] == ["docker", "run", "--runtime=radium", "--cidfile", "/tmp/cid"]
+    assert argv[5:9] == ["-e", "RADIUM_GPUS=2", "-e", "RADIUM_REMOTE=torch,numpy.linalg"]
+    assert argv[9:] == request.docker_args
+
+
+def test_a_fraction_alone_asks_no_whole_gpu_and_split_files_are_mounted(tmp_path: Path) -> None:
+    split = tmp_path / "split.toml"
+    split.write_text('modules = ["torch"]\n')
+    request = parse(["--fraction", "0.5", "--split", str(split), "img"])
+    assert request.env == {"RADIUM_FRACTION": "0.5"}
+    argv = docker_argv(request, "c")
+    assert f"{split}:{SPLIT_TARGET}:ro" in argv
+    assert f"RADIUM_SPLIT={SPLIT_TARGET}" in argv
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--gpus", "two", "img"], "--gpus must be a whole number"),
+        (["--fraction", "1.5", "img"], "--fraction must be a GPU fraction"),
+        (["--fraction", "0.5", "--memory", "100", "img"], "exclude each other"),
+        (["--gpus"], "--gpus needs a value"),
+        (["--gpus", "1"], "an image is missing"),
+    ],
+)
+def test_bad_requests_are_one_line_errors(argv: list[str], message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        parse(argv)
+
+
+def test_missing_split_file(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="does not exist"):
+        docker_argv(parse(["--split", str(tmp_path / "none.toml"), "img"]), "c")

@@ -16,8 +16,10 @@ import grpc
 import grpc.aio
 
 from radium import rpc
+from radium.acceptor import engines
 from radium.acceptor.dataplane import DataPlane
 from radium.acceptor.devices import Backend, choose
+from radium.acceptor.images import ImageKeeper
 from radium.acceptor.limits import Cgroups
 from radium.acceptor.slots import Slots
 from radium.config import AcceptorConfig
@@ -39,6 +41,14 @@ class Acceptor:
         self.registrations = 0
         #: Where the data plane really listens (the config may say port 0).
         self.data_address = config.data_address
+        self.engine = engines.choose(config.engine, config.engine_address)
+        self.stub: pb_grpc.AcceptorsStub | None = None
+        self.images = ImageKeeper(self.name, self.engine, self.report_image)
+
+    async def report_image(self, status: pb.ImageStatus) -> object:
+        if self.stub is None:
+            raise RadiumError("not connected to the pool")
+        return await self.stub.ReportImage(status, metadata=self.metadata, timeout=10)
 
     def info(self) -> pb.Acceptor:
         return pb.Acceptor(
@@ -54,7 +64,10 @@ class Acceptor:
             pb.RegisterRequest(acceptor=self.info()), metadata=self.metadata, timeout=10
         )
         self.registrations += 1
+        self.stub = stub
         self.slots.reconcile(list(reply.leases))
+        for ref in reply.images:  # registered while we were away, or not pulled yet
+            self.images.start(self.images.pull(ref))
         log.info("registered with the pool as %s (%d active leases)", self.name, len(reply.leases))
         interval = reply.heartbeat_interval or self.config.heartbeat_interval
         tasks = [
@@ -79,8 +92,12 @@ class Acceptor:
         async for assignment in stub.Watch(pb.WatchRequest(name=self.name), metadata=self.metadata):
             if assignment.kind == pb.Assignment.GRANTED:
                 self.slots.prepare(assignment.lease)
-            else:
+            elif assignment.kind == pb.Assignment.REVOKED:
                 self.slots.teardown(assignment.lease.id)
+            elif assignment.kind == pb.Assignment.PULL_IMAGE:
+                self.images.start(self.images.pull(assignment.image))
+            elif assignment.kind == pb.Assignment.REMOVE_IMAGE:
+                self.images.start(self.images.remove(assignment.image))
         raise RadiumError("the pool closed the assignment stream")
 
     async def run(self, stop: asyncio.Event) -> None:

@@ -14,8 +14,13 @@ IMAGE_PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/
 
 class Dockerd:
     def __init__(
-        self, runtimes: dict[str, Path], env: dict[str, str], config_file: Path | None = None
+        self,
+        runtimes: dict[str, Path],
+        env: dict[str, str],
+        config_file: Path | None = None,
+        prefix: list[str] | None = None,
     ) -> None:
+        """``prefix`` runs dockerd under it, e.g. ``ip netns exec NAME`` (another "host")."""
         self.dockerd = need("dockerd", "docker.io")
         self.client = (
             "/usr/bin/docker" if os.path.exists("/usr/bin/docker") else need("docker", "docker.io")
@@ -27,6 +32,7 @@ class Dockerd:
         self.runtimes = runtimes
         self.config_file = config_file
         self.env = env
+        self.prefix = prefix or []
         self.process: subprocess.Popen[bytes] | None = None
         self._images: dict[str, str] = {}
         #: where trace-config.sh records config.json hashes, when a test installs it
@@ -34,6 +40,7 @@ class Dockerd:
 
     def start(self, timeout: float = 90) -> None:
         argv = [
+            *self.prefix,
             self.dockerd,
             f"--data-root={self.root / 'data'}",
             f"--exec-root={self.root / 'x'}",

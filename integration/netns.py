@@ -59,6 +59,11 @@ class Network:
         """Argv prefix that runs a command inside host ``name``."""
         return ["ip", "netns", "exec", name]
 
+    def net_only_prefix(self, name: str) -> list[str]:
+        """Like :meth:`exec_prefix` but joining only the network namespace: ``ip netns exec``
+        also remounts /sys, which hides the cgroup mounts dockerd needs."""
+        return ["nsenter", f"--net=/var/run/netns/{name}"]
+
     def close(self) -> None:
         for name in list(self.hosts) + [n for n in netns.listnetns() if n.startswith("rdm-")]:
             if name in netns.listnetns():

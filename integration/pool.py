@@ -112,6 +112,7 @@ class PoolCluster:
         prefix: list[str] | None = None,
         devices: int = 2,
         data_address: str = "",
+        extra: list[str] | None = None,
     ) -> Service:
         argv = [
             *(prefix or []),
@@ -127,7 +128,7 @@ class PoolCluster:
             "--state-dir",
             str(self.root / name),
         ]
-        argv += ["--data-address", data_address or f"127.0.0.1:{free_port()}"]
+        argv += ["--data-address", data_address or f"127.0.0.1:{free_port()}", *(extra or [])]
         service = Service(argv, self.env, self.root / f"{name}.log")
         service.start()
         self.acceptors[name] = service

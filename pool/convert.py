@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from radium.pool.model import AcceptorState, Device, DeviceState, Lease, Request
+from radium.pool.model import AcceptorState, Device, DeviceState, ImageStatus, Lease, Request
 from radium.proto import pool_pb2 as pb
 
 
@@ -17,6 +17,8 @@ def request_from_pb(message: pb.AllocateRequest) -> Request:
         holder=message.holder,
         ttl=float(message.ttl_seconds),
         wait=message.wait_seconds,
+        image=message.image,
+        worker=message.worker,
     )
 
 
@@ -36,6 +38,8 @@ def lease_to_pb(lease: Lease) -> pb.Lease:
         queue=lease.queue,
         cpu_percent=lease.cpu_percent,
         rss_bytes=lease.rss_bytes,
+        image=lease.image,
+        worker=lease.worker,
     )
 
 
@@ -46,6 +50,28 @@ def device_to_pb(device: Device) -> pb.Device:
         model=device.model,
         memory_mib=device.memory_mib,
         labels=dict(device.labels),
+    )
+
+
+def image_status_to_pb(status: ImageStatus) -> pb.ImageStatus:
+    return pb.ImageStatus(
+        ref=status.ref,
+        acceptor=status.acceptor,
+        state=status.state,
+        progress=status.progress,
+        digest=status.digest,
+        error=status.error,
+    )
+
+
+def image_status_from_pb(message: pb.ImageStatus) -> ImageStatus:
+    return ImageStatus(
+        message.ref,
+        message.acceptor,
+        message.state,
+        min(max(message.progress, 0.0), 1.0),
+        message.digest[:200],
+        message.error[:2000],
     )
 
 

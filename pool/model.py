@@ -53,6 +53,8 @@ class Request:
     holder: str = ""
     ttl: float = 0.0
     wait: float = 0.0
+    image: str = ""
+    worker: str = ""
 
     def describe(self) -> str:
         if self.gpus:
@@ -90,6 +92,9 @@ class Lease:
     created_at: float
     state: str = ACTIVE
     ended_at: float = 0.0
+    #: The container's image and the worker mode asked for (the acceptor decides the rest).
+    image: str = ""
+    worker: str = ""
     #: From the acceptor's last heartbeat (not stored: it is refreshed every few seconds).
     cpu_percent: float = 0.0
     rss_bytes: int = 0
@@ -97,3 +102,17 @@ class Lease:
     @property
     def memory_mib(self) -> int:
         return max(self.devices.values(), default=0)
+
+
+#: An image's state on an acceptor before it reported anything.
+PENDING = "pending"
+
+
+@dataclass(frozen=True)
+class ImageStatus:
+    ref: str
+    acceptor: str
+    state: str = PENDING
+    progress: float = 0.0
+    digest: str = ""
+    error: str = ""

@@ -11,6 +11,7 @@ from typing import Any, AsyncIterator, Callable
 from radium import __version__, rpc
 from radium.errors import CapacityError, InvalidRequestError, NotRegisteredError, RadiumError
 from radium.pool import convert
+from radium.pool.images import DONE_ADDING, DONE_REMOVING, REMOVING, Images, check_ref
 from radium.pool.model import Lease, Request
 from radium.pool.state import PoolState
 from radium.proto import pool_pb2 as pb
@@ -20,6 +21,8 @@ log = logging.getLogger(__name__)
 #: grpc.aio.ServicerContext (grpcio ships no type information).
 Context = Any
 _NAME_LIMIT = 253
+#: `radium images add|rm` follow the acceptors at most this long.
+IMAGE_FOLLOW = 3600.0
 #: Ended leases stay listed (`radium leases --all`) this long, in seconds.
 ENDED_RETENTION = 7 * 24 * 3600.0
 PRUNE_EVERY = 3600.0
@@ -33,6 +36,15 @@ class Pool:
         self.clock = clock
         self.waiters: deque[tuple[Request, asyncio.Future[Lease]]] = deque()
         self.watchers: dict[str, asyncio.Queue[pb.Assignment]] = {}
+        self.images = Images(state.store)
+
+    def connected(self) -> list[str]:
+        """Acceptors that are up and following their assignments."""
+        return sorted(n for n, a in self.state.acceptors.items() if a.up and n in self.watchers)
+
+    def tell(self, names: list[str], kind: pb.Assignment.Kind, image: str) -> None:
+        for name in names:
+            self.watchers[name].put_nowait(pb.Assignment(kind=kind, image=image))
 
     def notify(self, kind: pb.Assignment.Kind, leases: list[Lease]) -> None:
         for lease in leases:
@@ -170,6 +182,48 @@ class PoolService(pb_grpc.PoolServicer):
             version=__version__,
         )
 
+    async def AddImage(
+        self, request: pb.ImageRef, context: Context
+    ) -> AsyncIterator[pb.ImageProgress]:
+        try:
+            ref = check_ref(request.ref)
+        except RadiumError as exc:
+            await rpc.abort(context, exc)
+        targets = self.pool.connected()
+        self.pool.images.add(ref, targets, self.pool.clock())
+        self.pool.tell(targets, pb.Assignment.PULL_IMAGE, ref)
+        log.info("image %s registered; pulling on %s", ref, targets or "no acceptor yet")
+        async for rows in self.pool.images.follow(ref, targets, DONE_ADDING, IMAGE_FOLLOW):
+            yield pb.ImageProgress(acceptors=[convert.image_status_to_pb(r) for r in rows])
+
+    async def RemoveImage(
+        self, request: pb.ImageRef, context: Context
+    ) -> AsyncIterator[pb.ImageProgress]:
+        targets = self.pool.connected()
+        try:
+            self.pool.images.remove(check_ref(request.ref), targets)
+        except RadiumError as exc:
+            await rpc.abort(context, exc)
+        self.pool.tell(targets, pb.Assignment.REMOVE_IMAGE, request.ref)
+        async for rows in self.pool.images.follow(
+            request.ref, targets, DONE_REMOVING, IMAGE_FOLLOW
+        ):
+            yield pb.ImageProgress(acceptors=[convert.image_status_to_pb(r) for r in rows])
+
+    async def ListImages(
+        self, request: pb.ListImagesRequest, context: Context
+    ) -> pb.ListImagesResponse:
+        images = self.pool.images
+        rows = [
+            convert.image_status_to_pb(s) for ref in sorted(images.refs) for s in images.of(ref)
+        ]
+        rows += [
+            pb.ImageStatus(ref=ref, state="registered") for ref in images.refs if not images.of(ref)
+        ]
+        stale = {s.ref for s in images.status.values()} - images.refs
+        rows += [convert.image_status_to_pb(s) for ref in sorted(stale) for s in images.of(ref)]
+        return pb.ListImagesResponse(images=rows)
+
 
 class AcceptorService(pb_grpc.AcceptorsServicer):
     def __init__(self, pool: Pool, heartbeat_interval: float) -> None:
@@ -191,7 +245,22 @@ class AcceptorService(pb_grpc.AcceptorsServicer):
         return pb.RegisterResponse(
             heartbeat_interval=self.heartbeat_interval,
             leases=[convert.lease_to_pb(le) for le in active],
+            images=self.pool.images.missing_on(acceptor.name),
         )
+
+    async def ReportImage(self, request: pb.ImageStatus, context: Context) -> pb.HeartbeatResponse:
+        status = convert.image_status_from_pb(request)
+        images = self.pool.images
+        known = status.ref in images.refs or (status.ref, status.acceptor) in images.status
+        if status.acceptor not in self.pool.state.acceptors or not known:
+            await rpc.abort(
+                context, InvalidRequestError(f"no image {status.ref} for {status.acceptor}")
+            )
+        current = images.status.get((status.ref, status.acceptor))
+        if current is not None and current.state == REMOVING and status.state != "removed":
+            return pb.HeartbeatResponse()  # a pull's late news: the removal wins
+        images.report(status)
+        return pb.HeartbeatResponse()
 
     async def Heartbeat(
         self, request: pb.HeartbeatRequest, context: Context

@@ -78,6 +78,8 @@ class PoolState:
             ttl=ttl,
             expires_at=now + ttl,
             created_at=now,
+            image=request.image,
+            worker=request.worker,
         )
         self.store.add_lease(lease)
         self._occupy(lease)

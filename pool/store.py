@@ -12,7 +12,7 @@ import os
 import sqlite3
 from typing import Iterable, Protocol
 
-from radium.pool.model import ACTIVE, AcceptorState, Device, DeviceState, Lease
+from radium.pool.model import ACTIVE, AcceptorState, Device, DeviceState, ImageStatus, Lease
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS acceptors (
@@ -46,7 +46,25 @@ CREATE TABLE IF NOT EXISTS leases (
     ended_at REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS leases_by_state ON leases (state, ended_at);
+CREATE TABLE IF NOT EXISTS images (
+    ref TEXT PRIMARY KEY,
+    added_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS image_status (
+    ref TEXT NOT NULL,
+    acceptor TEXT NOT NULL,
+    state TEXT NOT NULL,
+    progress REAL NOT NULL,
+    digest TEXT NOT NULL,
+    error TEXT NOT NULL,
+    PRIMARY KEY (ref, acceptor)
+);
 """
+#: Columns added after the first release: (table, column, definition).
+_ADDED_COLUMNS = (
+    ("leases", "image", "TEXT NOT NULL DEFAULT ''"),
+    ("leases", "worker", "TEXT NOT NULL DEFAULT ''"),
+)
 
 
 class Store(Protocol):
@@ -58,6 +76,11 @@ class Store(Protocol):
     def extend_active(self, expires_at: float) -> None: ...
     def ended_leases(self, limit: int) -> list[Lease]: ...
     def prune(self, ended_before: float) -> int: ...
+    def load_images(self) -> tuple[list[str], list[ImageStatus]]: ...
+    def save_image(self, ref: str, now: float) -> None: ...
+    def drop_image(self, ref: str) -> None: ...
+    def save_image_status(self, status: ImageStatus) -> None: ...
+    def drop_image_status(self, ref: str, acceptor: str) -> None: ...
     def close(self) -> None: ...
 
 
@@ -76,6 +99,8 @@ def _lease(row: sqlite3.Row) -> Lease:
         created_at=row["created_at"],
         state=row["state"],
         ended_at=row["ended_at"],
+        image=row["image"],
+        worker=row["worker"],
     )
 
 
@@ -88,6 +113,10 @@ class SQLiteStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(f"PRAGMA synchronous={'FULL' if synchronous == 'full' else 'NORMAL'}")
         self._db.executescript(_SCHEMA)
+        for table, column, definition in _ADDED_COLUMNS:
+            columns = {row["name"] for row in self._db.execute(f"PRAGMA table_info({table})")}
+            if column not in columns:
+                self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
 
     def _tx(self, statements: Iterable[tuple[str, tuple[object, ...]]]) -> None:
         self._db.execute("BEGIN IMMEDIATE")
@@ -155,7 +184,9 @@ class SQLiteStore:
         self._tx(
             [
                 (
-                    "INSERT INTO leases VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO leases (id, acceptor, data_address, devices, fraction, holder,"
+                    " queue, credential, ttl, expires_at, created_at, state, ended_at, image,"
+                    " worker) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         lease.id,
                         lease.acceptor,
@@ -170,6 +201,8 @@ class SQLiteStore:
                         lease.created_at,
                         lease.state,
                         lease.ended_at,
+                        lease.image,
+                        lease.worker,
                     ),
                 )
             ]
@@ -208,6 +241,47 @@ class SQLiteStore:
             "DELETE FROM leases WHERE state != ? AND ended_at < ?", (ACTIVE, ended_before)
         )
         return cursor.rowcount
+
+    def load_images(self) -> tuple[list[str], list[ImageStatus]]:
+        refs = [row["ref"] for row in self._db.execute("SELECT ref FROM images ORDER BY ref")]
+        statuses = [
+            ImageStatus(
+                row["ref"],
+                row["acceptor"],
+                row["state"],
+                row["progress"],
+                row["digest"],
+                row["error"],
+            )
+            for row in self._db.execute("SELECT * FROM image_status")
+        ]
+        return refs, statuses
+
+    def save_image(self, ref: str, now: float) -> None:
+        self._tx([("INSERT OR REPLACE INTO images VALUES (?, ?)", (ref, now))])
+
+    def drop_image(self, ref: str) -> None:
+        self._tx([("DELETE FROM images WHERE ref = ?", (ref,))])
+
+    def save_image_status(self, status: ImageStatus) -> None:
+        self._tx(
+            [
+                (
+                    "INSERT OR REPLACE INTO image_status VALUES (?, ?, ?, ?, ?, ?)",
+                    (
+                        status.ref,
+                        status.acceptor,
+                        status.state,
+                        status.progress,
+                        status.digest,
+                        status.error,
+                    ),
+                )
+            ]
+        )
+
+    def drop_image_status(self, ref: str, acceptor: str) -> None:
+        self._tx([("DELETE FROM image_status WHERE ref = ? AND acceptor = ?", (ref, acceptor))])
 
     def close(self) -> None:
         self._db.close()

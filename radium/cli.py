@@ -8,7 +8,18 @@ import sys
 from typing import Optional, Sequence
 
 from radium import __version__, logs
-from radium.commands import agent, bundles, daemons, doctor, exec_local, inspect, run, setup, up
+from radium.commands import (
+    agent,
+    bundles,
+    daemons,
+    doctor,
+    exec_local,
+    images,
+    inspect,
+    run,
+    setup,
+    up,
+)
 from radium.errors import RadiumError
 
 log = logging.getLogger("radium.cli")
@@ -20,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"radium {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (bundles, setup, daemons, inspect, agent, exec_local, run, doctor, up):
+    for module in (bundles, setup, daemons, inspect, images, agent, exec_local, run, doctor, up):
         module.register(commands)
     return parser
 

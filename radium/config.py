@@ -124,6 +124,11 @@ class AcceptorConfig:
     cpu_memory_mib: int = 16384
     state_dir: str = "/var/lib/radium/acceptor"
     heartbeat_interval: float = 2.0
+    #: The local container engine ("docker" or "containerd"; "" = none): it pulls registered
+    #: images and runs container-mode workers.
+    engine: str = ""
+    #: Its socket; "" = unix:///var/run/docker.sock or /run/containerd/containerd.sock.
+    engine_address: str = ""
 
 
 @dataclass(frozen=True)
@@ -163,6 +168,11 @@ class Config:
             raise ConfigError(
                 'config key acceptor.backend must be "auto", "nvml" or "cpu", '
                 f"got {self.acceptor.backend!r}"
+            )
+        if self.acceptor.engine not in ("", "docker", "containerd"):
+            raise ConfigError(
+                'config key acceptor.engine must be "", "docker" or "containerd", '
+                f"got {self.acceptor.engine!r}"
             )
         for key, number in (
             ("pool.lease_ttl", self.pool.lease_ttl),

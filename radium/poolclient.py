@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Iterator, Mapping
 
 import grpc
 
@@ -72,6 +72,30 @@ class PoolClient:
         response = self._call("Status", pb.StatusRequest())
         assert isinstance(response, pb.StatusResponse)
         return response
+
+    def _stream(self, method: str, request: object, timeout: float) -> Iterator[object]:
+        try:
+            yield from getattr(self._stub, method)(
+                request, timeout=timeout, metadata=self._metadata
+            )
+        except grpc.RpcError as exc:
+            raise rpc.from_rpc_error(exc, f"pool at {self.address}") from exc
+
+    def add_image(self, ref: str, timeout: float = 3600.0) -> Iterator[pb.ImageProgress]:
+        """Register ``ref``; each acceptor's progress until all have pulled it (or failed)."""
+        for update in self._stream("AddImage", pb.ImageRef(ref=ref), timeout):
+            assert isinstance(update, pb.ImageProgress)
+            yield update
+
+    def remove_image(self, ref: str, timeout: float = 3600.0) -> Iterator[pb.ImageProgress]:
+        for update in self._stream("RemoveImage", pb.ImageRef(ref=ref), timeout):
+            assert isinstance(update, pb.ImageProgress)
+            yield update
+
+    def list_images(self) -> list[pb.ImageStatus]:
+        response = self._call("ListImages", pb.ListImagesRequest())
+        assert isinstance(response, pb.ListImagesResponse)
+        return list(response.images)
 
     def close(self) -> None:
         self._channel.close()

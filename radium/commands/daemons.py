@@ -37,6 +37,8 @@ def _acceptor_serve(args: argparse.Namespace) -> int:
             ("backend", args.backend),
             ("cpu_devices", args.cpu_devices),
             ("state_dir", args.state_dir),
+            ("engine", args.engine),
+            ("engine_address", args.engine_address),
         )
         if value is not None
     }
@@ -68,5 +70,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     serve.add_argument("--backend", choices=("auto", "nvml", "cpu"))
     serve.add_argument("--cpu-devices", type=int, help="devices the CPU backend exposes")
     serve.add_argument("--state-dir", help="where lease slots live")
+    serve.add_argument(
+        "--engine", choices=("docker", "containerd"), help="pulls registered images, runs workers"
+    )
+    serve.add_argument("--engine-address", help="the engine's socket (default: its usual one)")
     serve.add_argument("--log-file", default="", help="also log to this file")
     serve.set_defaults(func=_acceptor_serve)

@@ -48,7 +48,7 @@ class Acceptor(_message.Message):
     def __init__(self, name: _Optional[str] = ..., data_address: _Optional[str] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class AllocateRequest(_message.Message):
-    __slots__ = ("gpus", "fraction", "memory_mib", "selector", "min_memory_mib", "queue", "holder", "ttl_seconds", "wait_seconds")
+    __slots__ = ("gpus", "fraction", "memory_mib", "selector", "min_memory_mib", "queue", "holder", "ttl_seconds", "wait_seconds", "image", "worker")
     class SelectorEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -65,6 +65,8 @@ class AllocateRequest(_message.Message):
     HOLDER_FIELD_NUMBER: _ClassVar[int]
     TTL_SECONDS_FIELD_NUMBER: _ClassVar[int]
     WAIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    WORKER_FIELD_NUMBER: _ClassVar[int]
     gpus: int
     fraction: float
     memory_mib: int
@@ -74,10 +76,12 @@ class AllocateRequest(_message.Message):
     holder: str
     ttl_seconds: int
     wait_seconds: float
-    def __init__(self, gpus: _Optional[int] = ..., fraction: _Optional[float] = ..., memory_mib: _Optional[int] = ..., selector: _Optional[_Mapping[str, str]] = ..., min_memory_mib: _Optional[int] = ..., queue: _Optional[str] = ..., holder: _Optional[str] = ..., ttl_seconds: _Optional[int] = ..., wait_seconds: _Optional[float] = ...) -> None: ...
+    image: str
+    worker: str
+    def __init__(self, gpus: _Optional[int] = ..., fraction: _Optional[float] = ..., memory_mib: _Optional[int] = ..., selector: _Optional[_Mapping[str, str]] = ..., min_memory_mib: _Optional[int] = ..., queue: _Optional[str] = ..., holder: _Optional[str] = ..., ttl_seconds: _Optional[int] = ..., wait_seconds: _Optional[float] = ..., image: _Optional[str] = ..., worker: _Optional[str] = ...) -> None: ...
 
 class Lease(_message.Message):
-    __slots__ = ("id", "acceptor", "data_address", "device_ids", "fraction", "memory_mib", "credential", "ttl_seconds", "holder", "state", "expires_at", "queue", "cpu_percent", "rss_bytes")
+    __slots__ = ("id", "acceptor", "data_address", "device_ids", "fraction", "memory_mib", "credential", "ttl_seconds", "holder", "state", "expires_at", "queue", "cpu_percent", "rss_bytes", "image", "worker")
     ID_FIELD_NUMBER: _ClassVar[int]
     ACCEPTOR_FIELD_NUMBER: _ClassVar[int]
     DATA_ADDRESS_FIELD_NUMBER: _ClassVar[int]
@@ -92,6 +96,8 @@ class Lease(_message.Message):
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     CPU_PERCENT_FIELD_NUMBER: _ClassVar[int]
     RSS_BYTES_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    WORKER_FIELD_NUMBER: _ClassVar[int]
     id: str
     acceptor: str
     data_address: str
@@ -106,7 +112,9 @@ class Lease(_message.Message):
     queue: str
     cpu_percent: float
     rss_bytes: int
-    def __init__(self, id: _Optional[str] = ..., acceptor: _Optional[str] = ..., data_address: _Optional[str] = ..., device_ids: _Optional[_Iterable[str]] = ..., fraction: _Optional[float] = ..., memory_mib: _Optional[int] = ..., credential: _Optional[str] = ..., ttl_seconds: _Optional[int] = ..., holder: _Optional[str] = ..., state: _Optional[str] = ..., expires_at: _Optional[float] = ..., queue: _Optional[str] = ..., cpu_percent: _Optional[float] = ..., rss_bytes: _Optional[int] = ...) -> None: ...
+    image: str
+    worker: str
+    def __init__(self, id: _Optional[str] = ..., acceptor: _Optional[str] = ..., data_address: _Optional[str] = ..., device_ids: _Optional[_Iterable[str]] = ..., fraction: _Optional[float] = ..., memory_mib: _Optional[int] = ..., credential: _Optional[str] = ..., ttl_seconds: _Optional[int] = ..., holder: _Optional[str] = ..., state: _Optional[str] = ..., expires_at: _Optional[float] = ..., queue: _Optional[str] = ..., cpu_percent: _Optional[float] = ..., rss_bytes: _Optional[int] = ..., image: _Optional[str] = ..., worker: _Optional[str] = ...) -> None: ...
 
 class LeaseRef(_message.Message):
     __slots__ = ("lease_id",)
@@ -184,6 +192,44 @@ class StatusResponse(_message.Message):
     version: str
     def __init__(self, devices: _Optional[_Iterable[_Union[DeviceStatus, _Mapping]]] = ..., acceptors: _Optional[_Iterable[_Union[AcceptorStatus, _Mapping]]] = ..., active_leases: _Optional[int] = ..., version: _Optional[str] = ...) -> None: ...
 
+class ImageRef(_message.Message):
+    __slots__ = ("ref",)
+    REF_FIELD_NUMBER: _ClassVar[int]
+    ref: str
+    def __init__(self, ref: _Optional[str] = ...) -> None: ...
+
+class ImageStatus(_message.Message):
+    __slots__ = ("ref", "acceptor", "state", "progress", "digest", "error")
+    REF_FIELD_NUMBER: _ClassVar[int]
+    ACCEPTOR_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    DIGEST_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    ref: str
+    acceptor: str
+    state: str
+    progress: float
+    digest: str
+    error: str
+    def __init__(self, ref: _Optional[str] = ..., acceptor: _Optional[str] = ..., state: _Optional[str] = ..., progress: _Optional[float] = ..., digest: _Optional[str] = ..., error: _Optional[str] = ...) -> None: ...
+
+class ImageProgress(_message.Message):
+    __slots__ = ("acceptors",)
+    ACCEPTORS_FIELD_NUMBER: _ClassVar[int]
+    acceptors: _containers.RepeatedCompositeFieldContainer[ImageStatus]
+    def __init__(self, acceptors: _Optional[_Iterable[_Union[ImageStatus, _Mapping]]] = ...) -> None: ...
+
+class ListImagesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListImagesResponse(_message.Message):
+    __slots__ = ("images",)
+    IMAGES_FIELD_NUMBER: _ClassVar[int]
+    images: _containers.RepeatedCompositeFieldContainer[ImageStatus]
+    def __init__(self, images: _Optional[_Iterable[_Union[ImageStatus, _Mapping]]] = ...) -> None: ...
+
 class RegisterRequest(_message.Message):
     __slots__ = ("acceptor",)
     ACCEPTOR_FIELD_NUMBER: _ClassVar[int]
@@ -191,12 +237,14 @@ class RegisterRequest(_message.Message):
     def __init__(self, acceptor: _Optional[_Union[Acceptor, _Mapping]] = ...) -> None: ...
 
 class RegisterResponse(_message.Message):
-    __slots__ = ("heartbeat_interval", "leases")
+    __slots__ = ("heartbeat_interval", "leases", "images")
     HEARTBEAT_INTERVAL_FIELD_NUMBER: _ClassVar[int]
     LEASES_FIELD_NUMBER: _ClassVar[int]
+    IMAGES_FIELD_NUMBER: _ClassVar[int]
     heartbeat_interval: float
     leases: _containers.RepeatedCompositeFieldContainer[Lease]
-    def __init__(self, heartbeat_interval: _Optional[float] = ..., leases: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ...) -> None: ...
+    images: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, heartbeat_interval: _Optional[float] = ..., leases: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ..., images: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class LeaseUsage(_message.Message):
     __slots__ = ("lease_id", "cpu_percent", "rss_bytes")
@@ -227,15 +275,21 @@ class WatchRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ...) -> None: ...
 
 class Assignment(_message.Message):
-    __slots__ = ("kind", "lease")
+    __slots__ = ("kind", "lease", "image")
     class Kind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         GRANTED: _ClassVar[Assignment.Kind]
         REVOKED: _ClassVar[Assignment.Kind]
+        PULL_IMAGE: _ClassVar[Assignment.Kind]
+        REMOVE_IMAGE: _ClassVar[Assignment.Kind]
     GRANTED: Assignment.Kind
     REVOKED: Assignment.Kind
+    PULL_IMAGE: Assignment.Kind
+    REMOVE_IMAGE: Assignment.Kind
     KIND_FIELD_NUMBER: _ClassVar[int]
     LEASE_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
     kind: Assignment.Kind
     lease: Lease
-    def __init__(self, kind: _Optional[_Union[Assignment.Kind, str]] = ..., lease: _Optional[_Union[Lease, _Mapping]] = ...) -> None: ...
+    image: str
+    def __init__(self, kind: _Optional[_Union[Assignment.Kind, str]] = ..., lease: _Optional[_Union[Lease, _Mapping]] = ..., image: _Optional[str] = ...) -> None: ...

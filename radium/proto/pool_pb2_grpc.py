@@ -60,6 +60,21 @@ class PoolStub:
                 request_serializer=radium_dot_proto_dot_pool__pb2.StatusRequest.SerializeToString,
                 response_deserializer=radium_dot_proto_dot_pool__pb2.StatusResponse.FromString,
                 _registered_method=True)
+        self.AddImage = channel.unary_stream(
+                '/radium.v1.Pool/AddImage',
+                request_serializer=radium_dot_proto_dot_pool__pb2.ImageRef.SerializeToString,
+                response_deserializer=radium_dot_proto_dot_pool__pb2.ImageProgress.FromString,
+                _registered_method=True)
+        self.RemoveImage = channel.unary_stream(
+                '/radium.v1.Pool/RemoveImage',
+                request_serializer=radium_dot_proto_dot_pool__pb2.ImageRef.SerializeToString,
+                response_deserializer=radium_dot_proto_dot_pool__pb2.ImageProgress.FromString,
+                _registered_method=True)
+        self.ListImages = channel.unary_unary(
+                '/radium.v1.Pool/ListImages',
+                request_serializer=radium_dot_proto_dot_pool__pb2.ListImagesRequest.SerializeToString,
+                response_deserializer=radium_dot_proto_dot_pool__pb2.ListImagesResponse.FromString,
+                _registered_method=True)
 
 
 class PoolServicer:
@@ -96,6 +111,25 @@ class PoolServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AddImage(self, request, context):
+        """Register an image: every acceptor pulls it; the stream follows them until all are done.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RemoveImage(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListImages(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PoolServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -123,6 +157,21 @@ def add_PoolServicer_to_server(servicer, server):
                     servicer.Status,
                     request_deserializer=radium_dot_proto_dot_pool__pb2.StatusRequest.FromString,
                     response_serializer=radium_dot_proto_dot_pool__pb2.StatusResponse.SerializeToString,
+            ),
+            'AddImage': grpc.unary_stream_rpc_method_handler(
+                    servicer.AddImage,
+                    request_deserializer=radium_dot_proto_dot_pool__pb2.ImageRef.FromString,
+                    response_serializer=radium_dot_proto_dot_pool__pb2.ImageProgress.SerializeToString,
+            ),
+            'RemoveImage': grpc.unary_stream_rpc_method_handler(
+                    servicer.RemoveImage,
+                    request_deserializer=radium_dot_proto_dot_pool__pb2.ImageRef.FromString,
+                    response_serializer=radium_dot_proto_dot_pool__pb2.ImageProgress.SerializeToString,
+            ),
+            'ListImages': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListImages,
+                    request_deserializer=radium_dot_proto_dot_pool__pb2.ListImagesRequest.FromString,
+                    response_serializer=radium_dot_proto_dot_pool__pb2.ListImagesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -271,6 +320,87 @@ class Pool:
             metadata,
             _registered_method=True)
 
+    @staticmethod
+    def AddImage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/radium.v1.Pool/AddImage',
+            radium_dot_proto_dot_pool__pb2.ImageRef.SerializeToString,
+            radium_dot_proto_dot_pool__pb2.ImageProgress.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RemoveImage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/radium.v1.Pool/RemoveImage',
+            radium_dot_proto_dot_pool__pb2.ImageRef.SerializeToString,
+            radium_dot_proto_dot_pool__pb2.ImageProgress.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListImages(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/radium.v1.Pool/ListImages',
+            radium_dot_proto_dot_pool__pb2.ListImagesRequest.SerializeToString,
+            radium_dot_proto_dot_pool__pb2.ListImagesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
 
 class AcceptorsStub:
     """Used by acceptors.
@@ -297,6 +427,11 @@ class AcceptorsStub:
                 request_serializer=radium_dot_proto_dot_pool__pb2.WatchRequest.SerializeToString,
                 response_deserializer=radium_dot_proto_dot_pool__pb2.Assignment.FromString,
                 _registered_method=True)
+        self.ReportImage = channel.unary_unary(
+                '/radium.v1.Acceptors/ReportImage',
+                request_serializer=radium_dot_proto_dot_pool__pb2.ImageStatus.SerializeToString,
+                response_deserializer=radium_dot_proto_dot_pool__pb2.HeartbeatResponse.FromString,
+                _registered_method=True)
 
 
 class AcceptorsServicer:
@@ -321,6 +456,12 @@ class AcceptorsServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReportImage(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AcceptorsServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -338,6 +479,11 @@ def add_AcceptorsServicer_to_server(servicer, server):
                     servicer.Watch,
                     request_deserializer=radium_dot_proto_dot_pool__pb2.WatchRequest.FromString,
                     response_serializer=radium_dot_proto_dot_pool__pb2.Assignment.SerializeToString,
+            ),
+            'ReportImage': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReportImage,
+                    request_deserializer=radium_dot_proto_dot_pool__pb2.ImageStatus.FromString,
+                    response_serializer=radium_dot_proto_dot_pool__pb2.HeartbeatResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -422,6 +568,33 @@ class Acceptors:
             '/radium.v1.Acceptors/Watch',
             radium_dot_proto_dot_pool__pb2.WatchRequest.SerializeToString,
             radium_dot_proto_dot_pool__pb2.Assignment.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReportImage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/radium.v1.Acceptors/ReportImage',
+            radium_dot_proto_dot_pool__pb2.ImageStatus.SerializeToString,
+            radium_dot_proto_dot_pool__pb2.HeartbeatResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -36,12 +36,12 @@ class Acceptor:
         self.config = config
         self.name = config.name or socket.gethostname()
         self.backend = backend or choose(config)
-        self.slots = Slots(config.state_dir, self.backend, Cgroups())
+        self.engine = engines.choose(config.engine, config.engine_address)
+        self.slots = Slots(config.state_dir, self.backend, Cgroups(), self.engine)
         self.metadata = rpc.metadata(config.token)
         self.registrations = 0
         #: Where the data plane really listens (the config may say port 0).
         self.data_address = config.data_address
-        self.engine = engines.choose(config.engine, config.engine_address)
         self.stub: pb_grpc.AcceptorsStub | None = None
         self.images = ImageKeeper(self.name, self.engine, self.report_image)
 

@@ -6,6 +6,7 @@ progress); containerd through ``ctr``. Both report progress as a fraction in [0,
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import logging
@@ -14,7 +15,7 @@ import socket
 import subprocess
 import time
 import urllib.parse
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol
 
 from radium.errors import RadiumError, UnavailableError
 
@@ -59,11 +60,15 @@ class Docker:
         self.socket = (address or "unix:///var/run/docker.sock").removeprefix("unix://")
 
     def _request(
-        self, method: str, path: str, timeout: float = 60
+        self, method: str, path: str, timeout: float = 60, body: object = None
     ) -> tuple[_UnixHTTP, http.client.HTTPResponse]:
         connection = _UnixHTTP(self.socket, timeout)
         try:
-            connection.request(method, path)
+            if body is None:
+                connection.request(method, path)
+            else:
+                payload = json.dumps(body).encode()
+                connection.request(method, path, payload, {"Content-Type": "application/json"})
             return connection, connection.getresponse()
         except OSError as exc:
             connection.close()
@@ -109,6 +114,75 @@ class Docker:
             connection.close()
         digests = data.get("RepoDigests") or []
         return str(digests[0].rpartition("@")[2] if digests else data.get("Id", ""))
+
+    def _call(self, method: str, path: str, body: object = None) -> dict[str, Any]:
+        """One API call answered with JSON (or nothing); an error status raises its message."""
+        connection, response = self._request(method, path, body=body)
+        try:
+            data = response.read()
+            if response.status >= 400:
+                raise RadiumError(f"docker: {_message(data) or f'HTTP {response.status}'}")
+        finally:
+            connection.close()
+        parsed = json.loads(data) if data.strip() else {}
+        return parsed if isinstance(parsed, dict) else {}
+
+    def run_container(
+        self,
+        name: str,
+        image: str,
+        command: list[str],
+        *,
+        env: dict[str, str],
+        binds: list[str],
+        workdir: str,
+        runtime: str,
+        memory_bytes: int = 0,
+        nano_cpus: int = 0,
+    ) -> str:
+        """Create and start a detached container with no network; its id."""
+        host = {
+            "Binds": binds,
+            "NetworkMode": "none",
+            "Runtime": runtime,
+            "Memory": memory_bytes,
+            "NanoCpus": nano_cpus,
+        }
+        body = {
+            "Image": image,
+            "Cmd": command,
+            "Env": [f"{k}={v}" for k, v in env.items()],
+            "WorkingDir": workdir,
+            "HostConfig": host,
+        }
+        query = urllib.parse.urlencode({"name": name})
+        container = str(self._call("POST", f"/containers/create?{query}", body).get("Id", ""))
+        self._call("POST", f"/containers/{container}/start")
+        return container
+
+    def container_state(self, container: str) -> dict[str, Any]:
+        state = self._call("GET", f"/containers/{container}/json").get("State")
+        return state if isinstance(state, dict) else {}
+
+    def container_logs(self, container: str, lines: int = 20) -> str:
+        """The container's last output lines (docker's multiplexed stream, headers removed)."""
+        connection, response = self._request(
+            "GET", f"/containers/{container}/logs?stdout=1&stderr=1&tail={lines}"
+        )
+        try:
+            raw = response.read()
+        finally:
+            connection.close()
+        out, offset = [], 0
+        while offset + 8 <= len(raw):
+            size = int.from_bytes(raw[offset + 4 : offset + 8], "big")
+            out.append(raw[offset + 8 : offset + 8 + size])
+            offset += 8 + size
+        return b"".join(out).decode("utf-8", "replace").strip()
+
+    def remove_container(self, container: str) -> None:
+        with contextlib.suppress(RadiumError):  # gone already
+            self._call("DELETE", f"/containers/{container}?force=1")
 
     def remove(self, ref: str) -> None:
         connection, response = self._request("DELETE", f"/images/{urllib.parse.quote(ref)}?force=1")

@@ -15,18 +15,17 @@ import os
 import re
 import shutil
 import socket
-import subprocess
-import sys
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Union
 
 import psutil
 
-from radium.acceptor.limits import Cgroups
-from radium.errors import LeaseNotFoundError
+from radium.acceptor.engines import Docker, Engine
+from radium.acceptor.limits import Cgroups, Share
+from radium.acceptor.workers import ContainerWorker, ProcessWorker
+from radium.errors import LeaseNotFoundError, RadiumError
 from radium.proto import pool_pb2 as pb
-from radium_interposer import wire
 
 log = logging.getLogger(__name__)
 _LEASE_ID = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
@@ -35,46 +34,25 @@ _LEASE_ID = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 if TYPE_CHECKING:
     from radium.acceptor.devices import Backend
 
-
-class WorkerProcess:
-    """A running worker and the control socket connections are handed over on."""
-
-    def __init__(self, lease_id: str, slot: Path, env: dict[str, str]) -> None:
-        self.control, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        argv = [sys.executable, "-m", "radium_interposer.worker", "--lease", lease_id]
-        with child:
-            self.process = subprocess.Popen(
-                [*argv, "--control-fd", str(child.fileno())],
-                pass_fds=[child.fileno()],
-                cwd=slot,
-                env=env,
-                stdin=subprocess.DEVNULL,
-            )
-        (slot / "worker.pid").write_text(str(self.process.pid))
-
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def hand_over(self, connection: socket.socket) -> None:
-        wire.send_fd(self.control, b"c", connection.fileno())
-
-    def stop(self) -> None:
-        self.control.close()  # the worker exits when its control socket closes
-        with contextlib.suppress(ProcessLookupError):
-            self.process.kill()
-        self.process.wait()
+Worker = Union[ProcessWorker, ContainerWorker]
 
 
 class Slots:
     def __init__(
-        self, state_dir: str, backend: Backend | None = None, limits: Cgroups | None = None
+        self,
+        state_dir: str,
+        backend: Backend | None = None,
+        limits: Cgroups | None = None,
+        engine: Engine | None = None,
     ) -> None:
-        """Without a backend, slots hold lease records only and start no worker."""
+        """Without a backend, slots hold lease records only and start no worker. With a docker
+        engine, a lease whose image it holds gets a container-mode worker."""
         self.root = Path(state_dir) / "slots"
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.backend = backend
         self.limits = limits
-        self.workers: dict[str, WorkerProcess] = {}
+        self.engine = engine
+        self.workers: dict[str, Worker] = {}
         self.lock = threading.Lock()
         # psutil measures CPU between two calls on the same Process object: keep them.
         self._processes: dict[int, psutil.Process] = {}
@@ -97,6 +75,8 @@ class Slots:
             "memory_mib": lease.memory_mib,
             "holder": lease.holder,
             "credential": lease.credential,
+            "image": lease.image,
+            "worker": lease.worker,
         }
         path = slot / "lease.json"
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -127,26 +107,58 @@ class Slots:
         value = record.get("credential") if record else None
         return value if isinstance(value, str) and value else None
 
-    def _start_worker(self, lease_id: str, record: dict[str, Any]) -> WorkerProcess:
+    def _container_image(self, record: dict[str, Any]) -> str:
+        """The image to run the worker in, or "" for process mode (and why, logged)."""
+        image, mode = str(record.get("image") or ""), str(record.get("worker") or "")
+        if not image or mode == "process":
+            return ""
+        if not isinstance(self.engine, Docker):
+            reason = "this acceptor has no docker engine"
+        else:
+            try:
+                held = self.engine.digest(image) is not None
+            except RadiumError as exc:
+                held, reason = False, exc.message
+            else:
+                reason = "" if held else f"{image} is not pulled here (radium images add)"
+            if held:
+                return image
+        log.log(
+            logging.WARNING if mode == "container" else logging.INFO,
+            "lease %s: process-mode worker: %s",
+            record.get("id"),
+            reason,
+        )
+        return ""
+
+    def _start_worker(self, lease_id: str, record: dict[str, Any]) -> Worker:
         assert self.backend is not None
         devices = [str(d) for d in record.get("devices") or []]
-        env = {**os.environ, **self.backend.visible_devices_env(devices)}
-        env["RADIUM_LEASE_ID"] = lease_id
+        pinning = {**self.backend.visible_devices_env(devices), "RADIUM_LEASE_ID": lease_id}
+        share = self.backend.share(
+            devices, float(record.get("fraction") or 0), int(record.get("memory_mib") or 0)
+        )
+        image = self._container_image(record)
+        slot = self._dir(lease_id)
         with self.lock:
             old = self.workers.pop(lease_id, None)
             if old is not None:
                 old.stop()
-            worker = self.workers[lease_id] = WorkerProcess(lease_id, self._dir(lease_id), env)
-        limits: list[str] = []
-        if self.limits is not None:
-            share = self.backend.share(
-                devices, float(record.get("fraction") or 0), int(record.get("memory_mib") or 0)
-            )
-            limits = self.limits.apply(lease_id, worker.process.pid, share)
+            worker: Worker
+            if image and isinstance(self.engine, Docker):
+                worker = ContainerWorker(lease_id, slot, pinning, self.engine, image, share)
+                limits = [f"docker limits {share}"] if share != Share() else []
+            else:
+                worker = ProcessWorker(lease_id, slot, {**os.environ, **pinning})
+                limits = []
+            self.workers[lease_id] = worker
+        if self.limits is not None and isinstance(worker, ProcessWorker):
+            limits = self.limits.apply(lease_id, worker.pid, share)
         log.info(
-            "lease %s: worker %d started on %s (%s)",
+            "lease %s: %s worker %s on %s (%s)",
             lease_id,
-            worker.process.pid,
+            worker.mode,
+            image or worker.pid,
             devices,
             ", ".join(limits) or "no host limits",
         )
@@ -160,11 +172,7 @@ class Slots:
             if record is None:
                 raise LeaseNotFoundError(f"lease {lease_id} has no slot on this acceptor")
             if worker is not None:
-                log.warning(
-                    "lease %s: worker died (exit %s); starting a new one",
-                    lease_id,
-                    worker.process.returncode,
-                )
+                log.warning("lease %s: worker died; starting a new one", lease_id)
             worker = self._start_worker(lease_id, record)
         worker.hand_over(connection)
 

@@ -80,7 +80,7 @@ def main(argv: list[str]) -> int:
     plane.start()
     threading.Thread(target=raw_echo, args=(host, port + 1), daemon=True).start()
     server = grpc_echo(host, port + 2)
-    print("ready", slots.workers[LEASE].process.pid, flush=True)
+    print("ready", slots.workers[LEASE].pid, flush=True)
     sys.stdin.read()
     server.stop(0)
     plane.stop()

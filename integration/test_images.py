@@ -16,7 +16,9 @@ from integration import images
 from integration.dockerd import Dockerd
 from integration.host import need
 from integration.netns import Network
-from integration.pool import PoolCluster, Service, free_port, wait_until
+from integration.pool import AGENT_TOKEN, PoolCluster, Service, free_port, wait_until
+from integration.radium_env import RadiumEnv
+from integration.test_leases import stop_agent
 
 RADIUM_CLI = str(Path(sys.executable).parent / "radium")
 ACCEPTORS = ("img-acc-a", "img-acc-b")
@@ -30,6 +32,7 @@ class Site:
     network: Network
     port: int
     root: Path
+    radium_env: RadiumEnv
     dockerds: dict[str, Dockerd] = field(default_factory=dict)
     relays: list[Service] = field(default_factory=list)
 
@@ -47,8 +50,11 @@ class Site:
         address = self.network.add_host(name)
         prefix = self.network.exec_prefix(name)
         self.relay(name, prefix)
+        # With the radium runtime: container-mode workers get the bundle through the hook.
         daemon = Dockerd(
-            {}, {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}, prefix=self.network.net_only_prefix(name)
+            {"radium": self.radium_env.runtime},
+            self.radium_env.environ(),
+            prefix=self.network.net_only_prefix(name),
         )
         daemon.start()
         self.dockerds[name] = daemon
@@ -73,7 +79,7 @@ class Site:
 
 @pytest.fixture(scope="module")
 def site(
-    network: Network, dockerd: Dockerd, tmp_path_factory: pytest.TempPathFactory
+    network: Network, radium: RadiumEnv, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Site]:
     registry_binary = need("docker-registry", "docker-registry")
     root = tmp_path_factory.mktemp("images")
@@ -83,7 +89,7 @@ def site(
         f"http:\n  addr: {network.gateway}:{port}\nlog:\n  level: warn\n"
     )
     (root / "pool").mkdir()
-    site = Site(PoolCluster(root / "pool", host=network.gateway), network, port, root)
+    site = Site(PoolCluster(root / "pool", host=network.gateway), network, port, root, radium)
     registry = Service(
         [registry_binary, "serve", str(root / "registry.yml")], {}, root / "registry.log"
     )
@@ -173,3 +179,83 @@ def test_rm_removes_it_everywhere(site: Site, pushed: str) -> None:
     again = site.radium("images", "rm", pushed)
     assert again.returncode == 1
     assert f"image {pushed} is not registered" in again.stderr
+
+
+PROBE = """
+import platform, socket, numpy
+print(type(platform).__name__, type(numpy.linalg).__name__)
+release = platform.freedesktop_os_release()
+remote_host = platform.node()
+print(release["VERSION_CODENAME"], platform.python_version(), remote_host != socket.gethostname())
+print(round(float(numpy.linalg.det(numpy.eye(2) * 3)), 6))
+"""
+
+
+@pytest.fixture(scope="module")
+def client(site: Site, radium: RadiumEnv) -> Iterator[tuple[Dockerd, dict[str, str]]]:
+    """This node: a dockerd whose radium runtime leases from the site's pool (agent on)."""
+    agent = site.root / "agent"
+    config = radium.write_config("images-client.toml")
+    config.write_text(
+        config.read_text() + f'[client]\npool = "{site.cluster.address}"\ntoken = "{AGENT_TOKEN}"\n'
+        f'[agent]\nenabled = true\nsocket = "{agent}/agent.sock"\n'
+        f'state_file = "{agent}/state.json"\nlog_file = "{agent}/agent.log"\n'
+    )
+    daemon = Dockerd({"radium": radium.runtime}, radium.environ(config))
+    try:
+        daemon.start()
+        yield daemon, {**radium.environ(config), "DOCKER_HOST": f"unix://{daemon.socket}"}
+    finally:
+        daemon.stop()
+        stop_agent(config)
+
+
+@pytest.fixture(scope="module")
+def trixie(site: Site, client: tuple[Dockerd, dict[str, str]]) -> str:
+    """Debian trixie with numpy, registered: every acceptor holds it."""
+    daemon, _ = client
+    ref = f"localhost:{site.port}/radium-test/trixie-numpy:v1"
+    daemon.import_image(images.debian_tar("trixie", with_numpy=True), ref)
+    assert daemon.docker("push", ref, check=False, timeout=600).returncode == 0
+    added = site.radium("images", "add", ref)
+    assert added.returncode == 0, added.stdout + added.stderr
+    return ref
+
+
+def radium_run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [RADIUM_CLI, "run", "--gpus", "1", "--remote", "numpy.linalg", "--remote", "platform",
+         *args, "python3", "-c", PROBE],
+        env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+
+
+def test_container_mode_worker_runs_inside_the_image(
+    site: Site, client: tuple[Dockerd, dict[str, str]], trixie: str
+) -> None:
+    host = Path("/etc/os-release").read_text()
+    assert "VERSION_CODENAME=trixie" not in host, "the acceptor host must not be trixie itself"
+    done = radium_run(client[1], "-v", "--", "--rm", "--network", "none", trixie)
+    assert done.returncode == 0, done.stdout + done.stderr
+    kinds, where, det = done.stdout.splitlines()
+    assert kinds == "RemoteModule RemoteModule"
+    codename, version, other_host = where.split()
+    # The worker's os-release and Python are the image's (trixie, 3.13), not the host's.
+    assert codename == "trixie"
+    assert version.startswith(images.python_version("trixie") + ".")
+    assert other_host == "True"  # and it is not the client container itself
+    assert det == "9.0"
+    assert "lease l-" in done.stderr
+    logs = "".join(a.log.read_text() for a in site.cluster.acceptors.values())
+    assert "worker runs in container radium-worker-" in logs and trixie in logs
+
+
+def test_worker_process_selects_process_mode(
+    site: Site, client: tuple[Dockerd, dict[str, str]], trixie: str
+) -> None:
+    done = radium_run(client[1], "--worker", "process", "--", "--rm", "--network", "none", trixie)
+    assert done.returncode == 0, done.stdout + done.stderr
+    codename, version, _ = done.stdout.splitlines()[1].split()
+    # The acceptor's own Python: this test process's.
+    assert version == ".".join(map(str, sys.version_info[:3]))
+    assert codename != "trixie"

@@ -51,7 +51,7 @@ def test_memory_and_cpu_share_are_enforced(limited: tuple[Slots, DataPlane, Cgro
     slots, plane, cgroups = limited
     directories = cgroups._dirs("small")
     assert directories, "this host has no cgroup hierarchy for the test"
-    pid = str(slots.workers["small"].process.pid)
+    pid = str(slots.workers["small"].pid)
     for directory in directories.values():
         assert pid in (directory / "cgroup.procs").read_text().split()
     if cgroups.v2:

@@ -27,8 +27,15 @@ SPLIT_TARGET = "/etc/radium/split.toml"
 HELP = "see radium run -h"
 USAGE = (
     "radium run [--gpus N] [--fraction F | --memory MiB] [--queue Q] [--remote MOD]... "
-    "[--split FILE] [-v] [docker run options] IMAGE [CMD...]"
+    "[--split FILE] [--worker process|container] [-v] [docker run options] IMAGE [CMD...]"
 )
+#: docker run flags that take no value (every other flag takes one, unless written --flag=value)
+_DOCKER_FLAGS = {
+    "--detach", "--interactive", "--tty", "--rm", "--init", "--privileged", "--read-only",
+    "--sig-proxy", "--no-healthcheck", "--oom-kill-disable", "--publish-all",
+    "--disable-content-trust", "--quiet", "--help",
+}  # fmt: skip
+_DOCKER_SHORT_FLAGS = set("ditPq")
 
 
 @dataclass
@@ -40,7 +47,13 @@ class RunRequest:
     docker_args: list[str] = field(default_factory=list)
 
 
-_VALUED = {"--gpus": "gpus", "--fraction": "fraction", "--memory": "memory", "--queue": "queue"}
+_VALUED = {
+    "--gpus": "gpus",
+    "--fraction": "fraction",
+    "--memory": "memory",
+    "--queue": "queue",
+    "--worker": "worker",
+}
 
 
 def parse(argv: Sequence[str]) -> RunRequest:
@@ -86,6 +99,9 @@ def parse(argv: Sequence[str]) -> RunRequest:
 def docker_argv(request: RunRequest, cidfile: str) -> list[str]:
     argv = ["docker", "run", "--runtime=radium", "--cidfile", cidfile]
     env = dict(request.env)
+    image = image_of(request.docker_args)
+    if image:  # lets the acceptor run the worker inside the same image (container mode)
+        env["RADIUM_IMAGE"] = image
     if request.remote:
         env["RADIUM_REMOTE"] = ",".join(request.remote)
     if request.split:
@@ -97,6 +113,28 @@ def docker_argv(request: RunRequest, cidfile: str) -> list[str]:
     for key, value in env.items():
         argv += ["-e", f"{key}={value}"]
     return argv + request.docker_args
+
+
+def image_of(docker_args: Sequence[str]) -> str | None:
+    """The image in ``docker run`` arguments: the first argument that no flag takes."""
+    i = 0
+    while i < len(docker_args):
+        arg = docker_args[i]
+        if arg == "--":
+            return docker_args[i + 1] if i + 1 < len(docker_args) else None
+        if not arg.startswith("-") or arg == "-":
+            return arg
+        if arg.startswith("--"):
+            i += 1 if "=" in arg or arg in _DOCKER_FLAGS else 2
+            continue
+        letters = arg[1:]
+        step = 1
+        for position, letter in enumerate(letters):
+            if letter not in _DOCKER_SHORT_FLAGS:  # takes a value: the rest, or the next arg
+                step = 2 if position == len(letters) - 1 else 1
+                break
+        i += step
+    return None
 
 
 def check_docker() -> None:

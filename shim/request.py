@@ -36,6 +36,10 @@ def _any(value: str) -> bool:
     return True
 
 
+def _worker(value: str) -> bool:
+    return value in ("process", "container")
+
+
 #: request key -> (environment variable, validity check, what a valid value looks like)
 FIELDS: dict[str, tuple[str, Callable[[str], bool], str]] = {
     "gpus": ("RADIUM_GPUS", _whole, "a whole number of GPUs (0 or more)"),
@@ -44,6 +48,8 @@ FIELDS: dict[str, tuple[str, Callable[[str], bool], str]] = {
     "queue": ("RADIUM_QUEUE", _any, "a queue name"),
     "remote": ("RADIUM_REMOTE", _any, "comma-separated module names"),
     "split": ("RADIUM_SPLIT", _any, "a split file path"),
+    "image": ("RADIUM_IMAGE", _any, "the container's image reference"),
+    "worker": ("RADIUM_WORKER", _worker, '"process" or "container"'),
 }
 
 
@@ -94,7 +100,7 @@ def allocation(request: Mapping[str, str]) -> Optional[dict[str, Any]]:
     """
     values = {
         key: checked(key, request[ANNOTATION_PREFIX + key], ANNOTATION_PREFIX + key)
-        for key in ("gpus", "fraction", "memory", "queue")
+        for key in ("gpus", "fraction", "memory", "queue", "image", "worker")
         if ANNOTATION_PREFIX + key in request
     }
     fraction = float(values.get("fraction", 0))
@@ -110,4 +116,6 @@ def allocation(request: Mapping[str, str]) -> Optional[dict[str, Any]]:
         "fraction": fraction,
         "memory_mib": memory,
         "queue": values.get("queue", ""),
+        "image": values.get("image", ""),
+        "worker": values.get("worker", ""),
     }

@@ -23,8 +23,9 @@ def test_radium_options_then_docker_arguments_untouched() -> None:
     ]  # fmt: skip
     argv = docker_argv(request, "/tmp/cid")
     assert argv[:5] == ["docker", "run", "--runtime=radium", "--cidfile", "/tmp/cid"]
-    assert argv[5:9] == ["-e", "RADIUM_GPUS=2", "-e", "RADIUM_REMOTE=torch,numpy.linalg"]
-    assert argv[9:] == request.docker_args
+    assert argv[5:11] == ["-e", "RADIUM_GPUS=2", "-e", "RADIUM_IMAGE=img:tag",
+                          "-e", "RADIUM_REMOTE=torch,numpy.linalg"]  # fmt: skip
+    assert argv[11:] == request.docker_args
 
 
 def test_a_fraction_alone_asks_no_whole_gpu_and_split_files_are_mounted(tmp_path: Path) -> None:
@@ -55,3 +56,27 @@ def test_bad_requests_are_one_line_errors(argv: list[str], message: str) -> None
 def test_missing_split_file(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="does not exist"):
         docker_argv(parse(["--split", str(tmp_path / "none.toml"), "img"]), "c")
+
+
+@pytest.mark.parametrize(
+    ("docker_args", "image"),
+    [
+        (["--rm", "-e", "A=1", "-it", "img:1", "python3"], "img:1"),
+        (["-v", "/a:/b", "--network=none", "--name", "x", "reg:5000/i:t", "sh"], "reg:5000/i:t"),
+        (["-eA=1", "-dit", "--init", "-w", "/w", "img"], "img"),
+        (["--rm", "--", "img", "-e"], "img"),
+        (["--rm", "-e"], None),
+    ],
+)
+def test_the_image_is_found_among_docker_options(docker_args: list[str], image: str | None) -> None:
+    from radium.dockerrun import image_of
+
+    assert image_of(docker_args) == image
+
+
+def test_the_image_and_worker_mode_reach_the_container() -> None:
+    argv = docker_argv(parse(["--worker", "container", "--", "--rm", "reg/img:1", "true"]), "c")
+    assert "RADIUM_WORKER=container" in argv
+    assert "RADIUM_IMAGE=reg/img:1" in argv
+    with pytest.raises(UsageError, match='--worker must be "process" or "container"'):
+        parse(["--worker", "gpu", "img"])

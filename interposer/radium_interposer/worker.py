@@ -354,7 +354,11 @@ def serve_control(control: socket.socket, worker: Worker) -> None:
 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="radium-worker")
-    parser.add_argument("--control-fd", type=int, required=True)
+    control_from = parser.add_mutually_exclusive_group(required=True)
+    control_from.add_argument("--control-fd", type=int, help="inherited from the acceptor")
+    control_from.add_argument(
+        "--control-socket", help="the acceptor's unix socket to connect to (container mode)"
+    )
     parser.add_argument("--lease", default="")
     args = parser.parse_args(argv)
     logging.basicConfig(
@@ -363,7 +367,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     worker = Worker()
     sys.stdout = Capture(sys.stdout, "stdout", worker.local)
     sys.stderr = Capture(sys.stderr, "stderr", worker.local)
-    control = socket.socket(fileno=args.control_fd)
+    if args.control_socket:
+        control = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        control.connect(args.control_socket)
+    else:
+        control = socket.socket(fileno=args.control_fd)
     log.info("worker for lease %s ready", args.lease)
     serve_control(control, worker)
     log.info("control socket closed; worker exits")

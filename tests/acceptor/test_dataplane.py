@@ -79,7 +79,7 @@ def test_each_lease_has_its_own_pinned_worker(plane: DataPlane) -> None:
     assert a[:2] == ["cpu0", "lease-a"]
     assert b[:2] == ["cpu1", "lease-b"]
     assert a[2] != b[2]
-    assert {a[2], b[2]} == {str(w.process.pid) for w in plane.slots.workers.values()}
+    assert {a[2], b[2]} == {str(w.pid) for w in plane.slots.workers.values()}
 
 
 def test_a_lease_cannot_reach_another_lease_handles(plane: DataPlane) -> None:
@@ -124,14 +124,14 @@ assert len(h) == 5
     [("lease-a", "wrong"), ("lease-a", "lease-b-secret"), ("no-such-lease", "lease-a-secret")],
 )
 def test_wrong_credentials_get_nothing(plane: DataPlane, lease: str, credential: str) -> None:
-    started = {lease_id: w.process.pid for lease_id, w in plane.slots.workers.items()}
+    started = {lease_id: w.pid for lease_id, w in plane.slots.workers.items()}
     host, port = plane.address.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=10) as sock:
         with pytest.raises(handshake.AuthenticationError, match="authentication failed"):
             handshake.client(sock, lease, credential)
         assert closed_by_peer(sock)  # nothing sent after this is ever read
     assert plane.refused >= 1
-    assert {k: w.process.pid for k, w in plane.slots.workers.items()} == started
+    assert {k: w.pid for k, w in plane.slots.workers.items()} == started
 
 
 def test_garbage_is_refused_and_the_listener_keeps_serving(plane: DataPlane) -> None:

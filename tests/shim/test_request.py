@@ -57,20 +57,24 @@ def test_bad_values_are_named(env: str, message: str) -> None:
 @pytest.mark.parametrize(
     ("annotations", "expected"),
     [
-        ({"radium.io/gpus": "2"}, {"gpus": 2, "fraction": 0.0, "memory_mib": 0, "queue": ""}),
-        (
-            {"radium.io/fraction": "0.25", "radium.io/queue": "q"},
-            {"gpus": 0, "fraction": 0.25, "memory_mib": 0, "queue": "q"},
-        ),
-        ({"radium.io/memory": "512"}, {"gpus": 0, "fraction": 0.0, "memory_mib": 512, "queue": ""}),
-        ({"radium.io/remote": "torch"}, {"gpus": 1, "fraction": 0.0, "memory_mib": 0, "queue": ""}),
+        ({"radium.io/gpus": "2"}, {"gpus": 2}),
+        ({"radium.io/fraction": "0.25", "radium.io/queue": "q"}, {"fraction": 0.25, "queue": "q"}),
+        ({"radium.io/memory": "512"}, {"memory_mib": 512}),
+        ({"radium.io/remote": "torch"}, {"gpus": 1}),
         ({"radium.io/gpus": "0", "radium.io/remote": "torch"}, None),
+        (
+            {"radium.io/gpus": "1", "radium.io/image": "reg/img:1", "radium.io/worker": "process"},
+            {"gpus": 1, "image": "reg/img:1", "worker": "process"},
+        ),
     ],
 )
-def test_allocation_from_annotations(annotations: dict[str, str], expected: object) -> None:
+def test_allocation_from_annotations(
+    annotations: dict[str, str], expected: dict[str, object] | None
+) -> None:
     from radium.shim.request import allocation
 
-    assert allocation(annotations) == expected
+    defaults = {"gpus": 0, "fraction": 0.0, "memory_mib": 0, "queue": "", "image": "", "worker": ""}
+    assert allocation(annotations) == (None if expected is None else {**defaults, **expected})
 
 
 def test_allocation_checks_like_the_wrapper() -> None:

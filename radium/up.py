@@ -1,13 +1,16 @@
 """``radium up``: the embedded default — pool, CPU acceptor and node agent on this machine.
 
 It keeps its own config (generated tokens, database, slots, agent socket) in a state directory,
-supervises the three services as child processes, and stops them on Ctrl-C or SIGTERM. Other
+supervises the three services as child processes, and stops them on Ctrl-C or SIGTERM; with
+``--detach`` it returns once they are ready, and ``radium down`` stops them. Other
 radium commands, and an engine's radium runtime, use them when pointed at that config
 (``export RADIUM_CONFIG=...`` as it prints).
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import secrets
 import signal
@@ -16,6 +19,8 @@ import sys
 import time
 from pathlib import Path
 from typing import TextIO
+
+import psutil
 
 from radium import config as config_module
 from radium.errors import RadiumError
@@ -107,7 +112,53 @@ def _stop(children: dict[str, subprocess.Popen[bytes]]) -> None:
             child.wait()
 
 
-def run(state: Path, listen: str, cpu_devices: int, out: TextIO = sys.stdout) -> int:
+PIDS = "pids.json"
+
+
+def _running(state: Path) -> dict[str, int]:
+    """The services a detached ``radium up`` left running in ``state`` (checked, not trusted)."""
+    try:
+        pids = json.loads((state / PIDS).read_text())
+    except (OSError, ValueError):
+        return {}
+    alive = {}
+    for service, pid in pids.items() if isinstance(pids, dict) else []:
+        try:
+            cmdline = psutil.Process(int(pid)).cmdline()
+        except (psutil.Error, ValueError):
+            continue
+        if service in cmdline and any(part.endswith("radium") for part in cmdline):
+            alive[service] = int(pid)
+    return alive
+
+
+def down(state: Path, out: TextIO = sys.stdout) -> int:
+    """Stop what ``radium up --detach`` started in ``state``."""
+    running = _running(state)
+    if not running:
+        raise RadiumError(f"Radium is not up in {state}", hint="radium up --detach starts it")
+    processes = []
+    for pid in reversed(list(running.values())):
+        with contextlib.suppress(psutil.Error):
+            process = psutil.Process(pid)
+            process.terminate()
+            processes.append(process)
+    _, left = psutil.wait_procs(processes, timeout=STOP_GRACE)
+    for process in left:
+        with contextlib.suppress(psutil.Error):
+            process.kill()
+    (state / PIDS).unlink(missing_ok=True)
+    out.write(f"Radium is down: stopped {', '.join(running)}.\n")
+    return 0
+
+
+def run(
+    state: Path, listen: str, cpu_devices: int, out: TextIO = sys.stdout, detach: bool = False
+) -> int:
+    if _running(state):
+        raise RadiumError(
+            f"Radium is already up in {state}", hint=f"radium down --state-dir {state}"
+        )
     config = write_config(state, listen, cpu_devices)
     env = {**os.environ, "RADIUM_CONFIG": str(config)}
     cli = os.path.join(os.path.dirname(sys.executable), "radium")
@@ -131,12 +182,17 @@ def run(state: Path, listen: str, cpu_devices: int, out: TextIO = sys.stdout) ->
                     start_new_session=True,
                 )
         devices = _wait_ready(client, children, state, 60)
+        how_to_stop = f"radium down --state-dir {state}" if detach else "Ctrl-C"
         out.write(
             f"Radium is up: pool at {listen}, acceptor 'local' with {devices} devices.\n"
-            f"Use it from another shell: export RADIUM_CONFIG={config}\n"
-            f"Logs: {state}/pool.log, acceptor.log, agent.log. Ctrl-C stops all three.\n"
+            f"Use it{'' if detach else ' from another shell'}: export RADIUM_CONFIG={config}\n"
+            f"Logs: {state}/pool.log, acceptor.log, agent.log. {how_to_stop} stops all three.\n"
         )
         out.flush()
+        if detach:
+            (state / PIDS).write_text(json.dumps({s: c.pid for s, c in children.items()}))
+            children = {}  # they keep running: `radium down` stops them
+            return 0
         while not stop["now"]:
             _check_alive(children, state)
             time.sleep(0.2)

@@ -9,7 +9,14 @@ from pathlib import Path
 def _up(args: argparse.Namespace) -> int:
     from radium import up
 
-    return up.run(args.state_dir or up.default_state_dir(), args.listen, args.cpu_devices)
+    state = args.state_dir or up.default_state_dir()
+    return up.run(state, args.listen, args.cpu_devices, detach=args.detach)
+
+
+def _down(args: argparse.Namespace) -> int:
+    from radium import up
+
+    return up.down(args.state_dir or up.default_state_dir())
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -23,4 +30,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parser.add_argument(
         "--cpu-devices", type=int, default=2, help="devices the CPU acceptor exposes"
     )
+    parser.add_argument(
+        "-d", "--detach", action="store_true", help="return once up; `radium down` stops it"
+    )
     parser.set_defaults(func=_up)
+    down = commands.add_parser("down", help="stop what `radium up --detach` started")
+    down.add_argument("--state-dir", type=Path, help="the state directory given to radium up")
+    down.set_defaults(func=_down)

@@ -74,7 +74,7 @@ def main() -> int:
         if shutil.which("dockerd") is None:  # no docker: the same application as a local process
             app = root / "app.py"
             app.write_text(APP.replace('json.load(open("/run/radium/lease.json"))', "{}"))
-            print(f"\n$ radium exec --remote numpy -- python3 app.py   (docker is not installed)")
+            print("\n$ radium exec --remote numpy -- python3 app.py   (docker is not installed)")
             return subprocess.run(
                 [CLI, "exec", "--remote", "numpy", "--", "/usr/bin/python3", str(app)],
                 env=pool_env,

@@ -7,102 +7,27 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from integration import images
 from integration.dockerd import Dockerd
-from integration.host import need
 from integration.netns import Network
-from integration.pool import AGENT_TOKEN, PoolCluster, Service, free_port, wait_until
+from integration.pool import AGENT_TOKEN, wait_until
 from integration.radium_env import RadiumEnv
+from integration.site import RADIUM_CLI, Site, open_site
 from integration.test_leases import stop_agent
 
-RADIUM_CLI = str(Path(sys.executable).parent / "radium")
 ACCEPTORS = ("img-acc-a", "img-acc-b")
-
-
-@dataclass
-class Site:
-    """A pool, a registry reachable as localhost:PORT everywhere, acceptors with dockerds."""
-
-    cluster: PoolCluster
-    network: Network
-    port: int
-    root: Path
-    radium_env: RadiumEnv
-    dockerds: dict[str, Dockerd] = field(default_factory=dict)
-    relays: list[Service] = field(default_factory=list)
-
-    def relay(self, name: str, prefix: list[str]) -> None:
-        """localhost:PORT inside ``prefix``'s namespace reaches the registry."""
-        argv = [*prefix, sys.executable, "-m", "integration.forward", "127.0.0.1",
-                str(self.port), self.network.gateway, str(self.port)]  # fmt: skip
-        relay = Service(
-            argv, {"PYTHONPATH": str(Path(__file__).parent.parent)}, self.root / f"{name}-relay.log"
-        )
-        relay.start()
-        self.relays.append(relay)
-
-    def add_acceptor(self, name: str) -> None:
-        address = self.network.add_host(name)
-        prefix = self.network.exec_prefix(name)
-        self.relay(name, prefix)
-        # With the radium runtime: container-mode workers get the bundle through the hook.
-        daemon = Dockerd(
-            {"radium": self.radium_env.runtime},
-            self.radium_env.environ(),
-            prefix=self.network.net_only_prefix(name),
-        )
-        daemon.start()
-        self.dockerds[name] = daemon
-        self.cluster.start_acceptor(
-            name, prefix=prefix, data_address=f"{address}:7401",
-            extra=["--engine", "docker", "--engine-address", f"unix://{daemon.socket}"],
-        )  # fmt: skip
-        self.cluster.wait_up(name)
-
-    def radium(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [RADIUM_CLI, *args], env=self.cluster.env, capture_output=True, text=True, timeout=600
-        )
-
-    def stop(self) -> None:
-        self.cluster.stop()
-        for daemon in self.dockerds.values():
-            daemon.stop()
-        for relay in self.relays:
-            relay.kill()
 
 
 @pytest.fixture(scope="module")
 def site(
     network: Network, radium: RadiumEnv, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Site]:
-    registry_binary = need("docker-registry", "docker-registry")
-    root = tmp_path_factory.mktemp("images")
-    port = free_port()
-    (root / "registry.yml").write_text(
-        f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {root / 'registry'}\n"
-        f"http:\n  addr: {network.gateway}:{port}\nlog:\n  level: warn\n"
-    )
-    (root / "pool").mkdir()
-    site = Site(PoolCluster(root / "pool", host=network.gateway), network, port, root, radium)
-    registry = Service(
-        [registry_binary, "serve", str(root / "registry.yml")], {}, root / "registry.log"
-    )
-    registry.start()
-    site.relays.append(registry)
-    try:
-        site.relay("host", [])
-        site.cluster.start_pool()
-        for name in ACCEPTORS:
-            site.add_acceptor(name)
-        yield site
-    finally:
-        site.stop()
+    with open_site(network, radium, tmp_path_factory.mktemp("images"), ACCEPTORS) as opened:
+        yield opened
 
 
 @pytest.fixture(scope="module")

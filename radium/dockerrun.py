@@ -22,6 +22,8 @@ from radium.config import Config
 from radium.errors import RadiumError, SpecError, UnavailableError, UsageError
 from radium.shim.request import FIELDS, checked
 
+#: docker run's exit code when the docker daemon itself failed (not the container).
+DOCKER_FAILED = 125
 #: Where ``--split FILE`` is mounted inside the container.
 SPLIT_TARGET = "/etc/radium/split.toml"
 HELP = "see radium run -h"
@@ -164,15 +166,20 @@ def check_docker() -> None:
 
 def run(config: Config, argv: Sequence[str]) -> int:
     request = parse(argv)
-    check_docker()
     with tempfile.TemporaryDirectory(prefix="radium-run-") as scratch:
         cidfile = os.path.join(scratch, "cid")
-        child = subprocess.Popen(docker_argv(request, cidfile))
+        try:
+            child = subprocess.Popen(docker_argv(request, cidfile))
+        except FileNotFoundError:
+            raise UsageError("docker is not installed", hint="apt-get install docker.io") from None
         if request.verbose:
             threading.Thread(
                 target=_report_lease, args=(config, cidfile, child), daemon=True
             ).start()
-        return child.wait()
+        code = child.wait()
+    if code == DOCKER_FAILED and not os.path.exists(cidfile):
+        check_docker()  # the container never started: explain when Radium is the reason
+    return code
 
 
 def _report_lease(config: Config, cidfile: str, child: subprocess.Popen[bytes]) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 
 from radium import config as config_module
 from radium import logs
@@ -14,6 +13,8 @@ def _agent(args: argparse.Namespace) -> int:
 
     config = config_module.load()
     logs.setup("radium agent", "", stderr_level=20)
+    import asyncio
+
     asyncio.run(agent.serve(config))
     return 0
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import dataclasses
 
 from radium import config as config_module
@@ -20,6 +19,8 @@ def _pool_serve(args: argparse.Namespace) -> int:
         )
         config = dataclasses.replace(config, pool=pool)
     logs.setup("radium pool", args.log_file, stderr_level=20)
+    import asyncio
+
     asyncio.run(server.serve(config))
     return 0
 
@@ -44,6 +45,8 @@ def _acceptor_serve(args: argparse.Namespace) -> int:
     }
     settings = dataclasses.replace(settings, **overrides)
     logs.setup("radium acceptor", args.log_file, stderr_level=20)
+    import asyncio
+
     asyncio.run(daemon.serve(settings))
     return 0
 

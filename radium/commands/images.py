@@ -6,9 +6,7 @@ import argparse
 import json
 import sys
 
-from google.protobuf.json_format import MessageToDict
-
-from radium.commands.inspect import _client, _table
+from radium.commands.inspect import _client, _table, as_dicts
 
 FAILED = "failed"
 
@@ -44,7 +42,7 @@ def _rm(args: argparse.Namespace) -> int:
 def _ls(args: argparse.Namespace) -> int:
     images = _client().list_images()
     if args.json:
-        print(json.dumps([MessageToDict(i, preserving_proto_field_name=True) for i in images]))
+        print(json.dumps(as_dicts(images)))
         return 0
     rows = [(i.ref, i.acceptor, i.state, i.digest or "-") for i in images]
     print(_table(("IMAGE", "ACCEPTOR", "STATE", "DIGEST"), rows))

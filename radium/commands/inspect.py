@@ -5,17 +5,26 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from typing import Any, Sequence
-
-from google.protobuf.json_format import MessageToDict
+from typing import TYPE_CHECKING, Any, Sequence
 
 from radium import config as config_module
-from radium.poolclient import PoolClient
+
+if TYPE_CHECKING:
+    from radium.poolclient import PoolClient
 
 
 def _client() -> PoolClient:
+    """Imported here: grpc costs every other radium command a tenth of a second."""
+    from radium.poolclient import PoolClient
+
     settings = config_module.load().client
     return PoolClient(settings.pool, settings.token, settings.timeout)
+
+
+def as_dicts(messages: Sequence[Any]) -> list[dict[str, Any]]:
+    from google.protobuf.json_format import MessageToDict
+
+    return [MessageToDict(m, preserving_proto_field_name=True) for m in messages]
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -29,7 +38,7 @@ def _gpus(args: argparse.Namespace) -> int:
     if args.json:
         print(
             json.dumps(
-                [MessageToDict(d, preserving_proto_field_name=True) for d in status.devices],
+                as_dicts(status.devices),
                 indent=2,
             )
         )
@@ -68,11 +77,7 @@ def _gpus(args: argparse.Namespace) -> int:
 def _leases(args: argparse.Namespace) -> int:
     leases = _client().leases(all_=args.all)
     if args.json:
-        print(
-            json.dumps(
-                [MessageToDict(le, preserving_proto_field_name=True) for le in leases], indent=2
-            )
-        )
+        print(json.dumps(as_dicts(leases), indent=2))
         return 0
     now = time.time()
     rows = [
@@ -113,7 +118,7 @@ def _leases(args: argparse.Namespace) -> int:
 def _status(args: argparse.Namespace) -> int:
     status = _client().status()
     if args.json:
-        print(json.dumps(MessageToDict(status, preserving_proto_field_name=True), indent=2))
+        print(json.dumps(as_dicts([status])[0], indent=2))
         return 0
     up = sum(1 for a in status.acceptors if a.up)
     print(

@@ -155,6 +155,8 @@ class Docker:
             "WorkingDir": workdir,
             "HostConfig": host,
         }
+        # A worker container of an acceptor that died (no one removed it) would block the name.
+        self.remove_container(name)
         query = urllib.parse.urlencode({"name": name})
         container = str(self._call("POST", f"/containers/create?{query}", body).get("Id", ""))
         self._call("POST", f"/containers/{container}/start")

@@ -92,29 +92,26 @@ class ContainerWorker:
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.listener.bind(str(path))
         self.listener.listen(1)
-        control = f"{SLOT_TARGET}/control.sock"
-        command = ["python3", *WORKER, "--lease", lease_id, "--control-socket", control]
-        arguments = {
-            "env": {**env, "RADIUM_GPUS": "0"},  # a Radium request: the hook mounts the bundle
-            "binds": [f"{slot}:{SLOT_TARGET}"],
-            "workdir": SLOT_TARGET,
-            "runtime": runtime,
-            "memory_bytes": share.memory_mib << 20,
-            "nano_cpus": int(share.cpus * 1e9),
-        }
-        threading.Thread(
-            target=self._start,
-            args=(
-                f"radium-worker-{lease_id}",
-                command,
-                arguments,
-            ),
-            daemon=True,
-        ).start()
+        self.env = {**env, "RADIUM_GPUS": "0"}  # a Radium request: the hook mounts the bundle
+        self.runtime, self.share = runtime, share
+        threading.Thread(target=self._start, daemon=True).start()
 
-    def _start(self, name: str, command: list[str], arguments: dict[str, object]) -> None:
+    def _start(self) -> None:
+        name = f"radium-worker-{self.lease_id}"
+        control = f"{SLOT_TARGET}/control.sock"
+        command = ["python3", *WORKER, "--lease", self.lease_id, "--control-socket", control]
         try:
-            self.container = self.engine.run_container(name, self.image, command, **arguments)  # type: ignore[arg-type]
+            self.container = self.engine.run_container(
+                name,
+                self.image,
+                command,
+                env=self.env,
+                binds=[f"{self.slot}:{SLOT_TARGET}"],
+                workdir=SLOT_TARGET,
+                runtime=self.runtime,
+                memory_bytes=self.share.memory_mib << 20,
+                nano_cpus=int(self.share.cpus * 1e9),
+            )
             self.control = self._wait_for_connection()
             pid = self.engine.container_state(self.container).get("Pid", 0)
             (self.slot / "worker.pid").write_text(str(pid))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 
 from radium.errors import InvalidRequestError
@@ -17,6 +17,8 @@ from radium.pool.model import ImageStatus
 from radium.pool.store import Store
 
 PULLING, READY, FAILED, REMOVING, REMOVED = "pulling", "ready", "failed", "removing", "removed"
+GONE = "the acceptor went away; it catches up when it registers again"
+RECHECK = 2.0
 DONE_ADDING = frozenset((READY, FAILED))
 DONE_REMOVING = frozenset((REMOVED, FAILED))
 _REF_LIMIT = 512
@@ -67,6 +69,12 @@ class Images:
             return
         self._set(status)
 
+    def _row(self, ref: str, acceptor: str, done: frozenset[str], connected: bool) -> ImageStatus:
+        row = self.status.get((ref, acceptor)) or ImageStatus(ref, acceptor, REMOVED)
+        if row.state in done or connected:
+            return row
+        return replace(row, state=FAILED, error=GONE)
+
     def of(self, ref: str) -> list[ImageStatus]:
         return sorted((s for s in self.status.values() if s.ref == ref), key=lambda s: s.acceptor)
 
@@ -85,17 +93,33 @@ class Images:
             if (s := self.status.get((ref, acceptor))) is not None and s.state == READY
         }
 
+    def poke(self) -> None:
+        """Wake followers without a change of status (an acceptor connected or went away)."""
+        self.changed.set()
+        self.changed = asyncio.Event()
+
     async def follow(
-        self, ref: str, acceptors: list[str], done: frozenset[str], timeout: float
+        self,
+        ref: str,
+        acceptors: list[str],
+        done: frozenset[str],
+        timeout: float,
+        connected: Callable[[str], bool] = lambda name: True,
     ) -> AsyncIterator[list[ImageStatus]]:
-        """Yield the statuses of ``ref`` on these acceptors at each change until all are done."""
+        """Yield the statuses of ``ref`` on these acceptors at each change until all are done.
+
+        An acceptor that goes away meanwhile counts as failed for this follower (it pulls, or
+        removes, when it registers again).
+        """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while True:
-            rows = [self.status.get((ref, a)) or ImageStatus(ref, a, REMOVED) for a in acceptors]
+            rows = [self._row(ref, a, done, connected(a)) for a in acceptors]
             yield rows
             if all(r.state in done for r in rows) or loop.time() >= deadline:
                 return
             event = self.changed
+            # Woken by news, or every few seconds: an acceptor may be marked down meanwhile.
+            wait = min(RECHECK, max(0.0, deadline - loop.time()))
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(event.wait(), timeout=max(0.0, deadline - loop.time()))
+                await asyncio.wait_for(event.wait(), timeout=wait)

@@ -42,6 +42,10 @@ class Pool:
         """Acceptors that are up and following their assignments."""
         return sorted(n for n, a in self.state.acceptors.items() if a.up and n in self.watchers)
 
+    def is_connected(self, name: str) -> bool:
+        acceptor = self.state.acceptors.get(name)
+        return acceptor is not None and acceptor.up and name in self.watchers
+
     def tell(self, names: list[str], kind: pb.Assignment.Kind, image: str) -> None:
         for name in names:
             self.watchers[name].put_nowait(pb.Assignment(kind=kind, image=image))
@@ -193,7 +197,9 @@ class PoolService(pb_grpc.PoolServicer):
         self.pool.images.add(ref, targets, self.pool.clock())
         self.pool.tell(targets, pb.Assignment.PULL_IMAGE, ref)
         log.info("image %s registered; pulling on %s", ref, targets or "no acceptor yet")
-        async for rows in self.pool.images.follow(ref, targets, DONE_ADDING, IMAGE_FOLLOW):
+        async for rows in self.pool.images.follow(
+            ref, targets, DONE_ADDING, IMAGE_FOLLOW, self.pool.is_connected
+        ):
             yield pb.ImageProgress(acceptors=[convert.image_status_to_pb(r) for r in rows])
 
     async def RemoveImage(
@@ -206,7 +212,7 @@ class PoolService(pb_grpc.PoolServicer):
             await rpc.abort(context, exc)
         self.pool.tell(targets, pb.Assignment.REMOVE_IMAGE, request.ref)
         async for rows in self.pool.images.follow(
-            request.ref, targets, DONE_REMOVING, IMAGE_FOLLOW
+            request.ref, targets, DONE_REMOVING, IMAGE_FOLLOW, self.pool.is_connected
         ):
             yield pb.ImageProgress(acceptors=[convert.image_status_to_pb(r) for r in rows])
 
@@ -287,3 +293,4 @@ class AcceptorService(pb_grpc.AcceptorsServicer):
         finally:
             if self.pool.watchers.get(request.name) is queue:
                 del self.pool.watchers[request.name]
+                self.pool.images.poke()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from radium.errors import InvalidRequestError
-from radium.pool.images import DONE_ADDING, Images, check_ref
+from radium.pool.images import DONE_ADDING, GONE, Images, check_ref
 from radium.pool.model import ImageStatus
 from radium.pool.store import SQLiteStore
 
@@ -75,3 +75,27 @@ def test_a_database_from_before_images_gains_the_new_columns(tmp_path: Path) -> 
     old.close()
     _, leases = SQLiteStore(str(db)).load()
     assert [(le.id, le.image, le.worker) for le in leases] == [("l-1", "", "")]
+
+
+def test_an_acceptor_that_goes_away_counts_as_failed_for_followers(tmp_path: Path) -> None:
+    async def scenario() -> list[tuple[str, str]]:
+        images = Images(SQLiteStore(str(tmp_path / "pool.db")))
+        images.add("reg/img:1", ["a", "b"], now=1.0)
+        up = {"a": True, "b": True}
+        rows: list[ImageStatus] = []
+
+        async def follow() -> None:
+            async for update in images.follow(
+                "reg/img:1", ["a", "b"], DONE_ADDING, 10, lambda name: up[name]
+            ):
+                rows[:] = update
+
+        task = asyncio.create_task(follow())
+        await asyncio.sleep(0)
+        images.report(ImageStatus("reg/img:1", "a", "ready", 1.0, "sha256:x"))
+        up["b"] = False
+        images.poke()
+        await asyncio.wait_for(task, 5)
+        return [(r.state, r.error) for r in rows]
+
+    assert asyncio.run(scenario()) == [("ready", ""), ("failed", GONE)]

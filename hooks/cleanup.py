@@ -26,9 +26,7 @@ def release(state: State, config: Config) -> None:
     from radium.shim import agentclient
 
     try:
-        agentclient.call(
-            config.agent.socket, {"op": "release", "container": state.container_id}, timeout=10
-        )
+        agentclient.release(config, state.container_id)
     except RadiumError as exc:
         log.warning("container %s: releasing its lease: %s", state.container_id, exc.one_line())
 

@@ -106,18 +106,9 @@ def _acquire(state: State, config: Config, host_dir: Path) -> bool:
     """Get the container's lease through the node agent (started on demand); True when held."""
     from radium.shim import agentclient
 
-    agentclient.ensure_running(config)
-    reply = agentclient.call(
-        config.agent.socket,
-        {
-            "op": "acquire",
-            "container": state.container_id,
-            "pid": state.pid,
-            "request": state.radium_annotations,
-            "runtime_dir": str(host_dir),
-        },
+    lease = agentclient.acquire(
+        config, state.container_id, state.pid, state.radium_annotations, str(host_dir)
     )
-    lease = reply.get("lease")
     if lease:
         log.info(
             "container %s: lease %s on %s",

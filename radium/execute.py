@@ -61,24 +61,13 @@ def run(
     (runtime / "python").mkdir(parents=True, mode=0o755)
     (runtime / "python" / "sitecustomize.py").write_text(BOOT)
     try:
-        agentclient.ensure_running(config)
-        reply = agentclient.call(
-            config.agent.socket,
-            {
-                "op": "acquire",
-                "container": name,
-                "pid": os.getpid(),
-                "request": request,
-                "runtime_dir": str(runtime),
-            },
-        )
-        if not reply.get("lease"):
+        if not agentclient.acquire(config, name, os.getpid(), request, str(runtime)):
             raise InvalidRequestError("the request asks for no device", hint="use --gpus 1")
         return _run_child(command, environment(runtime, remote, split, dict(os.environ)))
     finally:
         # Should this fail, the agent releases the lease once it sees this process gone.
         with contextlib.suppress(RadiumError):
-            agentclient.call(config.agent.socket, {"op": "release", "container": name})
+            agentclient.release(config, name)
         shutil.rmtree(runtime, ignore_errors=True)
 
 

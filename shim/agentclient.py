@@ -18,7 +18,7 @@ from radium.errors import RadiumError, UnavailableError
 # Not typing.TYPE_CHECKING: importing typing costs milliseconds on every container start.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Mapping
 
     from radium.config import Config
 
@@ -54,6 +54,35 @@ def call(path: str, message: dict[str, Any], timeout: float = 30.0) -> dict[str,
         error.kind = str(data.get("kind", error.kind))
         raise error
     return data
+
+
+def acquire(
+    config: Config, container: str, pid: int, request: Mapping[str, str], runtime_dir: str
+) -> dict[str, Any] | None:
+    """The container's lease (None when its request asks for no device).
+
+    One round trip when the agent runs: it is started (autostart) only after a failed connect,
+    and acquire is idempotent in the agent, so asking again after that is safe.
+    """
+    message = {
+        "op": "acquire",
+        "container": container,
+        "pid": pid,
+        "request": dict(request),
+        "runtime_dir": runtime_dir,
+    }
+    try:
+        reply = call(config.agent.socket, message)
+    except UnavailableError:
+        ensure_running(config)
+        reply = call(config.agent.socket, message)
+    lease = reply.get("lease")
+    return lease if isinstance(lease, dict) else None
+
+
+def release(config: Config, container: str) -> None:
+    """Give the container's lease back (idempotent)."""
+    call(config.agent.socket, {"op": "release", "container": container}, timeout=10)
 
 
 def ensure_running(config: Config) -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from radium.config import Config
-from radium.engines import apply, base, setup
+from radium.engines import apply, setup
 from radium.errors import RadiumError
 
 #: engine -> the programs that say it is installed here
@@ -86,14 +86,8 @@ def check_engine(engine: str, programs: dict[str, str], path: Path | None) -> Ch
     name = f"engine {engine}"
     if path is None and not any(shutil.which(p) for p in ENGINE_PROGRAMS[engine]):
         return Check(name, "skip", "not installed")
-    options = base.Options(
-        programs=programs,
-        config_file=os.path.abspath(os.environ["RADIUM_CONFIG"])
-        if os.environ.get("RADIUM_CONFIG")
-        else "",
-    )
     try:
-        plan = setup.make_plan(engine, options, path, None)
+        plan = setup.make_plan(engine, setup.options(programs), path, None)
         outcomes = apply.install(plan, dry_run=True)
     except RadiumError as exc:
         return fail(name, exc.message, f"fix the file, then: sudo radium setup {engine}")

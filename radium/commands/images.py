@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from radium.commands.inspect import _client, _table, as_dicts
+from radium.commands.inspect import as_dicts, pool_client, table
 
 FAILED = "failed"
 
@@ -21,7 +21,7 @@ def _follow(stream: object) -> int:
         bars.update(rows)
     print()
     print(
-        _table(
+        table(
             ("ACCEPTOR", "STATE", "DIGEST", "ERROR"),
             [(r.acceptor, r.state, r.digest or "-", r.error or "-") for r in rows],
         )
@@ -32,20 +32,20 @@ def _follow(stream: object) -> int:
 
 
 def _add(args: argparse.Namespace) -> int:
-    return _follow(_client().add_image(args.image, timeout=args.timeout))
+    return _follow(pool_client().add_image(args.image, timeout=args.timeout))
 
 
 def _rm(args: argparse.Namespace) -> int:
-    return _follow(_client().remove_image(args.image, timeout=args.timeout))
+    return _follow(pool_client().remove_image(args.image, timeout=args.timeout))
 
 
 def _ls(args: argparse.Namespace) -> int:
-    images = _client().list_images()
+    images = pool_client().list_images()
     if args.json:
         print(json.dumps(as_dicts(images)))
         return 0
     rows = [(i.ref, i.acceptor, i.state, i.digest or "-") for i in images]
-    print(_table(("IMAGE", "ACCEPTOR", "STATE", "DIGEST"), rows))
+    print(table(("IMAGE", "ACCEPTOR", "STATE", "DIGEST"), rows))
     return 0
 
 

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from radium.poolclient import PoolClient
 
 
-def _client() -> PoolClient:
+def pool_client() -> PoolClient:
     """Imported here: grpc costs every other radium command a tenth of a second."""
     from radium.poolclient import PoolClient
 
@@ -27,14 +27,14 @@ def as_dicts(messages: Sequence[Any]) -> list[dict[str, Any]]:
     return [MessageToDict(m, preserving_proto_field_name=True) for m in messages]
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     cells = [list(map(str, headers))] + [[str(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells)
 
 
 def _gpus(args: argparse.Namespace) -> int:
-    status = _client().status()
+    status = pool_client().status()
     if args.json:
         print(
             json.dumps(
@@ -57,7 +57,7 @@ def _gpus(args: argparse.Namespace) -> int:
         for d in status.devices
     ]
     print(
-        _table(
+        table(
             (
                 "ACCEPTOR",
                 "DEVICE",
@@ -75,7 +75,7 @@ def _gpus(args: argparse.Namespace) -> int:
 
 
 def _leases(args: argparse.Namespace) -> int:
-    leases = _client().leases(all_=args.all)
+    leases = pool_client().leases(all_=args.all)
     if args.json:
         print(json.dumps(as_dicts(leases), indent=2))
         return 0
@@ -96,7 +96,7 @@ def _leases(args: argparse.Namespace) -> int:
         for le in leases
     ]
     print(
-        _table(
+        table(
             (
                 "LEASE",
                 "STATE",
@@ -116,7 +116,7 @@ def _leases(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    status = _client().status()
+    status = pool_client().status()
     if args.json:
         print(json.dumps(as_dicts([status])[0], indent=2))
         return 0
@@ -127,7 +127,7 @@ def _status(args: argparse.Namespace) -> int:
     )
     rows = [(a.name, a.data_address, "up" if a.up else "DOWN", a.devices) for a in status.acceptors]
     if rows:
-        print(_table(("ACCEPTOR", "DATA PLANE", "STATE", "DEVICES"), rows))
+        print(table(("ACCEPTOR", "DATA PLANE", "STATE", "DEVICES"), rows))
     return 0
 
 

@@ -25,6 +25,16 @@ def installed_programs() -> dict[str, str]:
     return programs
 
 
+def options(programs: dict[str, str], set_as_default: bool = False) -> base.Options:
+    """What the writers need: the programs, and the config file hooks must be pointed at."""
+    config_file = os.environ.get("RADIUM_CONFIG")
+    return base.Options(
+        set_as_default=set_as_default,
+        programs=programs,
+        config_file=os.path.abspath(config_file) if config_file else "",
+    )
+
+
 def make_plan(
     engine: str, options: base.Options, path: Optional[Path], dropin: Optional[Path]
 ) -> base.Plan:
@@ -65,14 +75,7 @@ def run(
     restart_daemon: bool = False,
     out: TextIO = sys.stdout,
 ) -> int:
-    options = base.Options(
-        set_as_default=set_as_default,
-        programs=installed_programs(),
-        config_file=os.path.abspath(os.environ["RADIUM_CONFIG"])
-        if os.environ.get("RADIUM_CONFIG")
-        else "",
-    )
-    plan = make_plan(engine, options, path, dropin)
+    plan = make_plan(engine, options(installed_programs(), set_as_default), path, dropin)
     outcomes = (
         apply.remove(plan, dry_run=dry_run) if remove else apply.install(plan, dry_run=dry_run)
     )

@@ -24,8 +24,12 @@ class ImageKeeper:
         self.name, self.engine, self.report = name, engine, report
         self.tasks: set[asyncio.Task[None]] = set()
 
-    def _status(self, ref: str, state: str, **fields: object) -> pb.ImageStatus:
-        return pb.ImageStatus(ref=ref, acceptor=self.name, state=state, **fields)  # type: ignore[arg-type]
+    def _status(
+        self, ref: str, state: str, progress: float = 0.0, digest: str = "", error: str = ""
+    ) -> pb.ImageStatus:
+        return pb.ImageStatus(
+            ref=ref, acceptor=self.name, state=state, progress=progress, digest=digest, error=error
+        )
 
     async def _send(self, status: pb.ImageStatus) -> None:
         try:

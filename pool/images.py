@@ -75,9 +75,6 @@ class Images:
             return row
         return replace(row, state=FAILED, error=GONE)
 
-    def of(self, ref: str) -> list[ImageStatus]:
-        return sorted((s for s in self.status.values() if s.ref == ref), key=lambda s: s.acceptor)
-
     def missing_on(self, acceptor: str) -> list[str]:
         """Registered images this acceptor has not reported ready (to pull on registration)."""
         return sorted(

@@ -220,15 +220,12 @@ class PoolService(pb_grpc.PoolServicer):
         self, request: pb.ListImagesRequest, context: Context
     ) -> pb.ListImagesResponse:
         images = self.pool.images
-        rows = [
-            convert.image_status_to_pb(s) for ref in sorted(images.refs) for s in images.of(ref)
-        ]
-        rows += [
-            pb.ImageStatus(ref=ref, state="registered") for ref in images.refs if not images.of(ref)
-        ]
-        stale = {s.ref for s in images.status.values()} - images.refs
-        rows += [convert.image_status_to_pb(s) for ref in sorted(stale) for s in images.of(ref)]
-        return pb.ListImagesResponse(images=rows)
+        rows = sorted(images.status.values(), key=lambda s: (s.ref, s.acceptor))
+        unseen = sorted(images.refs - {s.ref for s in rows})  # no acceptor connected yet
+        return pb.ListImagesResponse(
+            images=[convert.image_status_to_pb(s) for s in rows]
+            + [pb.ImageStatus(ref=ref, state="registered") for ref in unseen]
+        )
 
 
 class AcceptorService(pb_grpc.AcceptorsServicer):

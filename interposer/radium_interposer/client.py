@@ -169,10 +169,6 @@ class Connection:
         if self.unsynced:
             self.request({"op": "ping"})
 
-    def close(self) -> None:
-        if self.pid == os.getpid():
-            self.sock.close()
-
 
 def _forward_output(meta: Dict[str, Any]) -> None:
     for key, stream in (("out", sys.stdout), ("err", sys.stderr)):

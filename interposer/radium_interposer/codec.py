@@ -48,7 +48,7 @@ def local_numpy() -> Any:
         import numpy
     except ImportError:
         return None
-    return _numpy() and numpy
+    return None if getattr(numpy, "__radium_remote__", False) else numpy
 
 
 def is_array(obj: Any) -> bool:

@@ -244,10 +244,6 @@ def fetch(obj: Any) -> Any:
     return decode(meta.get("v"), meta["buffers"])
 
 
-def is_remote(obj: Any) -> bool:
-    return isinstance(obj, Remote)
-
-
 def stats() -> Dict[str, Any]:
     """The worker's counters: calls, bytes in and out, busy seconds, live handles."""
     return dict(request("stats")["stats"])

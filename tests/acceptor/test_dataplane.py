@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import subprocess
 from collections.abc import Iterator
@@ -139,7 +140,9 @@ def test_garbage_is_refused_and_the_listener_keeps_serving(plane: DataPlane) -> 
     for garbage in (b"GET / HTTP/1.1\r\n\r\n", b"RDM1" + b"\xff" * 40, b""):
         with socket.create_connection((host, int(port)), timeout=10) as sock:
             sock.sendall(garbage)
-            sock.shutdown(socket.SHUT_WR)
+            # The acceptor may have reset the connection already (our bytes left unread).
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_WR)
             assert closed_by_peer(sock)
     out = run_client(plane, "lease-a", "lease-a-secret", "import numpy\nprint(numpy.eye(2).sum())")
     assert out.strip() == "2.0"

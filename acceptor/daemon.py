@@ -11,6 +11,7 @@ import contextlib
 import logging
 import signal
 import socket
+from pathlib import Path
 
 import grpc
 import grpc.aio
@@ -28,6 +29,7 @@ from radium.proto import pool_pb2 as pb
 from radium.proto import pool_pb2_grpc as pb_grpc
 
 log = logging.getLogger(__name__)
+DATA_ADDRESS_FILE = "data_address"
 MAX_BACKOFF = 5.0
 
 
@@ -138,6 +140,8 @@ async def serve(config: AcceptorConfig) -> None:
     plane = DataPlane(config.data_address, acceptor.slots)
     plane.start()
     acceptor.data_address = plane.address
+    # Where this run listens (port 0 picks a new one each time): `radium up` waits for it.
+    (Path(config.state_dir) / DATA_ADDRESS_FILE).write_text(plane.address)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -79,6 +79,13 @@ def _check_alive(children: dict[str, subprocess.Popen[bytes]], state: Path) -> N
             )
 
 
+def _read(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return ""
+
+
 def _wait_ready(
     client: PoolClient, children: dict[str, subprocess.Popen[bytes]], state: Path, timeout: float
 ) -> int:
@@ -90,7 +97,9 @@ def _wait_ready(
             status = client.status()
         except RadiumError:
             status = None
-        if status is not None and any(a.up for a in status.acceptors):
+        # This run's acceptor, not the record a restarted pool loaded from its database.
+        address = _read(state / "acceptor" / "data_address")
+        if status is not None and any(a.up and a.data_address == address for a in status.acceptors):
             return len(status.devices)
         time.sleep(0.2)
     raise RadiumError(
@@ -160,6 +169,7 @@ def run(
             f"Radium is already up in {state}", hint=f"radium down --state-dir {state}"
         )
     config = write_config(state, listen, cpu_devices)
+    (state / "acceptor" / "data_address").unlink(missing_ok=True)
     env = {**os.environ, "RADIUM_CONFIG": str(config)}
     cli = os.path.join(os.path.dirname(sys.executable), "radium")
     stop = {"now": False}

@@ -22,6 +22,7 @@ from radium.acceptor.dataplane import DataPlane
 from radium.acceptor.devices import Backend, choose
 from radium.acceptor.images import ImageKeeper
 from radium.acceptor.limits import Cgroups
+from radium.acceptor.sandbox import Sandbox
 from radium.acceptor.slots import Slots
 from radium.config import AcceptorConfig
 from radium.errors import AuthError, RadiumError
@@ -39,7 +40,13 @@ class Acceptor:
         self.name = config.name or socket.gethostname()
         self.backend = backend or choose(config)
         self.engine = engines.choose(config.engine, config.engine_address)
-        self.slots = Slots(config.state_dir, self.backend, Cgroups(), self.engine)
+        self.slots = Slots(
+            config.state_dir,
+            self.backend,
+            sandbox=confinement(config),
+            limits=Cgroups(),
+            engine=self.engine,
+        )
         self.metadata = rpc.metadata(config.token)
         self.registrations = 0
         #: Where the data plane really listens (the config may say port 0).
@@ -126,6 +133,17 @@ class Acceptor:
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(stop.wait(), timeout=backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF)
+
+
+def confinement(config: AcceptorConfig) -> Sandbox | None:
+    """The workers' sandbox; None (loudly) only when the config turns it off for tests."""
+    if config.sandbox.enabled:
+        return Sandbox(config.sandbox)
+    log.warning(
+        "acceptor.sandbox.enabled = false: lease workers run UNCONFINED, as root, beside this "
+        "acceptor's secrets; for tests only, never on a pool that serves tenants"
+    )
+    return None
 
 
 async def serve(config: AcceptorConfig) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import platform
+from pathlib import Path
 from typing import Protocol
 
 from radium.acceptor.limits import Share
@@ -29,6 +30,10 @@ class Backend(Protocol):
 
     def share(self, device_ids: list[str], fraction: float, memory_mib: int) -> Share:
         """The host CPU and memory a worker of such a lease may use (cgroup limits)."""
+        ...
+
+    def device_nodes(self, device_ids: list[str]) -> list[str]:
+        """The host device nodes a worker of these devices needs, and no other (the sandbox)."""
         ...
 
 
@@ -58,6 +63,9 @@ class CpuBackend:
         # A CPU "device" is one CPU's worth of time; a fraction is a share of one.
         cpus = fraction if fraction else float(len(device_ids))
         return Share(memory_mib=memory_mib, cpus=cpus)
+
+    def device_nodes(self, device_ids: list[str]) -> list[str]:
+        return []
 
 
 class NvmlBackend:
@@ -103,6 +111,20 @@ class NvmlBackend:
         # The lease's memory and fraction are the GPU's (MPS limits: not enforced yet), not
         # host limits: the worker's host CPU and memory stay unlimited.
         return Share()
+
+    def device_nodes(self, device_ids: list[str]) -> list[str]:
+        nvml = self._nvml
+        minors = [
+            nvml.nvmlDeviceGetMinorNumber(nvml.nvmlDeviceGetHandleByIndex(int(i)))
+            for i in device_ids
+        ]
+        return nvidia_nodes(minors)
+
+
+def nvidia_nodes(minors: list[int], dev: Path = Path("/dev")) -> list[str]:
+    """The control nodes every CUDA process opens, plus one node per GPU (by minor number)."""
+    names = ["nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", *(f"nvidia{m}" for m in minors)]
+    return [str(dev / name) for name in names if (dev / name).exists()]
 
 
 def choose(config: AcceptorConfig) -> Backend:

@@ -15,7 +15,7 @@ import socket
 import subprocess
 import time
 import urllib.parse
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Mapping, Protocol
 
 from radium.errors import RadiumError, UnavailableError
 
@@ -139,20 +139,25 @@ class Docker:
         runtime: str,
         memory_bytes: int = 0,
         nano_cpus: int = 0,
+        user: str = "",
+        confinement: Mapping[str, Any] | None = None,
     ) -> str:
-        """Create and start a detached container with no network; its id."""
+        """Create and start a detached container with no network; its id. ``confinement`` adds
+        HostConfig fields (capabilities, seccomp, read-only root ...)."""
         host = {
             "Binds": binds,
             "NetworkMode": "none",
             "Runtime": runtime,
             "Memory": memory_bytes,
             "NanoCpus": nano_cpus,
+            **(confinement or {}),
         }
         body = {
             "Image": image,
             "Cmd": command,
             "Env": [f"{k}={v}" for k, v in env.items()],
             "WorkingDir": workdir,
+            "User": user,
             "HostConfig": host,
         }
         # A worker container of an acceptor that died (no one removed it) would block the name.

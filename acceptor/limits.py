@@ -1,9 +1,10 @@
-"""Enforce a lease's share on its worker: a memory cap and a CPU quota through cgroups.
+"""Enforce a lease's share on its worker: memory cap, CPU quota and process cap through cgroups.
 
 Each worker gets its own cgroup *under the acceptor's own* (so an acceptor run by systemd, or
 inside a container, keeps its accounting): ``<acceptor's cgroup>/radium-<lease>``. cgroup v2
-(``memory.max``, ``cpu.max``) and v1 (``memory.limit_in_bytes``, ``cpu.cfs_quota_us``) are both
-handled. Where cgroups are not writable the worker runs unlimited and the acceptor says so once.
+(``memory.max``, ``cpu.max``, ``pids.max``) and v1 (``memory.limit_in_bytes``, ``cpu.cfs_quota_us``,
+``pids.max``) are both handled. Where cgroups are not writable the worker runs unlimited and
+the acceptor says so once.
 GPU shares are the vendor's business (the backend's environment: MPS thread percentage etc.).
 """
 
@@ -24,6 +25,8 @@ class Share:
 
     memory_mib: int = 0
     cpus: float = 0.0
+    #: Processes and threads (the sandbox's cap; a fork bomb stays in its lease).
+    processes: int = 0
 
 
 class Cgroups:
@@ -40,13 +43,13 @@ class Cgroups:
             return {"": self.root / self.own.get("", "/").lstrip("/") / name}
         return {
             c: self.root / c / self.own.get(c, "/").lstrip("/") / name
-            for c in ("memory", "cpu")
+            for c in ("memory", "cpu", "pids")
             if (self.root / c).is_dir()
         }
 
     def apply(self, lease_id: str, pid: int, share: Share) -> list[str]:
         """Put ``pid`` under the share's limits; the limits set (for the log)."""
-        if not share.memory_mib and not share.cpus:
+        if share == Share():
             return []
         applied: list[str] = []
         dirs = self._dirs(lease_id)
@@ -82,6 +85,9 @@ class Cgroups:
                 (directory / "cpu.cfs_period_us").write_text(str(PERIOD_US))
                 (directory / "cpu.cfs_quota_us").write_text(str(quota))
             done.append(f"cpu {share.cpus:g}")
+        if share.processes and controller in ("", "pids"):
+            (directory / "pids.max").write_text(str(share.processes))
+            done.append(f"{share.processes} processes")
         return done
 
     def remove(self, lease_id: str) -> None:

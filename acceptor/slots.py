@@ -1,14 +1,25 @@
-"""Per-lease worker slots: a private directory and a worker process per lease.
+"""Per-lease slots: the lease's record, a private directory and one confined worker per lease.
 
-A slot holds the lease record (with the credential, mode 0600) and is the working directory of
-the lease's worker: one process per lease, never shared between tenants, started on grant with
-the lease's device pinning and killed on revoke. Authenticated data-plane connections are handed
-to it over its control socket (``SCM_RIGHTS``); a crashed worker is replaced on the next one.
+Layout under ``<state_dir>/slots`` (0700, root; no worker ever sees it)::
+
+    <lease>/lease.json   the lease, its data-plane credential and its worker uid (0600)
+    <lease>/worker.pid   the worker's host pid (bubblewrap's, or the container's init)
+    <lease>/home/        the worker's only writable directory, owned by the lease's uid (0711)
+    <lease>/control/     container mode only: the socket the worker connects back to
+
+A worker is started on grant with the lease's device pinning, under its own uid from the
+configured range (:mod:`radium.acceptor.sandbox`), and killed on revoke with every process of
+that uid. Authenticated data-plane connections are handed to it over its control socket
+(``SCM_RIGHTS``); a crashed worker is replaced on the next one.
+
+Threads: the asyncio loop prepares and tears down slots, data-plane threads hand connections
+over. ``lock`` guards ``workers`` and uid allocation; records on disk are written whole.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -16,44 +27,95 @@ import re
 import shutil
 import socket
 import threading
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Union
 
 import psutil
 
 from radium.acceptor.engines import Docker, Engine
-from radium.acceptor.limits import Cgroups, Share
+from radium.acceptor.limits import Cgroups
+from radium.acceptor.sandbox import Sandbox, Tenant
 from radium.acceptor.workers import ContainerWorker, ProcessWorker
-from radium.errors import LeaseNotFoundError, RadiumError
+from radium.errors import LeaseNotFoundError, RadiumError, SandboxError
 from radium.proto import pool_pb2 as pb
-
-log = logging.getLogger(__name__)
-_LEASE_ID = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
-
 
 if TYPE_CHECKING:
     from radium.acceptor.devices import Backend
 
+log = logging.getLogger(__name__)
+_LEASE_ID = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 Worker = Union[ProcessWorker, ContainerWorker]
 
 
+@dataclass(frozen=True)
+class SlotRecord:
+    """What the acceptor keeps of a lease it serves (``lease.json``)."""
+
+    id: str
+    devices: tuple[str, ...]
+    fraction: float
+    memory_mib: int
+    holder: str
+    credential: str
+    #: The container's image and the worker mode asked for.
+    image: str
+    worker: str
+    #: The host uid (and gid) the lease's worker runs as; 0 only when workers are unconfined.
+    uid: int
+
+    @classmethod
+    def of(cls, lease: pb.Lease, uid: int) -> SlotRecord:
+        return cls(
+            id=lease.id,
+            devices=tuple(lease.device_ids),
+            fraction=lease.fraction,
+            memory_mib=lease.memory_mib,
+            holder=lease.holder,
+            credential=lease.credential,
+            image=lease.image,
+            worker=lease.worker,
+            uid=uid,
+        )
+
+    @classmethod
+    def load(cls, path: Path) -> SlotRecord | None:
+        try:
+            data = json.loads(path.read_text())
+            return cls(**{**data, "devices": tuple(data["devices"])})
+        except (OSError, ValueError, TypeError, KeyError):
+            return None
+
+    def save(self, path: Path) -> None:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump(dataclasses.asdict(self), f)
+
+
 class Slots:
+    """The leases this acceptor serves, each with its directory and worker.
+
+    Without a backend, slots hold lease records only and start no worker. Without a sandbox,
+    workers run unconfined as root (tests only: ``acceptor.sandbox.enabled = false``). With a
+    docker engine, a lease whose image it holds gets a container-mode worker.
+    """
+
     def __init__(
         self,
         state_dir: str,
         backend: Backend | None = None,
+        *,
+        sandbox: Sandbox | None = None,
         limits: Cgroups | None = None,
         engine: Engine | None = None,
     ) -> None:
-        """Without a backend, slots hold lease records only and start no worker. With a docker
-        engine, a lease whose image it holds gets a container-mode worker."""
         self.root = Path(state_dir) / "slots"
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self.backend = backend
-        self.limits = limits
-        self.engine = engine
-        self.workers: dict[str, Worker] = {}
+        for directory in (self.root.parent, self.root):
+            directory.chmod(0o700)
+        self.backend, self.sandbox, self.limits, self.engine = backend, sandbox, limits, engine
         self.lock = threading.Lock()
+        self.workers: dict[str, Worker] = {}  # guarded by lock
         # psutil measures CPU between two calls on the same Process object: keep them.
         self._processes: dict[int, psutil.Process] = {}
 
@@ -65,129 +127,147 @@ class Slots:
     def active(self) -> list[str]:
         return sorted(p.name for p in self.root.iterdir() if p.is_dir())
 
+    def record(self, lease_id: str) -> SlotRecord | None:
+        return SlotRecord.load(self._dir(lease_id) / "lease.json")
+
+    def _free_uid(self) -> int:
+        """The lowest uid of the configured range that no slot uses (0 when unconfined)."""
+        if self.sandbox is None:
+            return 0
+        config = self.sandbox.config
+        used = {r.uid for r in map(self.record, self.active()) if r is not None}
+        for uid in range(config.uid_min, config.uid_max + 1):
+            if uid not in used:
+                return uid
+        raise SandboxError(
+            f"every worker uid of {config.uid_min}..{config.uid_max} is in use",
+            hint="widen acceptor.sandbox.uid_min/uid_max",
+        )
+
     def prepare(self, lease: pb.Lease) -> None:
         slot = self._dir(lease.id)
-        slot.mkdir(mode=0o700, exist_ok=True)
-        record = {
-            "id": lease.id,
-            "devices": list(lease.device_ids),
-            "fraction": lease.fraction,
-            "memory_mib": lease.memory_mib,
-            "holder": lease.holder,
-            "credential": lease.credential,
-            "image": lease.image,
-            "worker": lease.worker,
-        }
-        path = slot / "lease.json"
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            json.dump(record, f)
+        with self.lock:
+            slot.mkdir(mode=0o700, exist_ok=True)
+            record = SlotRecord.of(lease, self._free_uid())
+            record.save(slot / "lease.json")
+        home = slot / "home"
+        home.mkdir(exist_ok=True)
+        if record.uid:
+            os.chown(home, record.uid, record.uid)
+        # o+x: the sandbox enters it before it drops to the uid (as a root without
+        # CAP_DAC_OVERRIDE); nobody can list it, and only this lease's sandbox can reach it.
+        home.chmod(0o711)
         if self.backend is not None:
-            self._start_worker(lease.id, record)
+            self._start_worker(record)
         log.info(
-            "slot ready for lease %s (devices %s, holder %s)",
+            "slot ready for lease %s (devices %s, holder %s, uid %d)",
             lease.id,
             list(lease.device_ids),
             lease.holder,
+            record.uid,
         )
-
-    def _record(self, lease_id: str) -> dict[str, Any] | None:
-        try:
-            record = json.loads((self._dir(lease_id) / "lease.json").read_text())
-        except (OSError, ValueError):
-            return None
-        return record if isinstance(record, dict) else None
 
     def credential(self, lease_id: str) -> str | None:
         """The lease's data-plane credential, None for a lease this acceptor does not serve."""
         try:
-            record = self._record(lease_id)
+            record = self.record(lease_id)
         except ValueError:
             return None
-        value = record.get("credential") if record else None
-        return value if isinstance(value, str) and value else None
+        return record.credential if record and record.credential else None
 
-    def _container_image(self, record: dict[str, Any]) -> str:
+    def _container_image(self, record: SlotRecord) -> str:
         """The image to run the worker in, or "" for process mode (and why, logged)."""
-        image, mode = str(record.get("image") or ""), str(record.get("worker") or "")
-        if not image or mode == "process":
+        if not record.image or record.worker == "process":
             return ""
         if not isinstance(self.engine, Docker):
             reason = "this acceptor has no docker engine"
         else:
             try:
-                held = self.engine.digest(image) is not None
+                held = self.engine.digest(record.image) is not None
             except RadiumError as exc:
                 held, reason = False, exc.message
             else:
-                reason = "" if held else f"{image} is not pulled here (radium images add)"
+                reason = "" if held else f"{record.image} is not pulled here (radium images add)"
             if held:
-                return image
-        log.log(
-            logging.WARNING if mode == "container" else logging.INFO,
-            "lease %s: process-mode worker: %s",
-            record.get("id"),
-            reason,
-        )
+                return record.image
+        level = logging.WARNING if record.worker == "container" else logging.INFO
+        log.log(level, "lease %s: process-mode worker: %s", record.id, reason)
         return ""
 
-    def _start_worker(self, lease_id: str, record: dict[str, Any]) -> Worker:
+    def _tenant(self, record: SlotRecord) -> Tenant:
         assert self.backend is not None
-        devices = [str(d) for d in record.get("devices") or []]
-        pinning = {**self.backend.visible_devices_env(devices), "RADIUM_LEASE_ID": lease_id}
-        share = self.backend.share(
-            devices, float(record.get("fraction") or 0), int(record.get("memory_mib") or 0)
+        devices = list(record.devices)
+        share = self.backend.share(devices, record.fraction, record.memory_mib)
+        if self.sandbox is not None:
+            share = dataclasses.replace(share, processes=self.sandbox.config.max_processes)
+        return Tenant(
+            lease_id=record.id,
+            uid=record.uid,
+            home=self._dir(record.id) / "home",
+            env={**self.backend.visible_devices_env(devices), "RADIUM_LEASE_ID": record.id},
+            devices=tuple(self.backend.device_nodes(devices)),
+            share=share,
         )
+
+    def _start_worker(self, record: SlotRecord) -> Worker:
+        tenant = self._tenant(record)
         image = self._container_image(record)
-        slot = self._dir(lease_id)
+        slot = self._dir(record.id)
+        applied: list[str] = []
+
+        def join(pid: int) -> None:
+            if self.limits is not None and self.sandbox is not None:
+                applied.extend(self.limits.apply(record.id, pid, tenant.share))
+
         with self.lock:
-            old = self.workers.pop(lease_id, None)
+            old = self.workers.pop(record.id, None)
             if old is not None:
                 old.stop()
             worker: Worker
             if image and isinstance(self.engine, Docker):
-                worker = ContainerWorker(lease_id, slot, pinning, self.engine, image, share)
-                limits = [f"docker limits {share}"] if share != Share() else []
+                worker = ContainerWorker(tenant, slot, self.engine, image, self.sandbox)
             else:
-                worker = ProcessWorker(lease_id, slot, {**os.environ, **pinning})
-                limits = []
-            self.workers[lease_id] = worker
-        if self.limits is not None and isinstance(worker, ProcessWorker):
-            limits = self.limits.apply(lease_id, worker.pid, share)
+                worker = ProcessWorker(tenant, slot, self.sandbox, join)
+            self.workers[record.id] = worker
         log.info(
-            "lease %s: %s worker %s on %s (%s)",
-            lease_id,
+            "lease %s: %s worker %s on %s as uid %d (%s)",
+            record.id,
             worker.mode,
             image or worker.pid,
-            devices,
-            ", ".join(limits) or "no host limits",
+            list(record.devices),
+            record.uid,
+            ", ".join(applied) or ("unconfined" if self.sandbox is None else "no host limits"),
         )
         return worker
 
     def hand_over(self, lease_id: str, connection: socket.socket) -> None:
         """Give an authenticated connection to the lease's worker (restarted if it died)."""
-        worker = self.workers.get(lease_id)
+        with self.lock:
+            worker = self.workers.get(lease_id)
         if worker is None or not worker.alive():
-            record = self._record(lease_id)
+            record = self.record(lease_id)
             if record is None:
                 raise LeaseNotFoundError(f"lease {lease_id} has no slot on this acceptor")
             if worker is not None:
                 log.warning("lease %s: worker died; starting a new one", lease_id)
-            worker = self._start_worker(lease_id, record)
+            worker = self._start_worker(record)
         worker.hand_over(connection)
 
     def teardown(self, lease_id: str) -> None:
         slot = self._dir(lease_id)
+        record = self.record(lease_id)
         with self.lock:
             worker = self.workers.pop(lease_id, None)
         if worker is not None:
             worker.stop()
-        if self.limits is not None:
-            self.limits.remove(lease_id)
-        pid = self._worker(slot)
+        pid = _worker_pid(slot)
         if pid is not None:
             with contextlib.suppress(psutil.Error):
                 psutil.Process(pid).kill()
+        if record is not None and record.uid:
+            _kill_uid(record.uid)  # nothing of the lease may outlive it and meet the uid's next
+        if self.limits is not None:
+            self.limits.remove(lease_id)
         shutil.rmtree(slot, ignore_errors=True)
         log.info("slot of lease %s torn down", lease_id)
 
@@ -208,18 +288,11 @@ class Slots:
             if not self._dir(lease.id).exists():
                 self.prepare(lease)
 
-    @staticmethod
-    def _worker(slot: Path) -> int | None:
-        try:
-            return int((slot / "worker.pid").read_text().strip())
-        except (OSError, ValueError):
-            return None
-
     def usage(self) -> list[pb.LeaseUsage]:
         """CPU and RSS of each slot's worker process (and its children), through psutil."""
         report = []
         for lease_id in self.active():
-            pid = self._worker(self.root / lease_id)
+            pid = _worker_pid(self.root / lease_id)
             cpu, rss = 0.0, 0
             if pid is not None:
                 try:
@@ -234,3 +307,18 @@ class Slots:
                     self._processes.pop(pid, None)
             report.append(pb.LeaseUsage(lease_id=lease_id, cpu_percent=cpu, rss_bytes=rss))
         return report
+
+
+def _worker_pid(slot: Path) -> int | None:
+    try:
+        return int((slot / "worker.pid").read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _kill_uid(uid: int) -> None:
+    for process in psutil.process_iter(["uids"]):
+        uids = process.info.get("uids")
+        if uids is not None and uid in (uids.real, uids.effective):
+            with contextlib.suppress(psutil.Error):
+                process.kill()

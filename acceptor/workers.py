@@ -1,17 +1,19 @@
 """A lease's worker, in one of two modes, and the control socket connections reach it through.
 
-- Process mode: ``python -m radium_interposer.worker`` with the acceptor's own Python, its
-  control socket inherited (a socketpair).
+- Process mode: ``python -m radium_interposer.worker`` with the acceptor's own Python, in the
+  lease's sandbox (:mod:`radium.acceptor.sandbox`), its control socket inherited (a socketpair).
 - Container mode: the same worker inside the lease's image, started by the acceptor's docker
   with the ``radium`` runtime, so the hook mounts the Radium bundle into it exactly as into any
   container (distribution and Python detected the same way): code, Python and libraries match
-  the client's. It connects back to a control socket in its slot (a bind mount); no network.
+  the client's. It runs as the lease's uid with the sandbox's guarantees from the engine and
+  connects back to a control socket bound in from its slot; no network.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import select
 import socket
 import subprocess
@@ -19,16 +21,17 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 from radium.acceptor.engines import Docker
-from radium.acceptor.limits import Share
+from radium.acceptor.sandbox import HOME_TARGET, Sandbox, Tenant
 from radium.errors import RadiumError, UnavailableError
 from radium_interposer import wire
 
 log = logging.getLogger(__name__)
 WORKER = ["-m", "radium_interposer.worker"]
-#: Where the slot is mounted inside a container-mode worker.
-SLOT_TARGET = "/run/radium-worker"
+#: Where the control socket's directory is mounted inside a container-mode worker.
+CONTROL_TARGET = "/run/radium-worker"
 START_TIMEOUT = 120.0
 
 
@@ -37,16 +40,29 @@ class ProcessWorker:
 
     mode = "process"
 
-    def __init__(self, lease_id: str, slot: Path, env: dict[str, str]) -> None:
+    def __init__(
+        self,
+        tenant: Tenant,
+        slot: Path,
+        sandbox: Sandbox | None,
+        join: Callable[[int], object],
+    ) -> None:
+        """Start the worker confined by ``sandbox`` (``join(pid)`` applies the lease's cgroups
+        before it runs), or unconfined as this process's user when there is none."""
         self.control, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        argv = [sys.executable, *WORKER, "--lease", tenant.lease_id]
+        argv += ["--control-fd", str(child.fileno())]
         with child:
-            self.process = subprocess.Popen(
-                [sys.executable, *WORKER, "--lease", lease_id, "--control-fd", str(child.fileno())],
-                pass_fds=[child.fileno()],
-                cwd=slot,
-                env=env,
-                stdin=subprocess.DEVNULL,
-            )
+            if sandbox is not None:
+                self.process = sandbox.spawn(tenant, argv, child.fileno(), join)
+            else:
+                self.process = subprocess.Popen(
+                    argv,
+                    pass_fds=[child.fileno()],
+                    cwd=tenant.home,
+                    env={**os.environ, **tenant.env},
+                    stdin=subprocess.DEVNULL,
+                )
         (slot / "worker.pid").write_text(str(self.process.pid))
 
     @property
@@ -73,44 +89,58 @@ class ContainerWorker:
 
     def __init__(
         self,
-        lease_id: str,
+        tenant: Tenant,
         slot: Path,
-        env: dict[str, str],
         engine: Docker,
         image: str,
-        share: Share,
+        sandbox: Sandbox | None,
         runtime: str = "radium",
     ) -> None:
-        self.lease_id, self.slot, self.engine, self.image = lease_id, slot, engine, image
+        """Start the worker in ``image``, confined as ``sandbox`` says (as root without one)."""
+        self.tenant, self.slot, self.engine, self.image = tenant, slot, engine, image
+        self.lease_id = tenant.lease_id
         self.container = ""
         self.control: socket.socket | None = None
         self.error = ""
         self.ready = threading.Event()
-        path = slot / "control.sock"
+        # Only the socket's directory and the lease's home are bound in, never the slot (the
+        # lease record and its credential stay outside).
+        control = slot / "control"
+        control.mkdir(mode=0o755, exist_ok=True)
+        path = control / "control.sock"
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.listener.bind(str(path))
+        os.chown(path, tenant.uid, tenant.uid)
         self.listener.listen(1)
-        self.env = {**env, "RADIUM_GPUS": "0"}  # a Radium request: the hook mounts the bundle
-        self.runtime, self.share = runtime, share
+        self.user, self.confinement = sandbox.docker_options(tenant) if sandbox else ("", {})
+        # RADIUM_GPUS makes it a Radium request: the hook mounts the bundle into it.
+        self.env = {**tenant.env, "RADIUM_GPUS": "0", "HOME": HOME_TARGET}
+        self.runtime = runtime
         threading.Thread(target=self._start, daemon=True).start()
 
     def _start(self) -> None:
         name = f"radium-worker-{self.lease_id}"
-        control = f"{SLOT_TARGET}/control.sock"
+        control = f"{CONTROL_TARGET}/control.sock"
         command = ["python3", *WORKER, "--lease", self.lease_id, "--control-socket", control]
+        share = self.tenant.share
         try:
             self.container = self.engine.run_container(
                 name,
                 self.image,
                 command,
                 env=self.env,
-                binds=[f"{self.slot}:{SLOT_TARGET}"],
-                workdir=SLOT_TARGET,
+                binds=[
+                    f"{self.slot / 'control'}:{CONTROL_TARGET}:ro",
+                    f"{self.tenant.home}:{HOME_TARGET}",
+                ],
+                workdir=HOME_TARGET,
                 runtime=self.runtime,
-                memory_bytes=self.share.memory_mib << 20,
-                nano_cpus=int(self.share.cpus * 1e9),
+                memory_bytes=share.memory_mib << 20,
+                nano_cpus=int(share.cpus * 1e9),
+                user=self.user,
+                confinement=self.confinement,
             )
             self.control = self._wait_for_connection()
             pid = self.engine.container_state(self.container).get("Pid", 0)

@@ -109,6 +109,26 @@ class AgentConfig:
 
 
 @dataclass(frozen=True)
+class SandboxConfig:
+    """How each lease's worker is confined on the acceptor (docs/security.md)."""
+
+    #: false runs workers as root with no sandbox, cgroup caps or rlimits: only for the tests
+    #: that show each confinement probe would catch the hole. Never on a pool with tenants.
+    enabled: bool = True
+    #: Each lease's worker runs as a uid (and gid) of its own from this range; never 0.
+    uid_min: int = 200000
+    uid_max: int = 299999
+    #: Processes and threads of one worker (RLIMIT_NPROC and the pids cgroup).
+    max_processes: int = 512
+    #: Open files of each worker process (RLIMIT_NOFILE).
+    max_open_files: int = 4096
+    #: Size bound of the worker's private /tmp and of its /dev/shm (each; memory within its cap).
+    tmp_mib: int = 1024
+    #: More host paths workers may read (datasets, model caches), read-only.
+    read_only: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class AcceptorConfig:
     """``radium acceptor serve``: its devices and how it reaches the pool."""
 
@@ -129,6 +149,7 @@ class AcceptorConfig:
     engine: str = ""
     #: Its socket; "" = unix:///var/run/docker.sock or /run/containerd/containerd.sock.
     engine_address: str = ""
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
 
 
 @dataclass(frozen=True)
@@ -181,9 +202,24 @@ class Config:
             ("acceptor.heartbeat_interval", self.acceptor.heartbeat_interval),
             ("acceptor.cpu_devices", self.acceptor.cpu_devices),
             ("acceptor.cpu_memory_mib", self.acceptor.cpu_memory_mib),
+            ("acceptor.sandbox.uid_min", self.acceptor.sandbox.uid_min),
+            ("acceptor.sandbox.max_processes", self.acceptor.sandbox.max_processes),
+            ("acceptor.sandbox.max_open_files", self.acceptor.sandbox.max_open_files),
+            ("acceptor.sandbox.tmp_mib", self.acceptor.sandbox.tmp_mib),
         ):
             if number <= 0:
                 raise ConfigError(f"config key {key} must be positive, got {number}")
+        sandbox = self.acceptor.sandbox
+        if sandbox.uid_max < sandbox.uid_min:
+            raise ConfigError(
+                "config key acceptor.sandbox.uid_max must not be below uid_min, "
+                f"got {sandbox.uid_max} < {sandbox.uid_min}"
+            )
+        for path in sandbox.read_only:
+            if not path.startswith("/"):
+                raise ConfigError(
+                    f"config key acceptor.sandbox.read_only must list absolute paths, got {path!r}"
+                )
 
 
 T = TypeVar("T")

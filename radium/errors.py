@@ -136,3 +136,9 @@ class NotRegisteredError(RadiumError):
     """An acceptor called before registering, or after the pool marked it down."""
 
     kind = Kind.FAILED_PRECONDITION
+
+
+class SandboxError(RadiumError):
+    """A lease's worker sandbox cannot be set up (bubblewrap or libseccomp missing, bad paths)."""
+
+    kind = Kind.FAILED_PRECONDITION

@@ -1,0 +1,290 @@
+"""Confine a lease's worker: namespaces, a host uid of its own, seccomp, rlimits (docs/security.md).
+
+Process-mode workers start under bubblewrap (Debian ``bubblewrap``), run by the root acceptor:
+bubblewrap builds the worker's mount, PID, network (``lo`` only), IPC and UTS namespaces with the
+host visible read-only and by allow-list only (:func:`host_view`), its lease directory as the
+only writable path, a private size-bounded ``/tmp`` and ``/dev/shm``, a minimal ``/dev`` plus the
+lease's device nodes, and this module's seccomp filter. ``setpriv`` (util-linux) then drops to
+the lease's own unprivileged host uid and gid, clears supplementary groups, empties the
+capability bounding set and sets no_new_privs before the worker's Python starts. Root does the
+mounts, so an acceptor installed under a private directory still works; the worker itself is
+never root in any namespace (a user namespace would give it a root to attack; seccomp refuses
+creating one). bubblewrap holds the sandbox before its payload starts (``--block-fd``) so the
+lease's cgroup and rlimits are in place before the first worker instruction.
+
+Container-mode workers get the same guarantees from the engine: :meth:`Sandbox.docker_options`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import resource
+import select
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from radium.acceptor import seccomp
+from radium.acceptor.limits import Share
+from radium.config import SandboxConfig
+from radium.errors import SandboxError
+
+log = logging.getLogger(__name__)
+#: The lease's directory inside the sandbox: the worker's home and working directory.
+HOME_TARGET = "/lease"
+#: How long bubblewrap may take to build a sandbox before it counts as failed.
+SETUP_TIMEOUT = 30.0
+#: Merged-/usr links (or directories on older layouts) the dynamic loader needs.
+TOP_LEVEL = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+#: Host files every worker may read: the loader's cache, time zone, alternatives links.
+HOST_FILES = (
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/localtime",
+    "/etc/alternatives",
+    "/sys/devices/system/cpu",
+)
+_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+@dataclass(frozen=True)
+class Tenant:
+    """One lease's worker as the sandbox sees it: who it runs as, what it may use."""
+
+    lease_id: str
+    uid: int
+    #: Host directory of the lease, owned by ``uid``: the worker's only writable host path.
+    home: Path
+    env: Mapping[str, str] = field(default_factory=dict)
+    #: Host device nodes of the lease's devices (``/dev/nvidia0``, ``/dev/nvidiactl`` ...).
+    devices: tuple[str, ...] = ()
+    share: Share = field(default_factory=Share)
+
+
+@dataclass(frozen=True)
+class HostView:
+    """The read-only part of the host a worker sees."""
+
+    #: Host paths bound read-only at the same path.
+    binds: tuple[str, ...]
+    #: (link target, path) pairs: the merged-/usr links of the host.
+    links: tuple[tuple[str, str], ...]
+
+
+def host_view(paths: Iterable[str], root: Path = Path("/")) -> HostView:
+    """``/usr``, the top-level links, :data:`HOST_FILES` and ``paths``, without nested repeats."""
+    links: list[tuple[str, str]] = []
+    wanted = ["/usr", *HOST_FILES, *paths]
+    for name in TOP_LEVEL:
+        top = root / name
+        if top.is_symlink():
+            links.append((os.readlink(top), f"/{name}"))
+        elif top.is_dir():
+            wanted.append(f"/{name}")
+    binds: list[str] = []
+    for path in sorted({os.path.normpath(p) for p in wanted if p}):
+        if path == "/":
+            raise SandboxError("refusing to show workers the whole host file system ('/')")
+        if not path.startswith("/") or not os.path.lexists(root / path.lstrip("/")):
+            continue
+        if not any(path == b or path.startswith(b.rstrip("/") + "/") for b in binds):
+            binds.append(path)
+    return HostView(tuple(binds), tuple(links))
+
+
+def python_paths() -> list[str]:
+    """What this acceptor's Python needs to run the worker: its prefixes and the interposer."""
+    import radium_interposer
+
+    package = Path(radium_interposer.__file__).resolve().parent
+    return [sys.prefix, sys.base_prefix, str(package.parent)]
+
+
+def passwd(uid: int) -> bytes:
+    """``/etc/passwd`` of the sandbox: libraries that look the user up (getpass) find one."""
+    return (
+        "root:x:0:0:root:/nonexistent:/usr/sbin/nologin\n"
+        f"worker:x:{uid}:{uid}:radium lease worker:{HOME_TARGET}:/usr/sbin/nologin\n"
+        "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+    ).encode()
+
+
+def group(uid: int) -> bytes:
+    return f"root:x:0:\nworker:x:{uid}:\nnogroup:x:65534:\n".encode()
+
+
+def _data_fd(data: bytes) -> int:
+    """A pipe's read end holding ``data`` (small: it fits in the pipe, the write never blocks)."""
+    read_end, write_end = os.pipe()
+    try:
+        os.write(write_end, data)
+    finally:
+        os.close(write_end)
+    return read_end
+
+
+class Sandbox:
+    """Builds and starts confined workers; one per acceptor, shared by every lease."""
+
+    def __init__(
+        self,
+        config: SandboxConfig,
+        view: HostView | None = None,
+        bwrap: str | None = None,
+        setpriv: str | None = None,
+    ) -> None:
+        self.config = config
+        self.view = view or host_view([*python_paths(), *config.read_only])
+        self.bwrap = bwrap or _tool("bwrap", "bubblewrap")
+        self.setpriv = setpriv or _tool("setpriv", "util-linux")
+        self.filter = seccomp.bpf()
+        self.profile = seccomp.oci_profile()
+
+    def tmp_bytes(self, share: Share) -> int:
+        """The size bound of the worker's /tmp and /dev/shm (each), within its memory cap."""
+        mib = self.config.tmp_mib
+        if share.memory_mib:
+            mib = min(mib, share.memory_mib)
+        return mib << 20
+
+    def command(self, tenant: Tenant, argv: list[str], fds: Mapping[str, int]) -> list[str]:
+        """bubblewrap's argv for ``argv`` confined as ``tenant``; ``fds`` names the passed pipes
+        (seccomp, passwd, group, info, block)."""
+        args = [self.bwrap, "--die-with-parent", "--new-session"]
+        args += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts"]
+        args += ["--unshare-cgroup-try", "--hostname", "radium-worker"]
+        made: set[str] = {"/"}
+        for path in [*self.view.binds, HOME_TARGET, "/etc/passwd"]:
+            for parent in reversed(Path(path).parents):
+                if str(parent) not in made:
+                    made.add(str(parent))
+                    args += ["--perms", "0755", "--dir", str(parent)]
+        for target, path in self.view.links:
+            args += ["--symlink", target, path]
+        for path in self.view.binds:
+            args += ["--ro-bind", path, path]
+        args += ["--ro-bind-data", str(fds["passwd"]), "/etc/passwd"]
+        args += ["--ro-bind-data", str(fds["group"]), "/etc/group"]
+        args += ["--proc", "/proc", "--dev", "/dev"]
+        for node in tenant.devices:
+            args += ["--dev-bind", node, node]
+        size = str(self.tmp_bytes(tenant.share))
+        args += ["--size", size, "--tmpfs", "/tmp", "--size", size, "--tmpfs", "/dev/shm"]
+        args += ["--bind", str(tenant.home), HOME_TARGET, "--chdir", HOME_TARGET]
+        env = {"PATH": _PATH, "HOME": HOME_TARGET, "TMPDIR": "/tmp", "LANG": "C.UTF-8"}
+        args.append("--clearenv")
+        for name, value in {**env, **tenant.env}.items():
+            args += ["--setenv", name, value]
+        # The payload starts as root with only what setpriv needs to drop to the tenant.
+        args += ["--cap-drop", "ALL"]
+        for cap in ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP"):
+            args += ["--cap-add", cap]
+        args += ["--seccomp", str(fds["seccomp"])]
+        args += ["--info-fd", str(fds["info"]), "--block-fd", str(fds["block"]), "--"]
+        uid = str(tenant.uid)
+        args += [self.setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
+        args += ["--bounding-set=-all", "--inh-caps=-all", "--no-new-privs", "--", *argv]
+        return args
+
+    def spawn(
+        self, tenant: Tenant, argv: list[str], keep_fd: int, join: Callable[[int], object]
+    ) -> subprocess.Popen[bytes]:
+        """Start ``argv`` confined; ``join(pid)`` puts the held sandbox under the lease's
+        cgroups before the payload runs. ``keep_fd`` is passed through (the control socket)."""
+        info_read, info_write = os.pipe()
+        block_read, block_write = os.pipe()
+        fds = {
+            "seccomp": _data_fd(self.filter),
+            "passwd": _data_fd(passwd(tenant.uid)),
+            "group": _data_fd(group(tenant.uid)),
+            "info": info_write,
+            "block": block_read,
+        }
+        try:
+            process = subprocess.Popen(
+                self.command(tenant, argv, fds),
+                pass_fds=[keep_fd, *fds.values()],
+                stdin=subprocess.DEVNULL,
+                env={"PATH": _PATH},
+            )
+        finally:
+            for fd in fds.values():
+                os.close(fd)
+        try:
+            child = self._sandbox_pid(info_read, process)
+            join(child)
+            for limit, value in (
+                (resource.RLIMIT_NPROC, self.config.max_processes),
+                (resource.RLIMIT_NOFILE, self.config.max_open_files),
+            ):
+                resource.prlimit(child, limit, (value, value))
+            os.write(block_write, b"go")
+        except (OSError, SandboxError):
+            process.kill()
+            process.wait()
+            raise
+        finally:
+            os.close(info_read)
+            os.close(block_write)
+        return process
+
+    def _sandbox_pid(self, info: int, process: subprocess.Popen[bytes]) -> int:
+        """The held sandbox's pid, from bubblewrap's info pipe."""
+        data = b""
+        while True:
+            ready, _, _ = select.select([info], [], [], SETUP_TIMEOUT)
+            chunk = os.read(info, 4096) if ready else b""
+            data += chunk
+            try:
+                return int(json.loads(data)["child-pid"])
+            except (ValueError, KeyError, TypeError):
+                if chunk:
+                    continue
+            code = process.poll()
+            why = f"bubblewrap exited with {code}" if code is not None else "no answer in time"
+            raise SandboxError(
+                f"the sandbox of lease worker could not be built ({why})",
+                hint="see bubblewrap's message in the acceptor log",
+            )
+
+    def docker_options(self, tenant: Tenant) -> tuple[str, dict[str, Any]]:
+        """(user, HostConfig fields) that confine a container-mode worker the same way."""
+        limits = [
+            {"Name": name, "Soft": value, "Hard": value}
+            for name, value in (
+                ("nproc", self.config.max_processes),
+                ("nofile", self.config.max_open_files),
+            )
+        ]
+        size = self.tmp_bytes(tenant.share)
+        host = {
+            "CapDrop": ["ALL"],
+            "SecurityOpt": ["no-new-privileges", "seccomp=" + json.dumps(self.profile)],
+            "PidsLimit": self.config.max_processes,
+            "ReadonlyRootfs": True,
+            "Tmpfs": {"/tmp": f"rw,nosuid,nodev,size={size}"},
+            "ShmSize": size,
+            "Ulimits": limits,
+            "Devices": [
+                {"PathOnHost": n, "PathInContainer": n, "CgroupPermissions": "rw"}
+                for n in tenant.devices
+            ],
+        }
+        return f"{tenant.uid}:{tenant.uid}", host
+
+
+def _tool(name: str, package: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        raise SandboxError(
+            f"{name} is not installed: lease workers cannot be confined",
+            hint=f"apt-get install {package}",
+        )
+    return path

@@ -12,6 +12,7 @@ import logging
 import signal
 import socket
 from pathlib import Path
+from typing import Any, Callable
 
 import grpc
 import grpc.aio
@@ -40,18 +41,20 @@ class Acceptor:
         self.name = config.name or socket.gethostname()
         self.backend = backend or choose(config)
         self.engine = engines.choose(config.engine, config.engine_address)
+        sandbox = confinement(config)
+        limits = Cgroups()
+        if sandbox is not None:
+            limits.check()  # a tenant's worker never runs without its caps
         self.slots = Slots(
-            config.state_dir,
-            self.backend,
-            sandbox=confinement(config),
-            limits=Cgroups(),
-            engine=self.engine,
+            config.state_dir, self.backend, sandbox=sandbox, limits=limits, engine=self.engine
         )
         self.metadata = rpc.metadata(config.token)
         self.registrations = 0
         #: Where the data plane really listens (the config may say port 0).
         self.data_address = config.data_address
         self.stub: pb_grpc.AcceptorsStub | None = None
+        #: The last pending slot change of each lease (see in_order).
+        self.changes: dict[str, asyncio.Task[None]] = {}
         self.images = ImageKeeper(self.name, self.engine, self.report_image)
 
     async def report_image(self, status: pb.ImageStatus) -> object:
@@ -74,7 +77,7 @@ class Acceptor:
         )
         self.registrations += 1
         self.stub = stub
-        self.slots.reconcile(list(reply.leases))
+        await asyncio.to_thread(self.slots.reconcile, list(reply.leases))
         for ref in reply.images:  # registered while we were away, or not pulled yet
             self.images.start(self.images.pull(ref))
         log.info("registered with the pool as %s (%d active leases)", self.name, len(reply.leases))
@@ -100,14 +103,35 @@ class Acceptor:
     async def watch(self, stub: pb_grpc.AcceptorsStub) -> None:
         async for assignment in stub.Watch(pb.WatchRequest(name=self.name), metadata=self.metadata):
             if assignment.kind == pb.Assignment.GRANTED:
-                self.slots.prepare(assignment.lease)
+                self.in_order(assignment.lease.id, self.slots.prepare, assignment.lease)
             elif assignment.kind == pb.Assignment.REVOKED:
-                self.slots.teardown(assignment.lease.id)
+                self.in_order(assignment.lease.id, self.slots.teardown, assignment.lease.id)
             elif assignment.kind == pb.Assignment.PULL_IMAGE:
                 self.images.start(self.images.pull(assignment.image))
             elif assignment.kind == pb.Assignment.REMOVE_IMAGE:
                 self.images.start(self.images.remove(assignment.image))
         raise RadiumError("the pool closed the assignment stream")
+
+    def in_order(self, lease_id: str, change: Callable[..., None], *args: Any) -> None:
+        """Apply a slot change in a thread, after the earlier changes of the same lease: a
+        container worker takes seconds to stop, and other leases' grants must not wait."""
+        previous = self.changes.get(lease_id)
+
+        async def apply() -> None:
+            if previous is not None:
+                await asyncio.wait([previous])
+            try:
+                await asyncio.to_thread(change, *args)
+            except Exception:  # one lease's failure must not stop the others' changes
+                log.exception("lease %s: %s failed", lease_id, change.__name__)
+
+        task = asyncio.create_task(apply())
+        self.changes[lease_id] = task
+        task.add_done_callback(
+            lambda done: (
+                self.changes.pop(lease_id, None) if self.changes.get(lease_id) is done else None
+            )
+        )
 
     async def run(self, stop: asyncio.Event) -> None:
         backoff = 0.2

@@ -20,6 +20,8 @@ from radium_interposer import handshake, wire
 log = logging.getLogger(__name__)
 HANDSHAKE_TIMEOUT = 10.0
 MAX_HANDSHAKES = 64
+#: How long a handshake waits for the grant of a lease this acceptor has not prepared yet.
+GRANT_WAIT = 5.0
 
 
 def split_address(address: str) -> tuple[str, int]:
@@ -79,7 +81,9 @@ class DataPlane:
     def _serve(self, connection: socket.socket, peer: object) -> None:
         try:
             connection.settimeout(HANDSHAKE_TIMEOUT)
-            lease_id, version = handshake.server(connection, self.slots.credential)
+            lease_id, version = handshake.server(
+                connection, lambda lease: self.slots.credential(lease, GRANT_WAIT)
+            )
             connection.settimeout(None)
             connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self.slots.hand_over(lease_id, connection)

@@ -3,19 +3,19 @@
 Each worker gets its own cgroup *under the acceptor's own* (so an acceptor run by systemd, or
 inside a container, keeps its accounting): ``<acceptor's cgroup>/radium-<lease>``. cgroup v2
 (``memory.max``, ``cpu.max``, ``pids.max``) and v1 (``memory.limit_in_bytes``, ``cpu.cfs_quota_us``,
-``pids.max``) are both handled. Where cgroups are not writable the worker runs unlimited and
-the acceptor says so once.
+``pids.max``) are both handled. Limits that cannot be set fail the worker's start: a tenant's
+worker never runs without its caps (:meth:`Cgroups.check` says so when the acceptor starts).
 GPU shares are the vendor's business (the backend's environment: MPS thread percentage etc.).
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-log = logging.getLogger(__name__)
+from radium.errors import SandboxError
+
 PERIOD_US = 100_000
 
 
@@ -29,12 +29,46 @@ class Share:
     processes: int = 0
 
 
+#: The file that caps each controller's resource, per hierarchy version.
+_CAPS = {
+    "memory": ("memory.max", "memory.limit_in_bytes"),
+    "cpu": ("cpu.max", "cpu.cfs_quota_us"),
+    "pids": ("pids.max", "pids.max"),
+}
+
+
 class Cgroups:
+    """Lease cgroups nested under this process's own, at ``root`` (``proc`` says where)."""
+
     def __init__(self, root: str = "/sys/fs/cgroup", proc: str = "/proc/self/cgroup") -> None:
         self.root = Path(root)
         self.own = _own_paths(Path(proc))
         self.v2 = (self.root / "cgroup.controllers").exists()
-        self.warned = False
+
+    def check(self) -> None:
+        """Fail unless a lease cgroup with memory, CPU and process caps can be made here."""
+        hint = (
+            f"run the acceptor where {self.root} is mounted and writable with the memory, cpu "
+            "and pids controllers (`ip netns exec` hides it; nsenter --net does not)"
+        )
+        dirs = self._dirs("check")
+        missing = [c for c in _CAPS if not self.v2 and c not in dirs]
+        if not dirs or missing:
+            what = f"no {missing[0]} controller" if dirs else "no cgroup hierarchy"
+            raise SandboxError(f"{what} under {self.root}", hint=hint)
+        try:
+            for controller, directory in dirs.items():
+                directory.mkdir(exist_ok=True)
+                try:
+                    wanted = _CAPS if self.v2 else {controller: _CAPS[controller]}
+                    index = 0 if self.v2 else 1
+                    absent = [c for c, f in wanted.items() if not (directory / f[index]).exists()]
+                finally:
+                    directory.rmdir()
+                if absent:
+                    raise SandboxError(f"no {absent[0]} controller in {directory}", hint=hint)
+        except OSError as exc:
+            raise SandboxError(f"cannot create lease cgroups: {exc}", hint=hint) from exc
 
     def _dirs(self, lease_id: str) -> dict[str, Path]:
         """The worker's cgroup directory per controller ("" for the unified v2 tree)."""
@@ -54,21 +88,15 @@ class Cgroups:
         applied: list[str] = []
         dirs = self._dirs(lease_id)
         if not dirs:
-            self._warn(f"no cgroup hierarchy under {self.root}")
+            raise SandboxError(f"cannot cap lease {lease_id}: no cgroup hierarchy at {self.root}")
         try:
             for controller, directory in dirs.items():
                 directory.mkdir(exist_ok=True)
                 applied += self._limit(controller, directory, share)
                 (directory / "cgroup.procs").write_text(str(pid))
         except OSError as exc:
-            self._warn(str(exc))
-            return []
+            raise SandboxError(f"cannot cap lease {lease_id} through cgroups: {exc}") from exc
         return applied
-
-    def _warn(self, why: str) -> None:
-        if not self.warned:
-            log.warning("cannot enforce worker limits through cgroups (%s); unlimited", why)
-            self.warned = True
 
     def _limit(self, controller: str, directory: Path, share: Share) -> list[str]:
         done = []

@@ -27,6 +27,7 @@ import re
 import shutil
 import socket
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Union
@@ -34,7 +35,7 @@ from typing import TYPE_CHECKING, Union
 import psutil
 
 from radium.acceptor.engines import Docker, Engine
-from radium.acceptor.limits import Cgroups
+from radium.acceptor.limits import Cgroups, Share
 from radium.acceptor.sandbox import Sandbox, Tenant
 from radium.acceptor.workers import ContainerWorker, ProcessWorker
 from radium.errors import LeaseNotFoundError, RadiumError, SandboxError
@@ -87,9 +88,12 @@ class SlotRecord:
             return None
 
     def save(self, path: Path) -> None:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        """Written whole (a data-plane thread may read it at any moment), mode 0600."""
+        partial = path.with_suffix(".tmp")
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
             json.dump(dataclasses.asdict(self), f)
+        os.replace(partial, path)
 
 
 class Slots:
@@ -116,6 +120,8 @@ class Slots:
         self.backend, self.sandbox, self.limits, self.engine = backend, sandbox, limits, engine
         self.lock = threading.Lock()
         self.workers: dict[str, Worker] = {}  # guarded by lock
+        #: Notified (under lock) when a slot is prepared: a connection may arrive first.
+        self.prepared = threading.Condition(self.lock)
         # psutil measures CPU between two calls on the same Process object: keep them.
         self._processes: dict[int, psutil.Process] = {}
 
@@ -150,6 +156,7 @@ class Slots:
             slot.mkdir(mode=0o700, exist_ok=True)
             record = SlotRecord.of(lease, self._free_uid())
             record.save(slot / "lease.json")
+            self.prepared.notify_all()
         home = slot / "home"
         home.mkdir(exist_ok=True)
         if record.uid:
@@ -158,7 +165,7 @@ class Slots:
         # CAP_DAC_OVERRIDE); nobody can list it, and only this lease's sandbox can reach it.
         home.chmod(0o711)
         if self.backend is not None:
-            self._start_worker(record)
+            self._worker(record)
         log.info(
             "slot ready for lease %s (devices %s, holder %s, uid %d)",
             lease.id,
@@ -167,12 +174,20 @@ class Slots:
             record.uid,
         )
 
-    def credential(self, lease_id: str) -> str | None:
-        """The lease's data-plane credential, None for a lease this acceptor does not serve."""
+    def credential(self, lease_id: str, wait: float = 0.0) -> str | None:
+        """The lease's data-plane credential, None for a lease this acceptor does not serve.
+
+        ``wait``: how long to wait for a grant not seen yet (the pool tells the holder and this
+        acceptor at once, and the holder may connect first).
+        """
         try:
-            record = self.record(lease_id)
+            self._dir(lease_id)
         except ValueError:
             return None
+        deadline = time.monotonic() + wait
+        with self.lock:
+            while (record := self.record(lease_id)) is None and time.monotonic() < deadline:
+                self.prepared.wait(deadline - time.monotonic())
         return record.credential if record and record.credential else None
 
     def _container_image(self, record: SlotRecord) -> str:
@@ -197,9 +212,12 @@ class Slots:
     def _tenant(self, record: SlotRecord) -> Tenant:
         assert self.backend is not None
         devices = list(record.devices)
-        share = self.backend.share(devices, record.fraction, record.memory_mib)
+        share = Share()  # unconfined workers are not limited either (tests of the probes)
         if self.sandbox is not None:
-            share = dataclasses.replace(share, processes=self.sandbox.config.max_processes)
+            share = dataclasses.replace(
+                self.backend.share(devices, record.fraction, record.memory_mib),
+                processes=self.sandbox.config.max_processes,
+            )
         return Tenant(
             lease_id=record.id,
             uid=record.uid,
@@ -209,21 +227,31 @@ class Slots:
             share=share,
         )
 
-    def _start_worker(self, record: SlotRecord) -> Worker:
+    def _worker(self, record: SlotRecord) -> Worker:
+        """The lease's live worker, started now if it has none (or a dead one).
+
+        Idempotent: the lease's first connection may race its grant here (the holder learns of
+        the lease as the acceptor does), and both must find the same worker.
+        """
+        live = self._live(record.id)
+        if live is not None:
+            return live
         tenant = self._tenant(record)
         image = self._container_image(record)
         slot = self._dir(record.id)
         applied: list[str] = []
 
         def join(pid: int) -> None:
-            if self.limits is not None and self.sandbox is not None:
+            if self.limits is not None:
                 applied.extend(self.limits.apply(record.id, pid, tenant.share))
 
         with self.lock:
-            old = self.workers.pop(record.id, None)
-            if old is not None:
-                old.stop()
-            worker: Worker
+            worker = self.workers.get(record.id)
+            if worker is not None and worker.alive():
+                return worker
+            if worker is not None:
+                log.warning("lease %s: worker died; starting a new one", record.id)
+                worker.stop()
             if image and isinstance(self.engine, Docker):
                 worker = ContainerWorker(tenant, slot, self.engine, image, self.sandbox)
             else:
@@ -240,17 +268,19 @@ class Slots:
         )
         return worker
 
-    def hand_over(self, lease_id: str, connection: socket.socket) -> None:
-        """Give an authenticated connection to the lease's worker (restarted if it died)."""
+    def _live(self, lease_id: str) -> Worker | None:
         with self.lock:
             worker = self.workers.get(lease_id)
-        if worker is None or not worker.alive():
+        return worker if worker is not None and worker.alive() else None
+
+    def hand_over(self, lease_id: str, connection: socket.socket) -> None:
+        """Give an authenticated connection to the lease's worker (restarted if it died)."""
+        worker = self._live(lease_id)
+        if worker is None:
             record = self.record(lease_id)
             if record is None:
                 raise LeaseNotFoundError(f"lease {lease_id} has no slot on this acceptor")
-            if worker is not None:
-                log.warning("lease %s: worker died; starting a new one", lease_id)
-            worker = self._start_worker(record)
+            worker = self._worker(record)
         worker.hand_over(connection)
 
     def teardown(self, lease_id: str) -> None:

@@ -148,7 +148,13 @@ class ContainerWorker:
             log.info("lease %s: worker runs in container %s of %s", self.lease_id, name, self.image)
         except (OSError, RadiumError) as exc:
             self.error = str(exc)
-            log.error("lease %s: container worker of %s failed: %s", self.lease_id, self.image, exc)
+            log.error(
+                "lease %s: container worker of %s failed: %s",
+                self.lease_id,
+                self.image,
+                exc,
+                exc_info=True,
+            )
         finally:
             self.listener.close()
             self.ready.set()

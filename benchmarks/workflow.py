@@ -24,7 +24,6 @@ from pathlib import Path
 from integration import images
 from integration.dockerd import Dockerd
 from integration.netns import Network
-from integration.pool import AGENT_TOKEN
 from integration.radium_env import make_env
 from integration.site import RADIUM_CLI, open_site
 from integration.test_leases import stop_agent
@@ -64,12 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     config = None
     try:
         with open_site(network, radium, root / "site", ("wf-acc-a", "wf-acc-b")) as site:
-            config = radium.write_config("workflow.toml")
-            config.write_text(
-                config.read_text()
-                + f'[client]\npool = "{site.cluster.address}"\ntoken = "{AGENT_TOKEN}"\n'
-                f'[agent]\nenabled = true\nsocket = "{root}/agent.sock"\n'
-                f'state_file = "{root}/agent.json"\nlog_file = "{root}/agent.log"\n'
+            config = radium.client_config(
+                "workflow.toml", site.cluster.client_table(), root / "agent"
             )
             client = Dockerd({"radium": radium.runtime}, radium.environ(config))
             client.start()

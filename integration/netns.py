@@ -56,12 +56,9 @@ class Network:
         return address
 
     def exec_prefix(self, name: str) -> list[str]:
-        """Argv prefix that runs a command inside host ``name``."""
-        return ["ip", "netns", "exec", name]
-
-    def net_only_prefix(self, name: str) -> list[str]:
-        """Like :meth:`exec_prefix` but joining only the network namespace: ``ip netns exec``
-        also remounts /sys, which hides the cgroup mounts dockerd needs."""
+        """Argv prefix that runs a command on host ``name``: in its network namespace only.
+        Not ``ip netns exec``, which also remounts /sys and so hides the cgroup tree that
+        dockerd and the acceptor's lease limits need."""
         return ["nsenter", f"--net=/var/run/netns/{name}"]
 
     def close(self) -> None:

@@ -86,6 +86,10 @@ class PoolCluster:
         self.pool = Service([self.cli, "pool", "serve"], self.env, root / "pool.log")
         self.acceptors: dict[str, Service] = {}
 
+    def client_table(self) -> str:
+        """The ``[client]`` table of a config that reaches this pool as an agent."""
+        return f'[client]\npool = "{self.address}"\ntoken = "{AGENT_TOKEN}"\n'
+
     def client(self, token: str = AGENT_TOKEN) -> PoolClient:
         return PoolClient(self.address, token, timeout=5)
 
@@ -113,7 +117,9 @@ class PoolCluster:
         devices: int = 2,
         data_address: str = "",
         extra: list[str] | None = None,
+        config: Path | None = None,
     ) -> Service:
+        """Start acceptor ``name`` (with ``config`` instead of the cluster's, if given)."""
         argv = [
             *(prefix or []),
             self.cli,
@@ -129,7 +135,8 @@ class PoolCluster:
             str(self.root / name),
         ]
         argv += ["--data-address", data_address or f"127.0.0.1:{free_port()}", *(extra or [])]
-        service = Service(argv, self.env, self.root / f"{name}.log")
+        env = {**self.env, "RADIUM_CONFIG": str(config)} if config else self.env
+        service = Service(argv, env, self.root / f"{name}.log")
         service.start()
         self.acceptors[name] = service
         return service

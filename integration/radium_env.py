@@ -34,6 +34,23 @@ class RadiumEnv:
         )
         return path
 
+    def client_config(
+        self, name: str, client: str, agent: Path | None = None, node: str = ""
+    ) -> Path:
+        """A config whose CLI reaches the pool of ``client`` (its ``[client]`` table, see
+        ``PoolCluster.client_table``) and, with ``agent`` (a directory), whose hook leases
+        through a node agent living there."""
+        text = client
+        if agent is not None:
+            text += (
+                f'[agent]\nenabled = true\nsocket = "{agent}/agent.sock"\n'
+                f'state_file = "{agent}/state.json"\nlog_file = "{agent}/agent.log"\n'
+            )
+            text += f'node = "{node}"\n' if node else ""
+        config = self.write_config(name)
+        config.write_text(config.read_text() + text)
+        return config
+
     def logs(self) -> str:
         """Both log files, for assertion messages."""
         parts = []

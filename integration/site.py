@@ -41,21 +41,25 @@ class Site:
         relay.start()
         self.relays.append(relay)
 
-    def add_acceptor(self, name: str) -> None:
-        address = self.network.add_host(name)
+    def add_acceptor(self, name: str, config: Path | None = None) -> None:
+        """Start acceptor ``name`` on a host of its own with its own dockerd (made once)."""
         prefix = self.network.exec_prefix(name)
-        self.relay(name, prefix)
-        # With the radium runtime: container-mode workers get the bundle through the hook.
-        daemon = Dockerd(
-            {"radium": self.radium_env.runtime},
-            self.radium_env.environ(),
-            prefix=self.network.net_only_prefix(name),
-        )
-        daemon.start()
-        self.dockerds[name] = daemon
+        if name not in self.dockerds:
+            self.network.add_host(name)
+            self.relay(name, prefix)
+            # With the radium runtime: container-mode workers get the bundle through the hook.
+            daemon = Dockerd(
+                {"radium": self.radium_env.runtime},
+                self.radium_env.environ(),
+                prefix=prefix,
+            )
+            daemon.start()
+            self.dockerds[name] = daemon
         self.cluster.start_acceptor(
-            name, prefix=prefix, data_address=f"{address}:7401",
-            extra=["--engine", "docker", "--engine-address", f"unix://{daemon.socket}"],
+            name, prefix=prefix, data_address=f"{self.network.hosts[name]}:7401",
+            extra=["--engine", "docker", "--engine-address",
+                   f"unix://{self.dockerds[name].socket}"],
+            config=config,
         )  # fmt: skip
         self.cluster.wait_up(name)
 

@@ -14,7 +14,7 @@ import pytest
 
 from integration import images
 from integration.dockerd import Dockerd
-from integration.pool import AGENT_TOKEN, PoolCluster
+from integration.pool import PoolCluster
 from integration.radium_env import RadiumEnv
 from integration.test_leases import radium_run, stop_agent
 
@@ -66,12 +66,7 @@ def remoting(
 ) -> Iterator[Path]:
     """A Radium config whose agent (this namespace) leases from the namespaced acceptors."""
     agent = tmp_path_factory.mktemp("dp-agent")
-    config = radium.write_config("dataplane.toml")
-    config.write_text(
-        config.read_text() + f'[client]\npool = "{cluster.address}"\ntoken = "{AGENT_TOKEN}"\n'
-        f'[agent]\nenabled = true\nsocket = "{agent}/agent.sock"\n'
-        f'state_file = "{agent}/state.json"\nlog_file = "{agent}/agent.log"\n'
-    )
+    config = radium.client_config("dataplane.toml", cluster.client_table(), agent)
     try:
         yield config
     finally:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from integration.pool import AGENT_TOKEN, PoolCluster, free_port
+from integration.pool import PoolCluster, free_port
 from integration.radium_env import RadiumEnv
 from radium.engines.setup import PROGRAMS
 
@@ -27,10 +27,7 @@ def installation(
     cluster.start_pool()
     cluster.start_acceptor("doctor-acc", devices=1)
     cluster.wait_up("doctor-acc")
-    config = radium.write_config("doctor.toml")
-    config.write_text(
-        config.read_text() + f'[client]\npool = "{cluster.address}"\ntoken = "{AGENT_TOKEN}"\n'
-    )
+    config = radium.client_config("doctor.toml", cluster.client_table())
     daemon_json = root / "daemon.json"
     daemon_json.write_text('{"log-level": "warn"}\n')
     setup = doctor(config, "setup", "docker", "--config", str(daemon_json), command="setup")

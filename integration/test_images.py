@@ -14,7 +14,7 @@ import pytest
 from integration import images
 from integration.dockerd import Dockerd
 from integration.netns import Network
-from integration.pool import AGENT_TOKEN, wait_until
+from integration.pool import wait_until
 from integration.radium_env import RadiumEnv
 from integration.site import RADIUM_CLI, Site, open_site
 from integration.test_leases import stop_agent
@@ -119,12 +119,8 @@ print(round(float(numpy.linalg.det(numpy.eye(2) * 3)), 6))
 @pytest.fixture(scope="module")
 def client(site: Site, radium: RadiumEnv) -> Iterator[tuple[Dockerd, dict[str, str]]]:
     """This node: a dockerd whose radium runtime leases from the site's pool (agent on)."""
-    agent = site.root / "agent"
-    config = radium.write_config("images-client.toml")
-    config.write_text(
-        config.read_text() + f'[client]\npool = "{site.cluster.address}"\ntoken = "{AGENT_TOKEN}"\n'
-        f'[agent]\nenabled = true\nsocket = "{agent}/agent.sock"\n'
-        f'state_file = "{agent}/state.json"\nlog_file = "{agent}/agent.log"\n'
+    config = radium.client_config(
+        "images-client.toml", site.cluster.client_table(), site.root / "agent"
     )
     daemon = Dockerd({"radium": radium.runtime}, radium.environ(config))
     try:

@@ -16,7 +16,7 @@ import pytest
 from integration import images, runc
 from integration.conftest import Rootfs
 from integration.dockerd import Dockerd
-from integration.pool import AGENT_TOKEN, PoolCluster, wait_until
+from integration.pool import PoolCluster, wait_until
 from integration.radium_env import RadiumEnv
 
 IMAGE = "radium-test/bookworm:leases"
@@ -32,14 +32,9 @@ def leasing(
     cluster.start_pool()
     cluster.start_acceptor("leases-acc", devices=2)
     cluster.wait_up("leases-acc")
-    agent = root / "agent"
-    config = radium.write_config("leasing.toml")
-    text = config.read_text() + (
-        f'[client]\npool = "{cluster.address}"\ntoken = "{AGENT_TOKEN}"\n'
-        f'[agent]\nenabled = true\nsocket = "{agent}/agent.sock"\n'
-        f'state_file = "{agent}/state.json"\nlog_file = "{agent}/agent.log"\nnode = "testnode"\n'
+    config = radium.client_config(
+        "leasing.toml", cluster.client_table(), root / "agent", node="testnode"
     )
-    config.write_text(text)
     try:
         yield cluster, config
     finally:

@@ -6,6 +6,7 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from integration.host import need_root
@@ -13,7 +14,9 @@ from integration.pool import free_port
 from radium.acceptor.dataplane import DataPlane
 from radium.acceptor.devices import CpuBackend
 from radium.acceptor.limits import Cgroups
+from radium.acceptor.sandbox import Sandbox
 from radium.acceptor.slots import Slots
+from radium.config import SandboxConfig
 from radium.proto import pool_pb2 as pb
 from tests.interposer.harness import BARE_PYTHON, INTERPOSER
 
@@ -35,7 +38,9 @@ except (WorkerGone, MemoryError) as e:
 def limited(tmp_path: Path) -> Iterator[tuple[Slots, DataPlane, Cgroups]]:
     need_root()
     cgroups = Cgroups()
-    slots = Slots(str(tmp_path), CpuBackend(2, 1024), cgroups)
+    cgroups.check()
+    sandbox = Sandbox(SandboxConfig(max_processes=100))
+    slots = Slots(str(tmp_path), CpuBackend(2, 1024), sandbox=sandbox, limits=cgroups)
     slots.prepare(pb.Lease(id="small", device_ids=["cpu0"], fraction=0.25, memory_mib=64,
                            credential="small-secret"))  # fmt: skip
     plane = DataPlane(f"127.0.0.1:{free_port()}", slots)
@@ -51,15 +56,22 @@ def test_memory_and_cpu_share_are_enforced(limited: tuple[Slots, DataPlane, Cgro
     slots, plane, cgroups = limited
     directories = cgroups._dirs("small")
     assert directories, "this host has no cgroup hierarchy for the test"
-    pid = str(slots.workers["small"].pid)
+    # The sandbox and the worker in it (not bubblewrap's monitor outside it).
+    monitor = psutil.Process(slots.workers["small"].pid)
+    (worker,) = [
+        p for p in monitor.children(recursive=True) if "radium_interposer" in p.cmdline()[2]
+    ]
     for directory in directories.values():
-        assert pid in (directory / "cgroup.procs").read_text().split()
+        assert str(worker.pid) in (directory / "cgroup.procs").read_text().split()
+        assert str(monitor.pid) not in (directory / "cgroup.procs").read_text().split()
     if cgroups.v2:
         assert (directories[""] / "cpu.max").read_text().split() == ["25000", "100000"]
+        assert (directories[""] / "pids.max").read_text().strip() == "100"
     else:
         assert (directories["cpu"] / "cpu.cfs_quota_us").read_text().strip() == "25000"
         limit = (directories["memory"] / "memory.limit_in_bytes").read_text()
         assert int(limit) == 64 << 20
+        assert (directories["pids"] / "pids.max").read_text().strip() == "100"
     env = {
         "PYTHONPATH": INTERPOSER,
         "RADIUM_DP_DIRECT": plane.address,

@@ -12,6 +12,10 @@ def _exec(args: argparse.Namespace) -> int:
     request = {"radium.io/gpus": str(args.gpus)}
     if args.fraction:
         request["radium.io/fraction"] = str(args.fraction)
+    if args.image:
+        request["radium.io/image"] = args.image
+    if args.worker:
+        request["radium.io/worker"] = args.worker
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     return execute.run(config_module.load(), command, args.remote, args.split, request)
 
@@ -30,5 +34,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="a module (or module:function) to run remotely; repeatable",
     )
     parser.add_argument("--split", metavar="FILE", help="a split file (TOML) saying what to remote")
+    parser.add_argument(
+        "--image",
+        help="a registered image: the worker runs inside it on the acceptor (container mode)",
+    )
+    parser.add_argument(
+        "--worker", choices=("process", "container"), help="where the lease's worker runs"
+    )
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]")
     parser.set_defaults(func=_exec)

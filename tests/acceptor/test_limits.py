@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from radium.acceptor.devices import CpuBackend
 from radium.acceptor.limits import Cgroups, Share
+from radium.errors import SandboxError
 
 
 def v1_root(tmp_path: Path) -> Cgroups:
@@ -40,12 +43,28 @@ def test_v2_limits(tmp_path: Path) -> None:
     assert (group / "cpu.max").read_text() == "150000 100000"
 
 
-def test_no_share_touches_nothing_and_unwritable_means_unlimited(tmp_path: Path) -> None:
+def test_no_share_touches_nothing_and_limits_that_cannot_be_set_fail(tmp_path: Path) -> None:
     cgroups = v1_root(tmp_path)
     assert cgroups.apply("l-3", 1, Share()) == []
     assert not (tmp_path / "fs/memory/job/radium-l-3").exists()
     missing = Cgroups(str(tmp_path / "nowhere"), str(tmp_path / "cgroup"))
-    assert missing.apply("l-4", 1, Share(memory_mib=1)) == []
+    with pytest.raises(SandboxError, match="no cgroup hierarchy"):
+        missing.apply("l-4", 1, Share(memory_mib=1))
+    with pytest.raises(SandboxError, match="no cgroup hierarchy"):
+        missing.check()
+
+
+def test_check_names_the_missing_controller(tmp_path: Path) -> None:
+    # v1 with memory and cpu but no pids hierarchy (as under a /sys some tool remounted).
+    with pytest.raises(SandboxError, match="no pids controller") as caught:
+        v1_root(tmp_path).check()
+    assert "nsenter --net" in caught.value.hint
+    # A v1 hierarchy whose cgroups lack the cap files (not a real cgroupfs here).
+    (tmp_path / "fs/pids/job").mkdir(parents=True)
+    (tmp_path / "cgroup").write_text("5:memory:/job\n2:cpu:/job\n3:pids:/job\n")
+    with pytest.raises(SandboxError, match=r"no (memory|cpu|pids) controller in"):
+        Cgroups(str(tmp_path / "fs"), str(tmp_path / "cgroup")).check()
+    assert not list((tmp_path / "fs").glob("*/job/radium-check"))
 
 
 def test_cpu_backend_shares() -> None:

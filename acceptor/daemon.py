@@ -11,7 +11,6 @@ import contextlib
 import logging
 import signal
 import socket
-from pathlib import Path
 from typing import Any, Callable
 
 import grpc
@@ -31,7 +30,6 @@ from radium.proto import pool_pb2 as pb
 from radium.proto import pool_pb2_grpc as pb_grpc
 
 log = logging.getLogger(__name__)
-DATA_ADDRESS_FILE = "data_address"
 MAX_BACKOFF = 5.0
 
 
@@ -135,7 +133,7 @@ class Acceptor:
 
     async def run(self, stop: asyncio.Event) -> None:
         backoff = 0.2
-        async with rpc.aio_channel(self.config.pool) as channel:
+        async with rpc.aio_channel(self.config.pool, self.config.tls) as channel:
             stub = pb_grpc.AcceptorsStub(channel)
             while not stop.is_set():
                 session = asyncio.create_task(self.session(stub))
@@ -182,8 +180,6 @@ async def serve(config: AcceptorConfig) -> None:
     plane = DataPlane(config.data_address, acceptor.slots)
     plane.start()
     acceptor.data_address = plane.address
-    # Where this run listens (port 0 picks a new one each time): `radium up` waits for it.
-    (Path(config.state_dir) / DATA_ADDRESS_FILE).write_text(plane.address)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -105,9 +105,10 @@ def network() -> Iterator[Network]:
 
 @pytest.fixture(scope="module")
 def cluster(network: Network, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PoolCluster]:
-    """A pool on the bridge and two CPU acceptors, each in its own network namespace."""
+    """A pool on the bridge and two CPU acceptors, each in its own network namespace: other
+    hosts, so the control plane runs over mutual TLS."""
     need("ip", "iproute2")
-    pool = PoolCluster(tmp_path_factory.mktemp("pool"), host=network.gateway)
+    pool = PoolCluster(tmp_path_factory.mktemp("pool"), host=network.gateway, tls=True)
     try:
         pool.start_pool()
         for name in ("rdm-acc-a", "rdm-acc-b"):

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+import psutil
 import pytest
 
 
@@ -98,6 +99,14 @@ def start_daemon(
         time.sleep(0.2)
     process.kill()
     raise RuntimeError(f"{name} did not come up in {timeout}s:\n{log_tail(log)}")
+
+
+def running(process: psutil.Process) -> bool:
+    """Still running: exited (even as an unreaped zombie) is not running."""
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def kill_processes_under(path: Path) -> None:

@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 
 from integration.host import log_tail
+from radium import certs
+from radium.config import TlsConfig
 from radium.errors import RadiumError
 from radium.poolclient import PoolClient
 
@@ -60,7 +62,11 @@ class Service:
 
 
 class PoolCluster:
-    """A pool on ``host`` (an address of this namespace) and acceptors, maybe in namespaces."""
+    """A pool on ``host`` (an address of this namespace) and acceptors, maybe in namespaces.
+
+    With ``tls``, the control plane runs over mutual TLS: a CA in ``root/certs`` and one
+    certificate per role (``pool``, ``acceptors``, ``agent``), as ``radium certs`` makes them.
+    """
 
     def __init__(
         self,
@@ -69,29 +75,59 @@ class PoolCluster:
         *,
         lease_ttl: float = 3,
         heartbeat_timeout: float = 3,
+        tls: bool = False,
     ) -> None:
         self.root = root
         self.address = f"{host}:{free_port()}"
         self.config = root / "radium.toml"
+        self.certs = root / "certs"
+        if tls:
+            certs.init(self.certs)
+            for role, name in (("pool", "pool"), ("acceptor", "acceptors"), ("agent", "agent")):
+                certs.issue(self.certs, role, name, [host] if role == "pool" else [])
+        self.tls = tls
         self.config.write_text(
             f'[pool]\nlisten = "{self.address}"\ndb = "{root / "pool.db"}"\n'
             f"lease_ttl = {lease_ttl}\nheartbeat_timeout = {heartbeat_timeout}\n"
             f'agent_tokens = ["{AGENT_TOKEN}"]\nacceptor_tokens = ["{ACCEPTOR_TOKEN}"]\n'
-            f'[client]\npool = "{self.address}"\ntoken = "{AGENT_TOKEN}"\n'
-            f'[acceptor]\npool = "{self.address}"\ntoken = "{ACCEPTOR_TOKEN}"\n'
+            + self.tls_table("pool.tls", "pool")
+            + f'[acceptor]\npool = "{self.address}"\ntoken = "{ACCEPTOR_TOKEN}"\n'
             "heartbeat_interval = 0.5\n"
+            + self.tls_table("acceptor.tls", "acceptors")
+            + self.client_table()
         )
         self.env = {"PATH": os.environ["PATH"], "RADIUM_CONFIG": str(self.config)}
         self.cli = str(Path(sys.executable).parent / "radium")
         self.pool = Service([self.cli, "pool", "serve"], self.env, root / "pool.log")
         self.acceptors: dict[str, Service] = {}
 
+    def tls_table(self, table: str, name: str) -> str:
+        """``[TABLE]`` with certificate ``name`` (nothing without TLS)."""
+        if not self.tls:
+            return ""
+        return (
+            f'[{table}]\nca = "{self.certs / certs.CA_CERT}"\n'
+            f'cert = "{self.certs / name}.pem"\nkey = "{self.certs / name}.key"\n'
+        )
+
     def client_table(self) -> str:
         """The ``[client]`` table of a config that reaches this pool as an agent."""
-        return f'[client]\npool = "{self.address}"\ntoken = "{AGENT_TOKEN}"\n'
+        return f'[client]\npool = "{self.address}"\ntoken = "{AGENT_TOKEN}"\n' + self.tls_table(
+            "client.tls", "agent"
+        )
 
-    def client(self, token: str = AGENT_TOKEN) -> PoolClient:
-        return PoolClient(self.address, token, timeout=5)
+    def tls_config(self, name: str) -> TlsConfig | None:
+        if not self.tls:
+            return None
+        return TlsConfig(
+            str(self.certs / certs.CA_CERT),
+            str(self.certs / f"{name}.pem"),
+            str(self.certs / f"{name}.key"),
+        )
+
+    def client(self, token: str = AGENT_TOKEN, cert: str = "agent") -> PoolClient:
+        """A client with ``token``, or with certificate ``cert`` when the cluster has TLS."""
+        return PoolClient(self.address, token, timeout=5, tls=self.tls_config(cert))
 
     def start_pool(self) -> None:
         self.pool.start()

@@ -88,7 +88,8 @@ def open_site(
         f"http:\n  addr: {network.gateway}:{port}\nlog:\n  level: warn\n"
     )
     (root / "pool").mkdir(parents=True)
-    site = Site(PoolCluster(root / "pool", host=network.gateway), network, port, root, radium)
+    cluster = PoolCluster(root / "pool", host=network.gateway, tls=True)
+    site = Site(cluster, network, port, root, radium)
     registry = Service(
         [registry_binary, "serve", str(root / "registry.yml")], {}, root / "registry.log"
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import datetime
 import json
 import random
 import signal
@@ -10,11 +11,24 @@ import socket
 import subprocess
 import threading
 import time
+from pathlib import Path
 
+import grpc
 import pytest
 
-from integration.pool import ACCEPTOR_TOKEN, PoolCluster, wait_until
-from radium.errors import AuthError, CapacityError, InvalidRequestError, RadiumError
+from integration.pool import ACCEPTOR_TOKEN, AGENT_TOKEN, PoolCluster, Service, wait_until
+from radium import certs, rpc
+from radium.config import TlsConfig
+from radium.errors import (
+    AuthError,
+    CapacityError,
+    InvalidRequestError,
+    PermissionDeniedError,
+    RadiumError,
+)
+from radium.poolclient import PoolClient
+from radium.proto import pool_pb2 as pb
+from radium.proto import pool_pb2_grpc as pb_grpc
 
 
 def test_acceptors_register_across_veth(cluster: PoolCluster) -> None:
@@ -62,10 +76,71 @@ def test_bad_requests_are_refused_without_state_change(
     assert active_count(cluster) == before
 
 
-def test_wrong_tokens_are_refused(cluster: PoolCluster) -> None:
-    for token in ("", "wrong", ACCEPTOR_TOKEN):  # an acceptor's token is no agent's token
+def test_wrong_tokens_are_refused(tmp_path: Path) -> None:
+    """Tokens: the zero-config default of one machine."""
+    local = PoolCluster(tmp_path)
+    local.start_pool()
+    try:
+        for token in ("", "wrong", ACCEPTOR_TOKEN):  # an acceptor's token is no agent's token
+            with pytest.raises(AuthError, match="token not accepted"):
+                local.client(token).allocate(gpus=1)
+        # A streaming call is refused as a streaming call.
         with pytest.raises(AuthError, match="token not accepted"):
-            cluster.client(token).allocate(gpus=1)
+            list(local.client("wrong").add_image("localhost:5000/x:1"))
+        assert "refused /radium.v1.Pool/Allocate" in local.pool.log_tail(100)
+    finally:
+        local.stop()
+
+
+def tls_client(cluster: PoolCluster, ca: Path, cert: Path, key: Path) -> PoolClient:
+    return PoolClient(cluster.address, "", timeout=5, tls=TlsConfig(str(ca), str(cert), str(key)))
+
+
+def test_mtls_refuses_another_ca_and_expired_certificates(
+    cluster: PoolCluster, tmp_path: Path
+) -> None:
+    certs.init(tmp_path)
+    stranger = certs.issue(tmp_path, "agent", "stranger")
+    ours = cluster.certs / certs.CA_CERT
+    long_ago = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(days=30)
+    expired = certs.issue(cluster.certs, "agent", "expired", days=1, not_before=long_ago)
+    for client in (
+        tls_client(cluster, tmp_path / certs.CA_CERT, *stranger),  # the pool is not trusted
+        tls_client(cluster, ours, *stranger),  # the client is not trusted
+        tls_client(cluster, ours, *expired),
+    ):
+        with pytest.raises(AuthError) as refused:
+            client.status()
+        assert refused.value.one_line().startswith(
+            f"pool at {cluster.address}: TLS handshake failed"
+        )
+        assert "\n" not in refused.value.one_line()
+    # Without TLS, the pool does not answer either.
+    with pytest.raises(RadiumError):
+        PoolClient(cluster.address, AGENT_TOKEN, timeout=5).status()
+
+
+def test_mtls_roles_call_only_their_own_service(cluster: PoolCluster) -> None:
+    # An agent's certificate cannot register an acceptor...
+    channel = rpc.channel(cluster.address, cluster.tls_config("agent"))
+    try:
+        acceptor = pb.Acceptor(name="impostor", devices=[pb.Device(id="0", memory_mib=1)])
+        with pytest.raises(grpc.RpcError) as caught:
+            pb_grpc.AcceptorsStub(channel).Register(
+                pb.RegisterRequest(acceptor=acceptor), timeout=5
+            )
+    finally:
+        channel.close()
+    error = rpc.from_rpc_error(caught.value, "pool")
+    assert isinstance(error, PermissionDeniedError)
+    assert error.one_line() == (
+        "/radium.v1.Acceptors/Register: an agent certificate (agent) may not call it; "
+        "it needs a certificate of role acceptor"
+    )
+    assert "impostor" not in {a.name for a in cluster.client().status().acceptors}
+    # ...and an acceptor's cannot allocate.
+    with pytest.raises(PermissionDeniedError, match="an acceptor certificate"):
+        cluster.client(cert="acceptors").allocate(gpus=1)
     assert "refused /radium.v1.Pool/Allocate" in cluster.pool.log_tail(100)
 
 
@@ -97,8 +172,9 @@ def test_holder_that_dies_loses_its_lease_after_the_ttl(cluster: PoolCluster) ->
             cluster.cli.replace("/radium", "/python"),
             "-c",
             "import sys, time\n"
+            "from radium import config\n"
             "from radium.poolclient import PoolClient\n"
-            f"c = PoolClient({cluster.address!r}, {cluster.client()._metadata[0][1][7:]!r})\n"
+            "c = PoolClient.of(config.load().client)\n"
             "lease = c.allocate(fraction=0.5, holder='doomed')\n"
             "print(lease.id, flush=True)\n"
             "while True:\n"
@@ -186,6 +262,29 @@ def test_pool_killed_under_load_loses_no_lease_and_never_double_allocates(
     assert all(used[key] <= capacity[key] for key in used), "a device was over-committed"
     for le in active.values():
         client.release(le.id)
+
+
+def test_a_restarted_pool_leases_a_restored_acceptor_only_once_it_registers(
+    cluster: PoolCluster,
+) -> None:
+    # The pool dies first, so its database still says acceptor b is up; then b dies too.
+    cluster.pool.kill(signal.SIGKILL)
+    old = cluster.acceptors["rdm-acc-b"]
+    old.kill(signal.SIGKILL)
+    cluster.start_pool()
+    client = cluster.client()
+    assert {a.name: a.up for a in client.status().acceptors}["rdm-acc-b"] is False
+    with pytest.raises(CapacityError, match="no matching acceptor is up"):
+        client.allocate(gpus=1, selector={"acceptor": "rdm-acc-b"})
+    # b comes back listening elsewhere: a waiting request gets it at its new address.
+    address = old.argv[old.argv.index("--data-address") + 1]
+    moved = address.replace(":7401", ":7402")
+    new = Service([moved if a == address else a for a in old.argv], old.env, old.log)
+    cluster.acceptors["rdm-acc-b"] = new
+    new.start()
+    lease = client.allocate(gpus=1, selector={"acceptor": "rdm-acc-b"}, holder="moved", wait=30)
+    assert lease.data_address == moved
+    assert client.release(lease.id) is True
 
 
 def test_waiting_requests_are_served_in_order_when_capacity_frees(cluster: PoolCluster) -> None:

@@ -40,6 +40,14 @@ class AcceptorState:
     devices: dict[str, DeviceState]
     up: bool = True
     last_heartbeat: float = 0.0
+    #: Registered with this pool process. A record restored from the store keeps its leases
+    #: but gets no new one, and counts as down, until its acceptor registers again: until then
+    #: its data address may be a dead process's.
+    registered: bool = True
+
+    @property
+    def serving(self) -> bool:
+        return self.up and self.registered
 
 
 @dataclass(frozen=True)

@@ -69,7 +69,7 @@ def place(request: Request, acceptors: Iterable[AcceptorState]) -> Placement:
     ]
     if not candidates:
         raise InvalidRequestError(f"no device in the pool matches {request.describe()}")
-    up = [(a, s) for a, s in candidates if a.up]
+    up = [(a, s) for a, s in candidates if a.serving]
     placement = _place_whole(request, up) if request.gpus else _place_part(request, up)
     if placement is None:
         raise CapacityError(f"no capacity for {request.describe()}: {_free_summary(up)}")

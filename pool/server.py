@@ -24,10 +24,12 @@ ACCEPTOR_SERVICE = "radium.v1.Acceptors"
 
 async def serve(config: Config, *, ready: asyncio.Event | None = None) -> None:
     settings = config.pool
-    if not settings.agent_tokens or not settings.acceptor_tokens:
+    tls = settings.tls.enabled
+    if not tls and (not settings.agent_tokens or not settings.acceptor_tokens):
         raise ConfigError(
             "pool.agent_tokens and pool.acceptor_tokens must each list at least one token",
-            hint="the pool refuses every unauthenticated call; 'radium up' generates tokens",
+            hint="the pool refuses every unauthenticated call; 'radium up' generates tokens, "
+            "radium certs makes certificates for [pool.tls]",
         )
     store = SQLiteStore(settings.db, settings.synchronous)
     state = PoolState(
@@ -37,18 +39,23 @@ async def serve(config: Config, *, ready: asyncio.Event | None = None) -> None:
         now=time.time(),
     )
     pool = Pool(state)
-    server = grpc.aio.server(
-        interceptors=[
-            rpc.TokenAuth(
-                {POOL_SERVICE: settings.agent_tokens, ACCEPTOR_SERVICE: settings.acceptor_tokens}
-            )
-        ]
-    )
+    if tls:
+        from radium.certs import SERVICE_ROLES
+
+        check = rpc.role_check(SERVICE_ROLES)
+    else:
+        check = rpc.token_check(
+            {POOL_SERVICE: settings.agent_tokens, ACCEPTOR_SERVICE: settings.acceptor_tokens}
+        )
+    server = grpc.aio.server(interceptors=[rpc.CallGuard(check)])
     pb_grpc.add_PoolServicer_to_server(PoolService(pool), server)
     heartbeat = min(2.0, settings.heartbeat_timeout / 3)
     pb_grpc.add_AcceptorsServicer_to_server(AcceptorService(pool, heartbeat), server)
     try:
-        port = server.add_insecure_port(settings.listen)
+        if tls:
+            port = server.add_secure_port(settings.listen, rpc.server_credentials(settings.tls))
+        else:
+            port = server.add_insecure_port(settings.listen)
     except RuntimeError as exc:
         port, failure = 0, str(exc)
     else:
@@ -59,7 +66,12 @@ async def serve(config: Config, *, ready: asyncio.Event | None = None) -> None:
             f"cannot listen on {settings.listen}: {failure}", hint="is another pool running?"
         )
     await server.start()
-    log.info("pool listening on %s (database %s)", settings.listen, settings.db)
+    log.info(
+        "pool listening on %s (%s; database %s)",
+        settings.listen,
+        "mutual TLS" if tls else "tokens",
+        settings.db,
+    )
     reaper = asyncio.create_task(pool.reap_forever(min(1.0, settings.lease_ttl / 4)))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -40,11 +40,13 @@ class Pool:
 
     def connected(self) -> list[str]:
         """Acceptors that are up and following their assignments."""
-        return sorted(n for n, a in self.state.acceptors.items() if a.up and n in self.watchers)
+        return sorted(
+            n for n, a in self.state.acceptors.items() if a.serving and n in self.watchers
+        )
 
     def is_connected(self, name: str) -> bool:
         acceptor = self.state.acceptors.get(name)
-        return acceptor is not None and acceptor.up and name in self.watchers
+        return acceptor is not None and acceptor.serving and name in self.watchers
 
     def tell(self, names: list[str], kind: pb.Assignment.Kind, image: str) -> None:
         for name in names:
@@ -165,7 +167,7 @@ class PoolService(pb_grpc.PoolServicer):
                 holders=sorted(
                     state.leases[lid].holder or lid for lid in device.holders if lid in state.leases
                 ),
-                up=acceptor.up,
+                up=acceptor.serving,
             )
             for acceptor, device in state.device_states()
         ]
@@ -173,7 +175,7 @@ class PoolService(pb_grpc.PoolServicer):
             pb.AcceptorStatus(
                 name=a.name,
                 data_address=a.data_address,
-                up=a.up,
+                up=a.serving,
                 last_heartbeat=a.last_heartbeat,
                 devices=len(a.devices),
             )

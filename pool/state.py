@@ -136,7 +136,7 @@ class PoolState:
     ) -> bool:
         """Note that the acceptor lives, with its leases' (id, cpu %, rss bytes)."""
         acceptor = self.acceptors.get(name)
-        if acceptor is None or not acceptor.up:
+        if acceptor is None or not acceptor.serving:
             return False  # it must register (again) first
         acceptor.last_heartbeat = now
         for lease_id, cpu, rss in usage:

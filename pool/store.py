@@ -131,7 +131,12 @@ class SQLiteStore:
     def load(self) -> tuple[list[AcceptorState], list[Lease]]:
         acceptors = {
             row["name"]: AcceptorState(
-                row["name"], row["data_address"], json.loads(row["labels"]), {}, bool(row["up"])
+                row["name"],
+                row["data_address"],
+                json.loads(row["labels"]),
+                {},
+                bool(row["up"]),
+                registered=False,
             )
             for row in self._db.execute("SELECT * FROM acceptors")
         }

@@ -11,6 +11,7 @@ from radium import __version__, logs
 from radium.commands import (
     agent,
     bundles,
+    certs,
     daemons,
     doctor,
     exec_local,
@@ -31,7 +32,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"radium {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (bundles, setup, daemons, inspect, images, agent, exec_local, run, doctor, up):
+    for module in (
+        bundles, setup, daemons, inspect, images, agent, exec_local, run, doctor, up, certs
+    ):  # fmt: skip
         module.register(commands)
     return parser
 

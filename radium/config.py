@@ -64,6 +64,21 @@ class ShimConfig:
 
 
 @dataclass(frozen=True)
+class TlsConfig:
+    """Mutual TLS on the control plane (``radium certs`` makes the files); all empty = off."""
+
+    #: The CA certificate that signed every node of this pool (PEM).
+    ca: str = ""
+    #: This node's certificate (it names its role) and key, from ``radium certs issue``.
+    cert: str = ""
+    key: str = ""
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.ca or self.cert or self.key)
+
+
+@dataclass(frozen=True)
 class PoolConfig:
     """``radium pool serve``: where it listens, where its state lives, whom it trusts."""
 
@@ -79,6 +94,8 @@ class PoolConfig:
     agent_tokens: tuple[str, ...] = ()
     #: Tokens accepted from acceptors (register, heartbeat, watch).
     acceptor_tokens: tuple[str, ...] = ()
+    #: With TLS, callers authenticate by certificate (its role decides) and tokens are unused.
+    tls: TlsConfig = field(default_factory=TlsConfig)
 
 
 @dataclass(frozen=True)
@@ -89,6 +106,8 @@ class ClientConfig:
     token: str = ""
     #: Deadline of every control-plane call, in seconds.
     timeout: float = 5.0
+    #: A pool with TLS is reached with an agent (or admin) certificate instead of the token.
+    tls: TlsConfig = field(default_factory=TlsConfig)
 
 
 @dataclass(frozen=True)
@@ -150,6 +169,8 @@ class AcceptorConfig:
     #: Its socket; "" = unix:///var/run/docker.sock or /run/containerd/containerd.sock.
     engine_address: str = ""
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    #: A pool with TLS is reached with an acceptor certificate instead of the token.
+    tls: TlsConfig = field(default_factory=TlsConfig)
 
 
 @dataclass(frozen=True)
@@ -209,6 +230,16 @@ class Config:
         ):
             if number <= 0:
                 raise ConfigError(f"config key {key} must be positive, got {number}")
+        for key, tls in (
+            ("pool.tls", self.pool.tls),
+            ("client.tls", self.client.tls),
+            ("acceptor.tls", self.acceptor.tls),
+        ):
+            if tls.enabled and not (tls.ca and tls.cert and tls.key):
+                raise ConfigError(
+                    f"config key {key} needs ca, cert and key together",
+                    hint="radium certs issue prints the three lines",
+                )
         sandbox = self.acceptor.sandbox
         if sandbox.uid_max < sandbox.uid_min:
             raise ConfigError(

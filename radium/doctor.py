@@ -120,7 +120,7 @@ def check_agent(config: Config) -> Check:
 def check_pool(config: Config) -> Iterable[Check]:
     from radium.poolclient import PoolClient
 
-    client = PoolClient(config.client.pool, config.client.token, timeout=5)
+    client = PoolClient.of(config.client)
     try:
         status = client.status()
     except RadiumError as exc:

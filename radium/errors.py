@@ -132,6 +132,18 @@ class InvalidRequestError(RadiumError):
     kind = Kind.INVALID_ARGUMENT
 
 
+class PermissionDeniedError(RadiumError):
+    """An authenticated caller whose role may not make this call (mTLS certificate roles)."""
+
+    kind = Kind.PERMISSION_DENIED
+
+
+class AlreadyExistsError(RadiumError):
+    """Something would be replaced that must not be (a CA, say)."""
+
+    kind = Kind.ALREADY_EXISTS
+
+
 class NotRegisteredError(RadiumError):
     """An acceptor called before registering, or after the pool marked it down."""
 

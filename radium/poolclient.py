@@ -7,17 +7,26 @@ from typing import Iterator, Mapping
 import grpc
 
 from radium import rpc
+from radium.config import ClientConfig, TlsConfig
 from radium.proto import pool_pb2 as pb
 from radium.proto import pool_pb2_grpc as pb_grpc
 
 
 class PoolClient:
-    def __init__(self, address: str, token: str, timeout: float = 5.0) -> None:
+    def __init__(
+        self, address: str, token: str, timeout: float = 5.0, tls: TlsConfig | None = None
+    ) -> None:
+        """A client of the pool at ``address``, with a token or (``tls``) a certificate."""
         self.address = address
-        self._channel = rpc.channel(address)
+        self._channel = rpc.channel(address, tls)
         self._stub = pb_grpc.PoolStub(self._channel)
         self._metadata = rpc.metadata(token)
         self._timeout = timeout
+
+    @classmethod
+    def of(cls, settings: ClientConfig) -> PoolClient:
+        """The client a node's ``[client]`` config describes."""
+        return cls(settings.pool, settings.token, settings.timeout, settings.tls)
 
     def _call(self, method: str, request: object, timeout: float | None = None) -> object:
         try:

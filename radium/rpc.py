@@ -1,7 +1,8 @@
 """gRPC plumbing shared by every control-plane service and client.
 
 The one table mapping Radium's error kinds to gRPC status codes lives here, with both
-directions of translation, the token interceptor, and channel creation with deadlines.
+directions of translation, the interceptor that authenticates every call (tokens, or the role
+of a mutual-TLS peer certificate) and channel creation, plain or TLS.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import grpc
 import grpc.aio
 
 from radium import errors
-from radium.errors import Kind, RadiumError
+from radium.config import TlsConfig
+from radium.errors import ConfigError, Kind, RadiumError
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +42,8 @@ LEAVES: Mapping[grpc.StatusCode, type[RadiumError]] = {
     grpc.StatusCode.UNAVAILABLE: errors.UnavailableError,
     grpc.StatusCode.DEADLINE_EXCEEDED: errors.DeadlineError,
     grpc.StatusCode.FAILED_PRECONDITION: errors.NotRegisteredError,
+    grpc.StatusCode.PERMISSION_DENIED: errors.PermissionDeniedError,
+    grpc.StatusCode.ALREADY_EXISTS: errors.AlreadyExistsError,
 }
 _HINTS: Mapping[grpc.StatusCode, str] = {
     grpc.StatusCode.UNAVAILABLE: "is the service running and the address right?",
@@ -53,6 +57,8 @@ _CHANNEL_OPTIONS = [
     ("grpc.keepalive_timeout_ms", 5_000),
     ("grpc.max_receive_message_length", 16 << 20),
 ]
+#: What a failed TLS handshake looks like in a gRPC status (wrong CA, expired, not a pool).
+_TLS_FAILURE = ("handshake", "CERTIFICATE_VERIFY_FAILED", "certificate", "SSL_ERROR")
 
 
 async def abort(context: Any, error: RadiumError) -> NoReturn:
@@ -66,6 +72,12 @@ def from_rpc_error(exc: grpc.RpcError, service: str) -> RadiumError:
     code = exc.code() if hasattr(exc, "code") else grpc.StatusCode.UNKNOWN
     details = (exc.details() if hasattr(exc, "details") else None) or str(exc)
     leaf = LEAVES.get(code, RadiumError)
+    if code == grpc.StatusCode.UNAVAILABLE and any(s in details for s in _TLS_FAILURE):
+        return errors.AuthError(
+            f"{service}: TLS handshake failed (a certificate not trusted, expired or not the "
+            "pool's)",
+            hint="check the tls ca, cert and key in the Radium config (radium certs issue)",
+        )
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
         details = f"{service}: {code.name.lower().replace('_', ' ')} ({details})"
     return leaf(details, hint=_HINTS.get(code, ""))
@@ -75,51 +87,139 @@ def metadata(token: str) -> tuple[tuple[str, str], ...]:
     return ((AUTH_HEADER, f"Bearer {token}"),) if token else ()
 
 
-def channel(address: str) -> grpc.Channel:
-    return grpc.insecure_channel(address, options=_CHANNEL_OPTIONS)
+def _read(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as exc:
+        raise ConfigError(f"cannot read TLS file {path}: {exc.strerror}") from exc
 
 
-def aio_channel(address: str) -> grpc.aio.Channel:
-    return grpc.aio.insecure_channel(address, options=_CHANNEL_OPTIONS)
+def _client_tls(tls: TlsConfig) -> tuple[grpc.ChannelCredentials, list[tuple[str, Any]]]:
+    from radium import certs  # cryptography: only for TLS (the CLI starts faster without)
+
+    credentials = grpc.ssl_channel_credentials(
+        root_certificates=_read(tls.ca),
+        private_key=_read(tls.key),
+        certificate_chain=_read(tls.cert),
+    )
+    # Whatever address it is reached at, the server must hold a pool's certificate.
+    return credentials, [*_CHANNEL_OPTIONS, ("grpc.ssl_target_name_override", certs.POOL_NAME)]
 
 
-class TokenAuth(grpc.aio.ServerInterceptor):  # type: ignore[misc]
-    """Refuse (UNAUTHENTICATED, logged) any call whose bearer token is not accepted for its service.
+def channel(address: str, tls: TlsConfig | None = None) -> grpc.Channel:
+    if tls is None or not tls.enabled:
+        return grpc.insecure_channel(address, options=_CHANNEL_OPTIONS)
+    credentials, options = _client_tls(tls)
+    return grpc.secure_channel(address, credentials, options=options)
 
-    ``tokens`` maps a full service name (``radium.v1.Pool``) to the tokens it accepts.
-    """
 
-    def __init__(self, tokens: Mapping[str, Collection[str]]) -> None:
-        self._tokens = {
-            service: [t.encode() for t in accepted if t] for service, accepted in tokens.items()
-        }
+def aio_channel(address: str, tls: TlsConfig | None = None) -> grpc.aio.Channel:
+    if tls is None or not tls.enabled:
+        return grpc.aio.insecure_channel(address, options=_CHANNEL_OPTIONS)
+    credentials, options = _client_tls(tls)
+    return grpc.aio.secure_channel(address, credentials, options=options)
+
+
+def server_credentials(tls: TlsConfig) -> grpc.ServerCredentials:
+    """The pool's side of mutual TLS: its certificate, and client certificates required."""
+    return grpc.ssl_server_credentials(
+        [(_read(tls.key), _read(tls.cert))],
+        root_certificates=_read(tls.ca),
+        require_client_auth=True,
+    )
+
+
+#: Decides whether a call may run: (full method, servicer context) -> the refusal, or None.
+Check = Callable[[str, Any], Optional[RadiumError]]
+
+
+def token_check(tokens: Mapping[str, Collection[str]]) -> Check:
+    """Calls must carry a bearer token accepted for their service (``radium.v1.Pool`` ...)."""
+    accepted = {service: [t.encode() for t in ts if t] for service, ts in tokens.items()}
+
+    def check(method: str, context: Any) -> RadiumError | None:
+        presented = dict(context.invocation_metadata() or ()).get(AUTH_HEADER, "")
+        token = presented[7:].encode() if presented.startswith("Bearer ") else b""
+        ok = accepted.get(_service(method), ())
+        if token and any(hmac.compare_digest(token, good) for good in ok):
+            return None
+        return errors.AuthError(
+            f"{method}: token not accepted ({'wrong' if token else 'no'} token)"
+        )
+
+    return check
+
+
+def role_check(roles: Mapping[str, Collection[str]]) -> Check:
+    """Calls must come with a certificate (verified by TLS) whose role may call the service."""
+    from radium import certs
+
+    def check(method: str, context: Any) -> RadiumError | None:
+        pem = (context.auth_context() or {}).get("x509_pem_cert") or [b""]
+        try:
+            role, name = certs.identity(pem[0])
+        except RadiumError as exc:
+            return exc
+        allowed = roles.get(_service(method), ())
+        if role in allowed:
+            return None
+        article = "an" if role[0] in "aeiou" else "a"
+        return errors.PermissionDeniedError(
+            f"{method}: {article} {role} certificate ({name}) may not call it",
+            hint=f"it needs a certificate of role {' or '.join(sorted(allowed)) or 'none'}",
+        )
+
+    return check
+
+
+def _service(method: str) -> str:
+    return method.lstrip("/").split("/", 1)[0]
+
+
+class CallGuard(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    """Runs ``check`` before every handler, refusing (logged) what it refuses. The refusal is
+    made inside a handler of the call's own kind, so streaming calls are refused properly."""
+
+    def __init__(self, check: Check) -> None:
+        self._check = check
 
     async def intercept_service(
         self,
         continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
         details: grpc.HandlerCallDetails,
     ) -> Optional[grpc.RpcMethodHandler]:
-        service = details.method.lstrip("/").split("/", 1)[0]
-        presented = dict(details.invocation_metadata or ()).get(AUTH_HEADER, "")
-        token = presented[7:].encode() if presented.startswith("Bearer ") else b""
-        if token and any(hmac.compare_digest(token, ok) for ok in self._tokens.get(service, ())):
-            return await continuation(details)
-        log.warning("refused %s: %s token", details.method, "wrong" if token else "no")
-        return _refuse(details)
+        handler = await continuation(details)
+        if handler is None:
+            return None
+        method, check = details.method, self._check
 
+        async def refused(context: Any) -> bool:
+            error = check(method, context)
+            if error is not None:
+                log.warning("refused %s: %s", method, error.message)
+                await abort(context, error)
+            return False
 
-def _refuse(details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
-    async def deny(request: Any, context: Any) -> None:
-        await context.abort(
-            grpc.StatusCode.UNAUTHENTICATED, f"{details.method}: token not accepted"
-        )
+        if handler.unary_unary is not None:
+            inner = handler.unary_unary
 
-    async def deny_stream(request: Any, context: Any) -> Any:
-        await context.abort(
-            grpc.StatusCode.UNAUTHENTICATED, f"{details.method}: token not accepted"
-        )
-        yield  # pragma: no cover
+            async def unary(request: Any, context: Any) -> Any:
+                await refused(context)
+                return await inner(request, context)
 
-    if details.method.endswith("/Watch"):
-        return grpc.unary_stream_rpc_method_handler(deny_stream)
-    return grpc.unary_unary_rpc_method_handler(deny)
+            return grpc.unary_unary_rpc_method_handler(
+                unary, handler.request_deserializer, handler.response_serializer
+            )
+        if handler.unary_stream is not None:
+            streaming = handler.unary_stream
+
+            async def stream(request: Any, context: Any) -> Any:
+                await refused(context)
+                async for item in streaming(request, context):
+                    yield item
+
+            return grpc.unary_stream_rpc_method_handler(
+                stream, handler.request_deserializer, handler.response_serializer
+            )
+        raise AssertionError(f"{method}: a client-streaming call: guard it before serving it")

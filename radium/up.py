@@ -1,8 +1,10 @@
 """``radium up``: the embedded default — pool, CPU acceptor and node agent on this machine.
 
 It keeps its own config (generated tokens, database, slots, agent socket) in a state directory,
-supervises the three services as child processes, and stops them on Ctrl-C or SIGTERM; with
-``--detach`` it returns once they are ready, and ``radium down`` stops them. Other
+supervises the three services as child processes, and stops them on Ctrl-C or SIGTERM; they
+also die with it when it is killed outright (:mod:`radium.lifeline`). With ``--detach`` it
+returns once they are ready, and ``radium down`` stops them. A lock on the state directory,
+held by the services themselves, keeps a second ``radium up`` out, naming who holds it. Other
 radium commands, and an engine's radium runtime, use them when pointed at that config
 (``export RADIUM_CONFIG=...`` as it prints).
 """
@@ -10,6 +12,7 @@ radium commands, and an engine's radium runtime, use them when pointed at that c
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import secrets
@@ -23,10 +26,14 @@ from typing import TextIO
 import psutil
 
 from radium import config as config_module
+from radium import lifeline
 from radium.errors import RadiumError
 from radium.poolclient import PoolClient
 
 STOP_GRACE = 10.0
+SERVICES = ("pool", "acceptor", "agent")
+PIDS = "pids.json"
+LOCK = "up.lock"
 
 
 def default_state_dir() -> Path:
@@ -79,13 +86,6 @@ def _check_alive(children: dict[str, subprocess.Popen[bytes]], state: Path) -> N
             )
 
 
-def _read(path: Path) -> str:
-    try:
-        return path.read_text().strip()
-    except OSError:
-        return ""
-
-
 def _wait_ready(
     client: PoolClient, children: dict[str, subprocess.Popen[bytes]], state: Path, timeout: float
 ) -> int:
@@ -97,9 +97,8 @@ def _wait_ready(
             status = client.status()
         except RadiumError:
             status = None
-        # This run's acceptor, not the record a restarted pool loaded from its database.
-        address = _read(state / "acceptor" / "data_address")
-        if status is not None and any(a.up and a.data_address == address for a in status.acceptors):
+        # Up: registered with this pool process (not a record it restored from its database).
+        if status is not None and any(a.up for a in status.acceptors):
             return len(status.devices)
         time.sleep(0.2)
     raise RadiumError(
@@ -121,11 +120,9 @@ def _stop(children: dict[str, subprocess.Popen[bytes]]) -> None:
             child.wait()
 
 
-PIDS = "pids.json"
-
-
 def _running(state: Path) -> dict[str, int]:
-    """The services a detached ``radium up`` left running in ``state`` (checked, not trusted)."""
+    """The processes of a ``radium up`` in ``state``: itself and its services, if still running
+    (``pids.json`` is checked against each process's command line, not trusted)."""
     try:
         pids = json.loads((state / PIDS).read_text())
     except (OSError, ValueError):
@@ -141,13 +138,34 @@ def _running(state: Path) -> dict[str, int]:
     return alive
 
 
+def _claim(state: Path) -> TextIO:
+    """The state directory's lock: a second ``radium up`` there fails, saying who holds it."""
+    state.mkdir(parents=True, exist_ok=True, mode=0o700)
+    lock = open(state / LOCK, "a")  # noqa: SIM115 - held, then inherited by the services
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        holders = _running(state)
+        who = ", ".join(f"{name} (pid {pid})" for name, pid in holders.items())
+        raise RadiumError(
+            f"Radium is already up in {state}: held by {who or 'processes starting or stopping'}",
+            hint=f"radium down --state-dir {state}",
+        ) from None
+    return lock
+
+
+def _write_pids(state: Path, pids: dict[str, int]) -> None:
+    (state / PIDS).write_text(json.dumps(pids))
+
+
 def down(state: Path, out: TextIO = sys.stdout) -> int:
-    """Stop what ``radium up --detach`` started in ``state``."""
+    """Stop what ``radium up`` started in ``state`` (the supervisor first, if it still runs)."""
     running = _running(state)
     if not running:
         raise RadiumError(f"Radium is not up in {state}", hint="radium up --detach starts it")
     processes = []
-    for pid in reversed(list(running.values())):
+    for pid in sorted(running.values(), key=lambda p: p != running.get("up")):
         with contextlib.suppress(psutil.Error):
             process = psutil.Process(pid)
             process.terminate()
@@ -157,20 +175,28 @@ def down(state: Path, out: TextIO = sys.stdout) -> int:
         with contextlib.suppress(psutil.Error):
             process.kill()
     (state / PIDS).unlink(missing_ok=True)
-    out.write(f"Radium is down: stopped {', '.join(running)}.\n")
+    out.write(f"Radium is down: stopped {', '.join(n for n in running if n != 'up')}.\n")
     return 0
 
 
 def run(
     state: Path, listen: str, cpu_devices: int, out: TextIO = sys.stdout, detach: bool = False
 ) -> int:
-    if _running(state):
-        raise RadiumError(
-            f"Radium is already up in {state}", hint=f"radium down --state-dir {state}"
-        )
+    lock = _claim(state)
+    try:
+        return _supervise(state, lock, listen, cpu_devices, out, detach)
+    finally:
+        lock.close()  # the services keep it held for as long as any of them runs
+
+
+def _supervise(
+    state: Path, lock: TextIO, listen: str, cpu_devices: int, out: TextIO, detach: bool
+) -> int:
     config = write_config(state, listen, cpu_devices)
-    (state / "acceptor" / "data_address").unlink(missing_ok=True)
+    _write_pids(state, {"up": os.getpid()})
     env = {**os.environ, "RADIUM_CONFIG": str(config)}
+    if not detach:  # they die with this process, however it ends
+        env[lifeline.ENV_VAR] = str(os.getpid())
     cli = os.path.join(os.path.dirname(sys.executable), "radium")
     stop = {"now": False}
 
@@ -180,9 +206,9 @@ def run(
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
     children: dict[str, subprocess.Popen[bytes]] = {}
-    client = PoolClient(listen, config_module.load(config).client.token, timeout=2)
+    client = None
     try:
-        for service in ("pool", "acceptor", "agent"):
+        for service in SERVICES:
             with open(state / f"{service}.log", "ab") as log:
                 children[service] = subprocess.Popen(
                     [cli, service] + ([] if service == "agent" else ["serve"]),
@@ -190,7 +216,12 @@ def run(
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
+                    pass_fds=(lock.fileno(),),
                 )
+        pids = {s: c.pid for s, c in children.items()}
+        _write_pids(state, pids if detach else {"up": os.getpid(), **pids})
+        # After the fork: the client's gRPC threads must not be in the children.
+        client = PoolClient(listen, config_module.load(config).client.token, timeout=2)
         devices = _wait_ready(client, children, state, 60)
         how_to_stop = f"radium down --state-dir {state}" if detach else "Ctrl-C"
         out.write(
@@ -200,7 +231,6 @@ def run(
         )
         out.flush()
         if detach:
-            (state / PIDS).write_text(json.dumps({s: c.pid for s, c in children.items()}))
             children = {}  # they keep running: `radium down` stops them
             return 0
         while not stop["now"]:
@@ -208,5 +238,6 @@ def run(
             time.sleep(0.2)
         return 0
     finally:
-        client.close()
+        if client is not None:
+            client.close()
         _stop(children)

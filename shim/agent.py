@@ -75,7 +75,7 @@ class Agent:
         self.held: dict[str, Held] = {}
         self.lock = asyncio.Lock()
         self.metadata = rpc.metadata(config.client.token)
-        self.channel = rpc.aio_channel(config.client.pool)
+        self.channel = rpc.aio_channel(config.client.pool, config.client.tls)
         self.pool = pb_grpc.PoolStub(self.channel)
         self.data_servers: dict[str, asyncio.AbstractServer] = {}
 

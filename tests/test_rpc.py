@@ -20,6 +20,8 @@ def test_round_trip_of_the_leaves() -> None:
         errors.UnavailableError,
         errors.DeadlineError,
         errors.NotRegisteredError,
+        errors.PermissionDeniedError,
+        errors.AlreadyExistsError,
     ):
         code = rpc.CODES[leaf.kind]
         assert rpc.LEAVES[code] is leaf

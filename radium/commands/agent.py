@@ -6,6 +6,7 @@ import argparse
 
 from radium import config as config_module
 from radium import logs
+from radium.lifeline import follow_supervisor
 
 
 def _agent(args: argparse.Namespace) -> int:
@@ -13,6 +14,7 @@ def _agent(args: argparse.Namespace) -> int:
 
     config = config_module.load()
     logs.setup("radium agent", "", stderr_level=20)
+    follow_supervisor()
     import asyncio
 
     asyncio.run(agent.serve(config))

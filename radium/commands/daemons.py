@@ -7,6 +7,7 @@ import dataclasses
 
 from radium import config as config_module
 from radium import logs
+from radium.lifeline import follow_supervisor
 
 
 def _pool_serve(args: argparse.Namespace) -> int:
@@ -19,6 +20,7 @@ def _pool_serve(args: argparse.Namespace) -> int:
         )
         config = dataclasses.replace(config, pool=pool)
     logs.setup("radium pool", args.log_file, stderr_level=20)
+    follow_supervisor()
     import asyncio
 
     asyncio.run(server.serve(config))
@@ -45,6 +47,7 @@ def _acceptor_serve(args: argparse.Namespace) -> int:
     }
     settings = dataclasses.replace(settings, **overrides)
     logs.setup("radium acceptor", args.log_file, stderr_level=20)
+    follow_supervisor()
     import asyncio
 
     asyncio.run(daemon.serve(settings))

@@ -18,7 +18,7 @@ def pool_client() -> PoolClient:
     from radium.poolclient import PoolClient
 
     settings = config_module.load().client
-    return PoolClient(settings.pool, settings.token, settings.timeout)
+    return PoolClient.of(settings)
 
 
 def as_dicts(messages: Sequence[Any]) -> list[dict[str, Any]]:

@@ -39,9 +39,43 @@ def test_leases_survive_a_restart_and_are_not_given_twice(tmp_path: Path) -> Non
     assert second.leases[a.id].expires_at == 110
     second.reap(101)
     assert set(second.leases) == {a.id, b.id}
+    second.register(acceptor(), 101)
     with pytest.raises(CapacityError):
         second.allocate(Request(gpus=1), 101)  # device 0 is a's, device 1 is half b's
     assert second.allocate(Request(fraction=0.5), 101).devices == {"1": 500}
+
+
+def test_a_restored_acceptor_keeps_its_leases_but_gets_none_until_it_registers(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "pool.db"
+    first = pool(db)
+    first.register(acceptor(), 0)
+    held = first.allocate(Request(fraction=0.5, holder="h"), 0)
+    first.store.close()
+    second = pool(db, now=50)
+    restored = second.acceptors["a"]
+    assert restored.up and not restored.serving  # its address may be a dead process's
+    with pytest.raises(CapacityError, match="no matching acceptor is up"):
+        second.allocate(Request(fraction=0.25), 50)
+    assert not second.heartbeat("a", 51)  # it must register again first
+    assert set(second.leases) == {held.id}
+    moved = acceptor()
+    moved.data_address = "a:2"  # the new process listens elsewhere
+    second.register(moved, 52)
+    assert second.leases[held.id].data_address == "a:2"
+    assert second.allocate(Request(fraction=0.25), 52).data_address == "a:2"
+
+
+def test_a_restored_acceptor_that_never_registers_is_marked_down(tmp_path: Path) -> None:
+    db = tmp_path / "pool.db"
+    first = pool(db)
+    first.register(acceptor(), 0)
+    held = first.allocate(Request(gpus=1), 0)
+    first.store.close()
+    second = pool(db, now=50)
+    assert [le.id for le in second.reap(50 + 6)] == [held.id]  # heartbeat_timeout is 5
+    assert not second.acceptors["a"].up
 
 
 def test_release_is_idempotent_and_frees(tmp_path: Path) -> None:

@@ -108,6 +108,7 @@ class SQLiteStore:
     def __init__(self, path: str, synchronous: str = "normal") -> None:
         if path != ":memory:":
             os.makedirs(os.path.dirname(os.path.abspath(path)), mode=0o700, exist_ok=True)
+            _private(path)
         self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self._db.row_factory = sqlite3.Row
         self._db.execute("PRAGMA journal_mode=WAL")
@@ -290,3 +291,12 @@ class SQLiteStore:
 
     def close(self) -> None:
         self._db.close()
+
+
+def _private(path: str) -> None:
+    """The database holds every lease's credential: 0600, and so its WAL files (SQLite gives
+    them the database's mode). An older, wider database is narrowed."""
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+    for name in (path, f"{path}-wal", f"{path}-shm"):
+        if os.path.exists(name):
+            os.chmod(name, 0o600)

@@ -134,3 +134,13 @@ def test_ended_leases_are_pruned_after_retention(tmp_path: Path) -> None:
     state.release(recent.id, 100)
     assert state.store.prune(50) == 1
     assert [le.id for le in state.store.ended_leases(10)] == [recent.id]
+
+
+def test_the_database_of_credentials_is_private(tmp_path: Path) -> None:
+    db = tmp_path / "pool.db"
+    db.touch(mode=0o644)
+    state = pool(db)
+    state.register(acceptor(), 0)
+    state.allocate(Request(gpus=1), 0)
+    for name in ("pool.db", "pool.db-wal", "pool.db-shm"):
+        assert (tmp_path / name).stat().st_mode & 0o777 == 0o600, name

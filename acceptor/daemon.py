@@ -147,7 +147,8 @@ class Acceptor:
                     session.result()
                     backoff = 0.2
                 except grpc.RpcError as exc:
-                    error = rpc.from_rpc_error(exc, f"pool at {self.config.pool}")
+                    service = f"pool at {self.config.pool}"
+                    error = rpc.from_rpc_error(exc, service, self.config.tls.enabled)
                     level = logging.ERROR if isinstance(error, AuthError) else logging.WARNING
                     log.log(level, "%s; retrying in %.1fs", error.one_line(), backoff)
                 except RadiumError as exc:

@@ -104,20 +104,24 @@ def test_mtls_refuses_another_ca_and_expired_certificates(
     ours = cluster.certs / certs.CA_CERT
     long_ago = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(days=30)
     expired = certs.issue(cluster.certs, "agent", "expired", days=1, not_before=long_ago)
-    for client in (
-        tls_client(cluster, tmp_path / certs.CA_CERT, *stranger),  # the pool is not trusted
-        tls_client(cluster, ours, *stranger),  # the client is not trusted
-        tls_client(cluster, ours, *expired),
+    pool = f"pool at {cluster.address}"
+    for client, refusal in (
+        # The pool's certificate is not from the client's CA...
+        (tls_client(cluster, tmp_path / certs.CA_CERT, *stranger), "TLS handshake failed"),
+        # ...the client's is not from the pool's, or has expired.
+        (tls_client(cluster, ours, *stranger), "refused this node's certificate"),
+        (tls_client(cluster, ours, *expired), "refused this node's certificate"),
     ):
         with pytest.raises(AuthError) as refused:
             client.status()
-        assert refused.value.one_line().startswith(
-            f"pool at {cluster.address}: TLS handshake failed"
-        )
-        assert "\n" not in refused.value.one_line()
+        line = refused.value.one_line()
+        assert line.startswith(f"{pool}: {refusal}") and "\n" not in line, line
+        assert line.endswith("check the tls ca, cert and key in the Radium config "
+                             "(radium certs issue)")  # fmt: skip
     # Without TLS, the pool does not answer either.
-    with pytest.raises(RadiumError):
+    with pytest.raises(RadiumError) as plain:
         PoolClient(cluster.address, AGENT_TOKEN, timeout=5).status()
+    assert plain.value.hint == "is the service running, and does it want TLS ([client.tls])?"
 
 
 def test_mtls_roles_call_only_their_own_service(cluster: PoolCluster) -> None:
@@ -285,6 +289,7 @@ def test_a_restarted_pool_leases_a_restored_acceptor_only_once_it_registers(
     lease = client.allocate(gpus=1, selector={"acceptor": "rdm-acc-b"}, holder="moved", wait=30)
     assert lease.data_address == moved
     assert client.release(lease.id) is True
+    cluster.wait_up("rdm-acc-a", "rdm-acc-b")  # a registers again by itself, too
 
 
 def test_waiting_requests_are_served_in_order_when_capacity_frees(cluster: PoolCluster) -> None:

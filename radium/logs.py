@@ -26,6 +26,9 @@ class _OneLine(logging.Formatter):
 
 def setup(program: str, log_file: str, *, stderr_level: int = logging.ERROR) -> None:
     """Send records to ``log_file`` (best effort) and errors to stderr as ``program: message``."""
+    # grpc's C core writes its own lines to stderr (a refused TLS handshake, at info level):
+    # only its errors, which the calls also report through our one line.
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     root = logging.getLogger()
     root.setLevel(logging.DEBUG if os.environ.get("RADIUM_DEBUG") else logging.INFO)
     for handler in list(root.handlers):

@@ -18,6 +18,7 @@ class PoolClient:
     ) -> None:
         """A client of the pool at ``address``, with a token or (``tls``) a certificate."""
         self.address = address
+        self._tls = tls is not None and tls.enabled
         self._channel = rpc.channel(address, tls)
         self._stub = pb_grpc.PoolStub(self._channel)
         self._metadata = rpc.metadata(token)
@@ -34,7 +35,7 @@ class PoolClient:
                 request, timeout=timeout or self._timeout, metadata=self._metadata
             )
         except grpc.RpcError as exc:
-            raise rpc.from_rpc_error(exc, f"pool at {self.address}") from exc
+            raise rpc.from_rpc_error(exc, f"pool at {self.address}", self._tls) from exc
 
     def allocate(
         self,
@@ -88,7 +89,7 @@ class PoolClient:
                 request, timeout=timeout, metadata=self._metadata
             )
         except grpc.RpcError as exc:
-            raise rpc.from_rpc_error(exc, f"pool at {self.address}") from exc
+            raise rpc.from_rpc_error(exc, f"pool at {self.address}", self._tls) from exc
 
     def add_image(self, ref: str, timeout: float = 3600.0) -> Iterator[pb.ImageProgress]:
         """Register ``ref``; each acceptor's progress until all have pulled it (or failed)."""

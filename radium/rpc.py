@@ -58,7 +58,8 @@ _CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", 16 << 20),
 ]
 #: What a failed TLS handshake looks like in a gRPC status (wrong CA, expired, not a pool).
-_TLS_FAILURE = ("handshake", "CERTIFICATE_VERIFY_FAILED", "certificate", "SSL_ERROR")
+_TLS_FAILURE = ("andshake failed", "CERTIFICATE_VERIFY_FAILED", "SSL_ERROR")
+_CLOSED = "Socket closed"
 
 
 async def abort(context: Any, error: RadiumError) -> NoReturn:
@@ -66,21 +67,32 @@ async def abort(context: Any, error: RadiumError) -> NoReturn:
     raise AssertionError("unreachable: abort raises")
 
 
-def from_rpc_error(exc: grpc.RpcError, service: str) -> RadiumError:
-    """A RadiumError for a failed call (use as ``raise from_rpc_error(e, ...) from e``)."""
+def from_rpc_error(exc: grpc.RpcError, service: str, tls: bool = False) -> RadiumError:
+    """A RadiumError for a failed call (use as ``raise from_rpc_error(e, ...) from e``);
+    ``tls``: the call went over TLS."""
     # grpc.RpcError subclasses (sync and aio) carry code() and details(); the base class does not.
     code = exc.code() if hasattr(exc, "code") else grpc.StatusCode.UNKNOWN
     details = (exc.details() if hasattr(exc, "details") else None) or str(exc)
     leaf = LEAVES.get(code, RadiumError)
-    if code == grpc.StatusCode.UNAVAILABLE and any(s in details for s in _TLS_FAILURE):
-        return errors.AuthError(
-            f"{service}: TLS handshake failed (a certificate not trusted, expired or not the "
-            "pool's)",
-            hint="check the tls ca, cert and key in the Radium config (radium certs issue)",
-        )
+    hint = _HINTS.get(code, "")
+    if code == grpc.StatusCode.UNAVAILABLE:
+        tls_hint = "check the tls ca, cert and key in the Radium config (radium certs issue)"
+        if any(s in details for s in _TLS_FAILURE):
+            return errors.AuthError(
+                f"{service}: TLS handshake failed (its certificate is not from our CA, "
+                "or not a pool's)",
+                hint=tls_hint,
+            )
+        if tls and _CLOSED in details:  # the server ended the handshake: our certificate
+            return errors.AuthError(
+                f"{service}: refused this node's certificate (another CA's, or expired)",
+                hint=tls_hint,
+            )
+        if _CLOSED in details:
+            hint = "is the service running, and does it want TLS ([client.tls])?"
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
         details = f"{service}: {code.name.lower().replace('_', ' ')} ({details})"
-    return leaf(details, hint=_HINTS.get(code, ""))
+    return leaf(details, hint=hint)
 
 
 def metadata(token: str) -> tuple[tuple[str, str], ...]:

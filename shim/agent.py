@@ -105,7 +105,8 @@ class Agent:
                 request, metadata=self.metadata, timeout=timeout or self.config.client.timeout
             )
         except grpc.RpcError as exc:
-            raise rpc.from_rpc_error(exc, f"pool at {self.config.client.pool}") from exc
+            service = f"pool at {self.config.client.pool}"
+            raise rpc.from_rpc_error(exc, service, self.config.client.tls.enabled) from exc
 
     # -- operations ------------------------------------------------------------------------
     async def acquire(self, message: dict[str, Any]) -> dict[str, Any]:

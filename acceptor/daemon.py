@@ -25,7 +25,7 @@ from radium.acceptor.limits import Cgroups
 from radium.acceptor.sandbox import Sandbox
 from radium.acceptor.slots import Slots
 from radium.config import AcceptorConfig
-from radium.errors import AuthError, RadiumError
+from radium.errors import AuthError, RadiumError, UnavailableError
 from radium.proto import pool_pb2 as pb
 from radium.proto import pool_pb2_grpc as pb_grpc
 
@@ -57,7 +57,7 @@ class Acceptor:
 
     async def report_image(self, status: pb.ImageStatus) -> object:
         if self.stub is None:
-            raise RadiumError("not connected to the pool")
+            raise UnavailableError("not connected to the pool")
         return await self.stub.ReportImage(status, metadata=self.metadata, timeout=10)
 
     def info(self) -> pb.Acceptor:
@@ -108,7 +108,7 @@ class Acceptor:
                 self.images.start(self.images.pull(assignment.image))
             elif assignment.kind == pb.Assignment.REMOVE_IMAGE:
                 self.images.start(self.images.remove(assignment.image))
-        raise RadiumError("the pool closed the assignment stream")
+        raise UnavailableError("the pool closed the assignment stream")
 
     def in_order(self, lease_id: str, change: Callable[..., None], *args: Any) -> None:
         """Apply a slot change in a thread, after the earlier changes of the same lease: a

@@ -14,7 +14,7 @@ import socket
 import threading
 
 from radium.acceptor.slots import Slots
-from radium.errors import RadiumError
+from radium.errors import ConfigError, RadiumError, UnavailableError
 from radium_interposer import handshake, wire
 
 log = logging.getLogger(__name__)
@@ -27,7 +27,7 @@ GRANT_WAIT = 5.0
 def split_address(address: str) -> tuple[str, int]:
     host, sep, port = address.rpartition(":")
     if not sep or not port.isdigit():
-        raise RadiumError(f"data address {address!r} is not HOST:PORT")
+        raise ConfigError(f"data address {address!r} is not HOST:PORT")
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
@@ -47,7 +47,7 @@ class DataPlane:
             listener.bind((host, port))
         except OSError as exc:
             listener.close()
-            raise RadiumError(
+            raise UnavailableError(
                 f"cannot listen for the data plane on {self.address}: {exc.strerror}",
                 hint="set [acceptor] data_address to a free HOST:PORT of this host",
             ) from exc

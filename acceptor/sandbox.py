@@ -218,7 +218,7 @@ class Sandbox:
             for fd in fds.values():
                 os.close(fd)
         try:
-            child = self._sandbox_pid(info_read, process)
+            child = self._sandbox_pid(info_read, process, tenant.lease_id)
             join(child)
             for limit, value in (
                 (resource.RLIMIT_NPROC, self.config.max_processes),
@@ -235,24 +235,27 @@ class Sandbox:
             os.close(block_write)
         return process
 
-    def _sandbox_pid(self, info: int, process: subprocess.Popen[bytes]) -> int:
+    def _sandbox_pid(self, info: int, process: subprocess.Popen[bytes], lease: str) -> int:
         """The held sandbox's pid, from bubblewrap's info pipe."""
         data = b""
         while True:
             ready, _, _ = select.select([info], [], [], SETUP_TIMEOUT)
-            chunk = os.read(info, 4096) if ready else b""
+            if not ready:
+                why = f"no answer within {SETUP_TIMEOUT:g}s"
+                break
+            chunk = os.read(info, 4096)
+            if not chunk:  # bubblewrap is gone before the sandbox stood
+                why = f"bubblewrap exited with {process.wait(timeout=SETUP_TIMEOUT)}"
+                break
             data += chunk
             try:
                 return int(json.loads(data)["child-pid"])
             except (ValueError, KeyError, TypeError):
-                if chunk:
-                    continue
-            code = process.poll()
-            why = f"bubblewrap exited with {code}" if code is not None else "no answer in time"
-            raise SandboxError(
-                f"the sandbox of lease worker could not be built ({why})",
-                hint="see bubblewrap's message in the acceptor log",
-            )
+                continue  # a part of the JSON so far
+        raise SandboxError(
+            f"the sandbox of lease {lease}'s worker could not be built ({why})",
+            hint="bubblewrap's own message is in the acceptor log",
+        )
 
     def docker_options(self, tenant: Tenant) -> tuple[str, dict[str, Any]]:
         """(user, HostConfig fields) that confine a container-mode worker the same way."""

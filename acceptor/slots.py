@@ -12,15 +12,16 @@ configured range (:mod:`radium.acceptor.sandbox`), and killed on revoke with eve
 that uid. Authenticated data-plane connections are handed to it over its control socket
 (``SCM_RIGHTS``); a crashed worker is replaced on the next one.
 
-Threads: the asyncio loop prepares and tears down slots, data-plane threads hand connections
-over. ``lock`` guards ``workers`` and uid allocation; records on disk are written whole.
+Threads: slot changes run in threads of the acceptor's loop, data-plane threads hand
+connections over. ``lock`` guards ``workers``, ``starting`` and uid allocation and is never held
+while a worker starts or stops; ``starting`` holds one lock per lease, which serialises starting,
+replacing and stopping that lease's worker. Records on disk are written whole.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import logging
 import os
 import re
@@ -28,7 +29,6 @@ import shutil
 import socket
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Union
 
@@ -36,7 +36,9 @@ import psutil
 
 from radium.acceptor.engines import Docker, Engine
 from radium.acceptor.limits import Cgroups, Share
+from radium.acceptor.record import SlotRecord
 from radium.acceptor.sandbox import Sandbox, Tenant
+from radium.acceptor.usage import Meter
 from radium.acceptor.workers import ContainerWorker, ProcessWorker
 from radium.errors import LeaseNotFoundError, RadiumError, SandboxError
 from radium.proto import pool_pb2 as pb
@@ -47,53 +49,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 _LEASE_ID = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 Worker = Union[ProcessWorker, ContainerWorker]
-
-
-@dataclass(frozen=True)
-class SlotRecord:
-    """What the acceptor keeps of a lease it serves (``lease.json``)."""
-
-    id: str
-    devices: tuple[str, ...]
-    fraction: float
-    memory_mib: int
-    holder: str
-    credential: str
-    #: The container's image and the worker mode asked for.
-    image: str
-    worker: str
-    #: The host uid (and gid) the lease's worker runs as; 0 only when workers are unconfined.
-    uid: int
-
-    @classmethod
-    def of(cls, lease: pb.Lease, uid: int) -> SlotRecord:
-        return cls(
-            id=lease.id,
-            devices=tuple(lease.device_ids),
-            fraction=lease.fraction,
-            memory_mib=lease.memory_mib,
-            holder=lease.holder,
-            credential=lease.credential,
-            image=lease.image,
-            worker=lease.worker,
-            uid=uid,
-        )
-
-    @classmethod
-    def load(cls, path: Path) -> SlotRecord | None:
-        try:
-            data = json.loads(path.read_text())
-            return cls(**{**data, "devices": tuple(data["devices"])})
-        except (OSError, ValueError, TypeError, KeyError):
-            return None
-
-    def save(self, path: Path) -> None:
-        """Written whole (a data-plane thread may read it at any moment), mode 0600."""
-        partial = path.with_suffix(".tmp")
-        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            json.dump(dataclasses.asdict(self), f)
-        os.replace(partial, path)
 
 
 class Slots:
@@ -120,10 +75,10 @@ class Slots:
         self.backend, self.sandbox, self.limits, self.engine = backend, sandbox, limits, engine
         self.lock = threading.Lock()
         self.workers: dict[str, Worker] = {}  # guarded by lock
+        self.starting: dict[str, threading.Lock] = {}  # guarded by lock
         #: Notified (under lock) when a slot is prepared: a connection may arrive first.
         self.prepared = threading.Condition(self.lock)
-        # psutil measures CPU between two calls on the same Process object: keep them.
-        self._processes: dict[int, psutil.Process] = {}
+        self.meter = Meter()
 
     def _dir(self, lease_id: str) -> Path:
         if not _LEASE_ID.match(lease_id):
@@ -154,7 +109,8 @@ class Slots:
         slot = self._dir(lease.id)
         with self.lock:
             slot.mkdir(mode=0o700, exist_ok=True)
-            record = SlotRecord.of(lease, self._free_uid())
+            known = self.record(lease.id)  # prepared twice: keep its uid (its worker has it)
+            record = SlotRecord.of(lease, known.uid if known else self._free_uid())
             record.save(slot / "lease.json")
             self.prepared.notify_all()
         home = slot / "home"
@@ -236,37 +192,49 @@ class Slots:
         live = self._live(record.id)
         if live is not None:
             return live
+        with self._starting(record.id):
+            live = self._live(record.id)
+            if live is not None:
+                return live
+            if self.record(record.id) is None:  # torn down while this waited
+                raise LeaseNotFoundError(f"lease {record.id} has ended")
+            with self.lock:
+                dead = self.workers.pop(record.id, None)
+            if dead is not None:
+                log.warning("lease %s: worker died; starting a new one", record.id)
+                dead.stop()
+            worker, applied = self._start(record)
+            with self.lock:
+                self.workers[record.id] = worker
+        log.info(
+            "lease %s: %s worker %s on %s as uid %d (%s)",
+            record.id,
+            worker.mode,
+            worker.image if isinstance(worker, ContainerWorker) else worker.pid,
+            list(record.devices),
+            record.uid,
+            ", ".join(applied) or ("unconfined" if self.sandbox is None else "no host limits"),
+        )
+        return worker
+
+    def _start(self, record: SlotRecord) -> tuple[Worker, list[str]]:
+        """A new worker for the lease, and the host limits put on it (for the log)."""
         tenant = self._tenant(record)
         image = self._container_image(record)
         slot = self._dir(record.id)
+        if image and isinstance(self.engine, Docker):
+            return ContainerWorker(tenant, slot, self.engine, image, self.sandbox), []
         applied: list[str] = []
 
         def join(pid: int) -> None:
             if self.limits is not None:
                 applied.extend(self.limits.apply(record.id, pid, tenant.share))
 
+        return ProcessWorker(tenant, slot, self.sandbox, join), applied
+
+    def _starting(self, lease_id: str) -> threading.Lock:
         with self.lock:
-            worker = self.workers.get(record.id)
-            if worker is not None and worker.alive():
-                return worker
-            if worker is not None:
-                log.warning("lease %s: worker died; starting a new one", record.id)
-                worker.stop()
-            if image and isinstance(self.engine, Docker):
-                worker = ContainerWorker(tenant, slot, self.engine, image, self.sandbox)
-            else:
-                worker = ProcessWorker(tenant, slot, self.sandbox, join)
-            self.workers[record.id] = worker
-        log.info(
-            "lease %s: %s worker %s on %s as uid %d (%s)",
-            record.id,
-            worker.mode,
-            image or worker.pid,
-            list(record.devices),
-            record.uid,
-            ", ".join(applied) or ("unconfined" if self.sandbox is None else "no host limits"),
-        )
-        return worker
+            return self.starting.setdefault(lease_id, threading.Lock())
 
     def _live(self, lease_id: str) -> Worker | None:
         with self.lock:
@@ -285,20 +253,23 @@ class Slots:
 
     def teardown(self, lease_id: str) -> None:
         slot = self._dir(lease_id)
-        record = self.record(lease_id)
-        with self.lock:
-            worker = self.workers.pop(lease_id, None)
-        if worker is not None:
-            worker.stop()
-        pid = _worker_pid(slot)
-        if pid is not None:
-            with contextlib.suppress(psutil.Error):
-                psutil.Process(pid).kill()
-        if record is not None and record.uid:
-            _kill_uid(record.uid)  # nothing of the lease may outlive it and meet the uid's next
-        if self.limits is not None:
-            self.limits.remove(lease_id)
-        shutil.rmtree(slot, ignore_errors=True)
+        with self._starting(lease_id):
+            record = self.record(lease_id)
+            with self.lock:
+                worker = self.workers.pop(lease_id, None)
+            if worker is not None:
+                worker.stop()
+            pid = _worker_pid(slot)
+            if pid is not None:
+                with contextlib.suppress(psutil.Error):
+                    psutil.Process(pid).kill()
+            if record is not None and record.uid:
+                _kill_uid(record.uid)  # nothing of the lease may outlive it, to meet the next
+            if self.limits is not None:
+                self.limits.remove(lease_id)
+            shutil.rmtree(slot, ignore_errors=True)
+            with self.lock:
+                self.starting.pop(lease_id, None)
         log.info("slot of lease %s torn down", lease_id)
 
     def close(self) -> None:
@@ -319,22 +290,10 @@ class Slots:
                 self.prepare(lease)
 
     def usage(self) -> list[pb.LeaseUsage]:
-        """CPU and RSS of each slot's worker process (and its children), through psutil."""
+        """CPU and RSS of each slot's worker (with its children)."""
         report = []
         for lease_id in self.active():
-            pid = _worker_pid(self.root / lease_id)
-            cpu, rss = 0.0, 0
-            if pid is not None:
-                try:
-                    process = self._processes.get(pid) or self._processes.setdefault(
-                        pid, psutil.Process(pid)
-                    )
-                    for p in [process, *process.children(recursive=True)]:
-                        with p.oneshot():
-                            cpu += p.cpu_percent(interval=None)
-                            rss += p.memory_info().rss
-                except psutil.Error:
-                    self._processes.pop(pid, None)
+            cpu, rss = self.meter.measure(_worker_pid(self.root / lease_id))
             report.append(pb.LeaseUsage(lease_id=lease_id, cpu_percent=cpu, rss_bytes=rss))
         return report
 

@@ -27,6 +27,7 @@ from radium.acceptor.engines import Docker
 from radium.acceptor.sandbox import HOME_TARGET, Sandbox, Tenant
 from radium.errors import RadiumError, UnavailableError
 from radium_interposer import wire
+from radium_interposer.worker import READY
 
 log = logging.getLogger(__name__)
 WORKER = ["-m", "radium_interposer.worker"]
@@ -64,6 +65,28 @@ class ProcessWorker:
                     stdin=subprocess.DEVNULL,
                 )
         (slot / "worker.pid").write_text(str(self.process.pid))
+        self._wait_ready(tenant.lease_id)
+
+    def _wait_ready(self, lease_id: str) -> None:
+        """Until the worker says it is up; one that dies first (its sandbox could not be built,
+        its Python failed) is an error with its exit status."""
+        self.control.settimeout(START_TIMEOUT)
+        try:
+            said = self.control.recv(len(READY))
+        except OSError:
+            said = b""
+        self.control.settimeout(None)
+        if said == READY:
+            return
+        try:
+            why = f"exited ({self.process.wait(timeout=10)})"
+        except subprocess.TimeoutExpired:
+            why = f"was not up within {START_TIMEOUT:g}s"
+        self.stop()
+        raise UnavailableError(
+            f"the worker of lease {lease_id} {why} before it was ready",
+            hint="its own message is in the acceptor log",
+        )
 
     @property
     def pid(self) -> int:
@@ -143,6 +166,8 @@ class ContainerWorker:
                 confinement=self.confinement,
             )
             self.control = self._wait_for_connection()
+            if self.control.recv(len(READY)) != READY:
+                raise UnavailableError("the worker closed its control socket before it was ready")
             pid = self.engine.container_state(self.container).get("Pid", 0)
             (self.slot / "worker.pid").write_text(str(pid))
             log.info("lease %s: worker runs in container %s of %s", self.lease_id, name, self.image)
@@ -171,11 +196,11 @@ class ContainerWorker:
                 state = self.engine.container_state(self.container)
                 if not state.get("Running"):
                     output = self.engine.container_logs(self.container).splitlines()
-                    raise RadiumError(
+                    raise UnavailableError(
                         f"the worker container exited ({state.get('ExitCode')}): "
                         f"{output[-1] if output else state.get('Error') or 'no output'}"
                     ) from None
-        raise RadiumError(f"the worker did not connect within {START_TIMEOUT:g}s")
+        raise UnavailableError(f"the worker did not connect within {START_TIMEOUT:g}s")
 
     @property
     def pid(self) -> int:

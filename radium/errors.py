@@ -139,7 +139,7 @@ class PermissionDeniedError(RadiumError):
 
 
 class AlreadyExistsError(RadiumError):
-    """Something would be replaced that must not be (a CA, say)."""
+    """Something exists that must not be replaced or doubled (a CA; a running ``radium up``)."""
 
     kind = Kind.ALREADY_EXISTS
 

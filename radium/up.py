@@ -27,7 +27,7 @@ import psutil
 
 from radium import config as config_module
 from radium import lifeline
-from radium.errors import RadiumError
+from radium.errors import AlreadyExistsError, RadiumError
 from radium.poolclient import PoolClient
 
 STOP_GRACE = 10.0
@@ -141,6 +141,7 @@ def _running(state: Path) -> dict[str, int]:
 def _claim(state: Path) -> TextIO:
     """The state directory's lock: a second ``radium up`` there fails, saying who holds it."""
     state.mkdir(parents=True, exist_ok=True, mode=0o700)
+    state.chmod(0o700)  # tokens, the pool database, lease records
     lock = open(state / LOCK, "a")  # noqa: SIM115 - held, then inherited by the services
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -148,7 +149,7 @@ def _claim(state: Path) -> TextIO:
         lock.close()
         holders = _running(state)
         who = ", ".join(f"{name} (pid {pid})" for name, pid in holders.items())
-        raise RadiumError(
+        raise AlreadyExistsError(
             f"Radium is already up in {state}: held by {who or 'processes starting or stopping'}",
             hint=f"radium down --state-dir {state}",
         ) from None

@@ -93,9 +93,11 @@ class Agent:
 
     def save(self) -> None:
         self.state_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.state_file.parent.chmod(0o700)  # it holds lease credentials
         tmp = self.state_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"held": [asdict(h) for h in self.held.values()]}))
-        tmp.chmod(0o600)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # 0600 from the start
+        with os.fdopen(fd, "w") as f:
+            json.dump({"held": [asdict(h) for h in self.held.values()]}, f)
         os.replace(tmp, self.state_file)
 
     # -- pool calls ------------------------------------------------------------------------

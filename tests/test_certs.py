@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import grpc
 import pytest
 from cryptography import x509
 
@@ -85,29 +84,6 @@ def test_token_check() -> None:
         refused = check("/radium.v1.Pool/Status", Context(token=token))
         assert isinstance(refused, AuthError) and "token not accepted" in refused.message
     assert isinstance(check("/radium.v1.Acceptors/Register", Context(token="good")), AuthError)
-
-
-class Failed(grpc.RpcError):
-    def __init__(self, code: grpc.StatusCode, details: str) -> None:
-        self._code, self._details = code, details
-
-    def code(self) -> grpc.StatusCode:
-        return self._code
-
-    def details(self) -> str:
-        return self._details
-
-
-def test_a_failed_handshake_reads_as_one_line_about_certificates() -> None:
-    details = (
-        "failed to connect to all addresses; last error: UNKNOWN: ipv4:10.0.0.1:7400: "
-        "Ssl handshake failed (TSI_PROTOCOL_FAILURE): SSL_ERROR_SSL: CERTIFICATE_VERIFY_FAILED"
-    )
-    error = rpc.from_rpc_error(Failed(grpc.StatusCode.UNAVAILABLE, details), "pool at p:1")
-    assert isinstance(error, AuthError)
-    assert error.one_line().startswith("pool at p:1: TLS handshake failed")
-    plain = rpc.from_rpc_error(Failed(grpc.StatusCode.UNAVAILABLE, "connection refused"), "p")
-    assert not isinstance(plain, AuthError)
 
 
 def test_tls_settings_come_as_three() -> None:

@@ -53,3 +53,19 @@ def test_translation_keeps_the_message_and_adds_a_hint() -> None:
         FakeCall(grpc.StatusCode.RESOURCE_EXHAUSTED, "no capacity"), "pool"
     )
     assert isinstance(capacity, errors.CapacityError) and capacity.message == "no capacity"
+
+
+def test_a_failed_handshake_reads_as_one_line_about_certificates() -> None:
+    details = (
+        "failed to connect to all addresses; last error: UNKNOWN: ipv4:10.0.0.1:7400: "
+        "Ssl handshake failed (TSI_PROTOCOL_FAILURE): SSL_ERROR_SSL: CERTIFICATE_VERIFY_FAILED"
+    )
+    error = rpc.from_rpc_error(FakeCall(grpc.StatusCode.UNAVAILABLE, details), "pool at p:1")
+    assert isinstance(error, errors.AuthError)
+    assert error.one_line().startswith("pool at p:1: TLS handshake failed")
+    # The pool closing the connection: our certificate on a TLS channel, else maybe TLS itself.
+    closed = FakeCall(grpc.StatusCode.UNAVAILABLE, "ipv4:10.0.0.1:7400: Socket closed")
+    refused = rpc.from_rpc_error(closed, "pool at p:1", tls=True)
+    assert isinstance(refused, errors.AuthError) and "refused this node's" in refused.message
+    plain = rpc.from_rpc_error(closed, "pool at p:1")
+    assert isinstance(plain, errors.UnavailableError) and "want TLS" in plain.hint

@@ -29,6 +29,8 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from radium_interposer import codec, wire
 
 log = logging.getLogger("radium.worker")
+#: Sent once on the control socket when the worker is up: the acceptor waits for it.
+READY = b"r"
 LIMITS = wire.Limits(max_meta=16 << 20)
 Reply = Tuple[Dict[str, Any], List[Any]]
 
@@ -373,6 +375,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     else:
         control = socket.socket(fileno=args.control_fd)
     log.info("worker for lease %s ready", args.lease)
+    control.sendall(READY)
     serve_control(control, worker)
     log.info("control socket closed; worker exits")
     return 0

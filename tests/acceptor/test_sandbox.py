@@ -4,6 +4,7 @@ policy in both renderings and the engine options. Integration tests run it for r
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -132,3 +133,17 @@ def test_bad_sandbox_settings_are_refused(key: str, value: object, message: str)
 
     with pytest.raises(ConfigError, match=message):
         from_dict({"acceptor": {"sandbox": {key: value}}})
+
+
+def test_a_sandbox_that_cannot_be_built_is_one_clear_error(tmp_path: Path) -> None:
+    from radium.acceptor.workers import ProcessWorker
+    from radium.errors import UnavailableError
+
+    missing = HostView(binds=(str(tmp_path / "not-there"),), links=())
+    box = Sandbox(SandboxConfig(), missing, bwrap=shutil.which("bwrap") or "bwrap")
+    with pytest.raises(UnavailableError) as failed:
+        ProcessWorker(Tenant("l-9", 200009, tmp_path), tmp_path, box, lambda pid: None)
+    assert failed.value.one_line() == (
+        "the worker of lease l-9 exited (1) before it was ready; "
+        "its own message is in the acceptor log"
+    )

@@ -3,13 +3,16 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from radium.acceptor.devices import CpuBackend
 from radium.acceptor.slots import Slots
+from radium.errors import LeaseNotFoundError
 from radium.proto import pool_pb2 as pb
 
 
@@ -62,3 +65,31 @@ def test_cpu_backend_devices() -> None:
     assert [d.id for d in devices] == ["cpu0", "cpu1", "cpu2"]
     assert {d.memory_mib for d in devices} == {2048}
     assert CpuBackend(1, 1).visible_devices_env(["cpu0"]) == {"RADIUM_VISIBLE_DEVICES": "cpu0"}
+
+
+def test_a_connection_may_come_before_its_grant(tmp_path: Path) -> None:
+    slots = Slots(str(tmp_path))
+    late = threading.Timer(0.2, slots.prepare, [lease("l-late")])
+    late.start()
+    assert slots.credential("l-late", wait=30) == "secret"  # waited for the grant
+    assert slots.credential("l-never", wait=0.1) is None
+    assert slots.credential("../etc", wait=5) is None
+
+
+def test_one_worker_per_lease_whoever_asks_first(tmp_path: Path) -> None:
+    slots = Slots(str(tmp_path), CpuBackend(2, 1024))
+    slots.prepare(lease("l-1"))
+    record = slots.record("l-1")
+    assert record is not None
+    try:
+        for _ in range(2):  # a live worker, then a dead one replaced: always one, shared
+            with ThreadPoolExecutor(8) as pool:
+                found = set(pool.map(lambda _: slots._worker(record), range(8)))
+            assert len(found) == 1 and found == {slots.workers["l-1"]}
+            assert next(iter(found)).alive()
+            slots.workers["l-1"].process.kill()  # type: ignore[union-attr]
+            slots.workers["l-1"].process.wait()  # type: ignore[union-attr]
+    finally:
+        slots.teardown("l-1")
+    with pytest.raises(LeaseNotFoundError):
+        slots._worker(record)  # torn down: no worker comes back for it

@@ -31,6 +31,19 @@ def split_address(address: str) -> tuple[str, int]:
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
+def worker_gone(reason: str) -> dict[str, object]:
+    """The ERROR frame's metadata that answers the client's first call when its lease's worker
+    could not take the connection: the client raises WorkerGone with the reason."""
+    message = f"radium: the lease's worker could not start: {reason}"
+    return {
+        "error": f"WorkerGone: {message}",
+        "type": "WorkerGone",
+        "module": "radium_interposer.client",
+        "args": [message],
+        "tb": "",
+    }
+
+
 class DataPlane:
     def __init__(self, address: str, slots: Slots) -> None:
         self.address, self.slots = address, slots
@@ -91,8 +104,10 @@ class DataPlane:
         except (wire.ProtocolError, OSError) as exc:
             self.refused += 1
             log.warning("data plane: refused %s: %s", peer, exc)
-        except RadiumError as exc:
+        except RadiumError as exc:  # authenticated, but its worker cannot take it: say why
             log.warning("data plane: %s: %s", peer, exc.one_line())
+            with contextlib.suppress(OSError):
+                wire.send(connection, wire.ERROR, 0, worker_gone(exc.one_line()))
         finally:
             connection.close()
             self.pending.release()

@@ -160,7 +160,12 @@ class Sandbox:
         args = [self.bwrap, "--die-with-parent", "--new-session"]
         args += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts"]
         args += ["--unshare-cgroup-try", "--hostname", "radium-worker"]
-        made: set[str] = {"/"}
+        # The private scratch first: the host paths bound below may live under /tmp.
+        args += ["--proc", "/proc", "--dev", "/dev"]
+        size = str(self.tmp_bytes(tenant.share))
+        for scratch in ("/tmp", "/dev/shm"):
+            args += ["--perms", "1777", "--size", size, "--tmpfs", scratch]
+        made: set[str] = {"/", "/tmp", "/dev", "/dev/shm", "/proc"}
         for path in [*self.view.binds, HOME_TARGET, "/etc/passwd"]:
             for parent in reversed(Path(path).parents):
                 if str(parent) not in made:
@@ -172,11 +177,8 @@ class Sandbox:
             args += ["--ro-bind", path, path]
         args += ["--ro-bind-data", str(fds["passwd"]), "/etc/passwd"]
         args += ["--ro-bind-data", str(fds["group"]), "/etc/group"]
-        args += ["--proc", "/proc", "--dev", "/dev"]
         for node in tenant.devices:
             args += ["--dev-bind", node, node]
-        size = str(self.tmp_bytes(tenant.share))
-        args += ["--size", size, "--tmpfs", "/tmp", "--size", size, "--tmpfs", "/dev/shm"]
         args += ["--bind", str(tenant.home), HOME_TARGET, "--chdir", HOME_TARGET]
         env = {"PATH": _PATH, "HOME": HOME_TARGET, "TMPDIR": "/tmp", "LANG": "C.UTF-8"}
         args.append("--clearenv")

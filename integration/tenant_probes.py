@@ -218,6 +218,21 @@ def attack(targets: Dict[str, Any]) -> Dict[str, str]:
     return results
 
 
+def workspace() -> Dict[str, str]:
+    """What the lease may use: its own scratch (/tmp, /dev/shm) and home, written and read back."""
+    results = {}
+    for where in ("/tmp", "/dev/shm", os.path.expanduser("~")):
+        try:
+            with tempfile.NamedTemporaryFile(dir=where) as f:
+                f.write(b"scratch")
+                f.flush()
+                f.seek(0)
+                results[where] = "ok" if f.read() == b"scratch" else "corrupt"
+        except OSError as exc:
+            results[where] = f"{errno.errorcode.get(exc.errno or 0, '?')} {exc.strerror}"
+    return results
+
+
 def fork_bomb(limit: int) -> int:
     """Start up to ``limit`` processes; how many it got (all are killed again)."""
     children: List[subprocess.Popen[bytes]] = []

@@ -47,6 +47,8 @@ result = []
 try:
     if sys.argv[2] == "attack":
         result = tenant_probes.attack(targets)
+    elif sys.argv[2] == "workspace":
+        result = tenant_probes.workspace()
     elif sys.argv[2] == "fork":
         result = tenant_probes.fork_bomb(int(sys.argv[3]))
     else:  # first what fits in the lease, then the bomb
@@ -56,7 +58,7 @@ except Exception as exc:
     result.append({"raised": type(exc).__name__})
 print(json.dumps(result))
 """
-REMOTE = "tenant_probes:attack,tenant_probes:fork_bomb,tenant_probes:memory_bomb"
+REMOTE = ",".join(f"tenant_probes:{f}" for f in ("attack", "workspace", "fork_bomb", "memory_bomb"))
 #: What docker's defaults alone already stop in a container-mode worker, even unconfined: the
 #: host's files, processes and network are not in the container. The sandbox's settings stop
 #: the rest there (root, writes to the image, namespaces ...).
@@ -274,6 +276,19 @@ def test_remote_code_cannot_reach_what_is_not_its_lease(
         for path in host_files:
             path.unlink(missing_ok=True)
     assert victim.pid == worker_pid(state_dir(tenancy) / "slots" / victim.lease.id)
+
+
+@pytest.mark.parametrize("worker", ["process", "container"])
+def test_the_lease_s_own_scratch_and_home_work(
+    tenancy: Tenancy, confined: bool, worker: str
+) -> None:
+    token = secrets.token_hex(4)
+    (tenancy.app / f"targets-{token}.json").write_text("{}")
+    done = run_tenant(tenancy, "exec", worker, f"targets-{token}.json", "workspace")
+    assert done.returncode == 0, done.stdout + done.stderr
+    where = json.loads(done.stdout.splitlines()[-1])
+    assert len(where) == 3 and set(where.values()) == {"ok"}, where
+    assert "/lease" in where or not confined  # confined, home is the lease's directory
 
 
 class Pinger:

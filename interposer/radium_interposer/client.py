@@ -190,7 +190,7 @@ def rebuild_error(meta: Dict[str, Any]) -> BaseException:
         stop: BaseException = kind(*args)
         return stop
     if isinstance(kind, type) and issubclass(kind, Exception):
-        message_has_tb = len(args) == 1 and isinstance(args[0], str)
+        message_has_tb = len(args) == 1 and isinstance(args[0], str) and bool(remote_tb)
         if message_has_tb:
             args = [f"{args[0]}\n\nRemote traceback:\n{remote_tb}"]
         try:

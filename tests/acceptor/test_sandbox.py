@@ -4,7 +4,6 @@ policy in both renderings and the engine options. Integration tests run it for r
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -79,6 +78,17 @@ def test_bubblewrap_argv_confines_the_tenant() -> None:
     assert not [v for v in env if "TOKEN" in v or v == "RADIUM_CONFIG"]
 
 
+def test_scratch_is_everyone_s_and_mounted_before_host_paths_under_it() -> None:
+    view = HostView(binds=("/tmp/ci/main/.venv", "/usr"), links=())
+    box = Sandbox(SandboxConfig(), view, bwrap="bwrap", setpriv="setpriv")
+    args = box.command(Tenant("l-3", 200003, Path("/h")), ["python"], FDS)
+    tmpfs = [i for i, a in enumerate(args) if a == "--tmpfs"]
+    assert [args[i + 1] for i in tmpfs] == ["/tmp", "/dev/shm"]
+    assert all(args[i - 4 : i - 2] == ["--perms", "1777"] for i in tmpfs)  # like a host's /tmp
+    assert max(tmpfs) < args.index("/tmp/ci/main/.venv")  # the venv is not hidden under it
+    assert "/tmp" not in [args[i + 1] for i, a in enumerate(args) if a == "--dir"]
+
+
 def test_tmpfs_size_without_a_memory_cap() -> None:
     assert sandbox(tmp_mib=64).tmp_bytes(Share()) == 64 << 20
 
@@ -133,17 +143,3 @@ def test_bad_sandbox_settings_are_refused(key: str, value: object, message: str)
 
     with pytest.raises(ConfigError, match=message):
         from_dict({"acceptor": {"sandbox": {key: value}}})
-
-
-def test_a_sandbox_that_cannot_be_built_is_one_clear_error(tmp_path: Path) -> None:
-    from radium.acceptor.workers import ProcessWorker
-    from radium.errors import UnavailableError
-
-    missing = HostView(binds=(str(tmp_path / "not-there"),), links=())
-    box = Sandbox(SandboxConfig(), missing, bwrap=shutil.which("bwrap") or "bwrap")
-    with pytest.raises(UnavailableError) as failed:
-        ProcessWorker(Tenant("l-9", 200009, tmp_path), tmp_path, box, lambda pid: None)
-    assert failed.value.one_line() == (
-        "the worker of lease l-9 exited (1) before it was ready; "
-        "its own message is in the acceptor log"
-    )

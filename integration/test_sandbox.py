@@ -1,4 +1,5 @@
-"""A lease's share is enforced on its worker through this host's real cgroups."""
+"""The worker sandbox for real: a lease's share enforced through this host's cgroups, and a
+sandbox that cannot be built failing as one clear error, to the acceptor and to the client."""
 
 from __future__ import annotations
 
@@ -14,9 +15,11 @@ from integration.pool import free_port
 from radium.acceptor.dataplane import DataPlane
 from radium.acceptor.devices import CpuBackend
 from radium.acceptor.limits import Cgroups
-from radium.acceptor.sandbox import Sandbox
+from radium.acceptor.sandbox import HostView, Sandbox, Tenant
 from radium.acceptor.slots import Slots
+from radium.acceptor.workers import ProcessWorker
 from radium.config import SandboxConfig
+from radium.errors import UnavailableError
 from radium.proto import pool_pb2 as pb
 from tests.interposer.harness import BARE_PYTHON, INTERPOSER
 
@@ -86,3 +89,46 @@ def test_memory_and_cpu_share_are_enforced(limited: tuple[Slots, DataPlane, Cgro
     assert done.stdout.splitlines()[1].startswith("refused"), done.stdout
     slots.teardown("small")
     assert not any(directory.exists() for directory in directories.values())
+
+
+def broken_sandbox(tmp_path: Path) -> Sandbox:
+    """A sandbox whose host view names a path that is not there: bubblewrap refuses it."""
+    view = HostView(binds=(str(tmp_path / "not-there"),), links=())
+    return Sandbox(SandboxConfig(), view)
+
+
+def test_a_sandbox_that_cannot_be_built_fails_the_start_with_its_status(tmp_path: Path) -> None:
+    need_root()
+    with pytest.raises(UnavailableError) as failed:
+        ProcessWorker(Tenant("l-9", 200009, tmp_path), tmp_path, broken_sandbox(tmp_path), print)
+    assert failed.value.one_line() == (
+        "the worker of lease l-9 exited (1) before it was ready; "
+        "its own message is in the acceptor log"
+    )
+
+
+def test_the_client_learns_why_its_worker_could_not_start(tmp_path: Path) -> None:
+    need_root()
+    slots = Slots(str(tmp_path), CpuBackend(1, 1024), sandbox=broken_sandbox(tmp_path))
+    lease = pb.Lease(id="doomed", device_ids=["cpu0"], credential="doomed-secret")
+    with pytest.raises(UnavailableError):
+        slots.prepare(lease)
+    plane = DataPlane(f"127.0.0.1:{free_port()}", slots)
+    plane.start()
+    try:
+        env = {"PYTHONPATH": INTERPOSER, "RADIUM_DP_DIRECT": plane.address,
+               "RADIUM_LEASE": "doomed", "RADIUM_LEASE_CREDENTIAL": "doomed-secret",
+               "RADIUM_REMOTE": "statistics"}  # fmt: skip
+        code = "import radium_interposer.boot\nimport statistics\n"
+        done = subprocess.run(
+            [BARE_PYTHON, "-c", code], env=env, capture_output=True, text=True, timeout=120
+        )
+    finally:
+        plane.stop()
+        slots.teardown("doomed")
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1] == (
+        "radium_interposer.client.WorkerGone: radium: the lease's worker could not start: "
+        "the worker of lease doomed exited (1) before it was ready; "
+        "its own message is in the acceptor log"
+    )

@@ -184,7 +184,17 @@ def rebuild_error(meta: Dict[str, Any]) -> BaseException:
     args = codec.decode(meta.get("args"), [], lambda _: None) or []
     remote_tb = str(meta.get("tb", ""))
     kind: Any = sys.modules.get(module)
-    for part in qualname.split("."):
+    package = sys.modules.get(module.partition(".")[0])
+    remote = getattr(kind if kind is not None else package, "__radium_remote__", False)
+    if remote or module.startswith("radium_shipped."):
+        # The class of a remote module (or of the user's shipped code): its stand-in here, the
+        # very class `except torch.SomeError` names.
+        from radium_interposer import classes
+
+        builtin = meta.get("builtin") or "Exception"
+        kind = classes.local_or_stand_in(f"{module}.{qualname}", exception=builtin)
+        qualname = ""
+    for part in qualname.split(".") if qualname else []:
         kind = getattr(kind, part, None)
     if kind is StopIteration or kind is StopAsyncIteration:
         stop: BaseException = kind(*args)

@@ -9,8 +9,11 @@ without numpy still reads them (as nested lists). Spec: docs/data-plane.md, "Val
 
 from __future__ import annotations
 
+import importlib
 import sys
 from typing import Any, Callable, Dict, List, Optional
+
+from radium_interposer import structs
 
 Tree = Any
 Buffers = List[Any]
@@ -20,10 +23,13 @@ Refer = Callable[[Any], Optional[Dict[str, Any]]]
 Resolve = Callable[[Dict[str, Any]], Any]
 
 SCALARS = (type(None), bool, int, float, str)
+#: How this side names a class to the other (its import path there), or None if it cannot.
+#: The interposer replaces it with one that ships the user's own classes first.
+class_ref: Callable[[type], Optional[str]] = structs.class_path
 #: A result is "plain" (sent back by value) when it has at most this many nodes and bytes.
 PLAIN_NODES = 4096
 PLAIN_BYTES = 1 << 18
-REFERENCES = frozenset(("h", "p", "a", "m"))
+REFERENCES = frozenset(("h", "p", "a", "m", "cls"))
 
 
 class EncodeError(TypeError):
@@ -100,6 +106,13 @@ def encode(obj: Any, buffers: Buffers, refer: Refer) -> Tree:
         return {"$": "..."}
     if is_array(obj):
         return _array(obj, buffers)
+    if isinstance(obj, type):
+        path = class_ref(obj)
+        if path is not None:  # a class by its import path: resolved by the other side
+            return {"$": "cls", "p": path, "e": structs.exception_kind(obj)}
+    node = structs.encode(obj, lambda part: encode(part, buffers, refer), _path_of)
+    if node is not None:
+        return node
     reference = refer(obj)
     if reference is not None:
         return reference
@@ -135,7 +148,29 @@ def decode(tree: Tree, buffers: Buffers, resolve: Resolve) -> Any:
         return decode_array(tree, buffers[tree["i"]])
     if tag in REFERENCES:
         return resolve(tree)
+    if tag in structs.TAGS:
+        return structs.decode(tree, lambda part: decode(part, buffers, resolve), find_class)
     raise ValueError(f"unknown value tag {tag!r}")
+
+
+def _path_of(cls: type) -> str:
+    """The path a record's class is named by: resolvable on the other side, or just its name
+    (then that side rebuilds the record without it)."""
+    return class_ref(cls) or f"{cls.__module__}.{cls.__qualname__}"
+
+
+def find_class(path: str) -> Optional[type]:
+    """The class at ``module.qualname`` on this side, importing the module; None if none."""
+    module, found = path, None
+    while module and found is None:
+        module, _, _ = module.rpartition(".")
+        try:
+            found = importlib.import_module(module) if module else None
+        except ImportError:
+            continue
+    for part in path[len(module) + 1 :].split(".") if found is not None else []:
+        found = getattr(found, part, None)
+    return found if isinstance(found, type) else None
 
 
 def decode_array(node: Dict[str, Any], buffer: Any) -> Any:
@@ -194,6 +229,22 @@ def is_plain(obj: Any, budget: Optional[List[int]] = None) -> bool:
         return all(is_plain(item, budget) for item in obj)
     if kind is dict:
         return all(is_plain(k, budget) and is_plain(v, budget) for k, v in obj.items())
+    if isinstance(obj, type):
+        return class_ref(obj) is not None
+    if structs.plain(obj):
+        return all(is_plain(part, budget) for part in _parts(obj))
     np = _numpy()
     # A numpy scalar is a value (e.g. ``a.sum()``); arrays stay remote until fetched.
     return np is not None and isinstance(obj, np.generic) and not obj.dtype.hasobject
+
+
+def _parts(obj: Any) -> List[Any]:
+    """What a by-structure value holds (checked for plainness like its container)."""
+    if hasattr(obj, "__dict__") and not hasattr(obj, "keys"):  # the namespaces
+        return list(vars(obj).values())
+    if hasattr(obj, "keys"):  # the mappings of collections
+        factory = getattr(obj, "default_factory", None)
+        return [*obj.keys(), *obj.values(), *([factory] if factory is not None else [])]
+    if hasattr(obj, "maxlen"):
+        return list(obj)
+    return []

@@ -28,8 +28,15 @@ class SplitError(ValueError):
     """The remote list or split file is malformed."""
 
 
+#: Module attributes that stay this process's own (the import system's), whatever the worker's.
+_OWN = frozenset(("__name__", "__loader__", "__spec__", "__path__", "__package__",
+                  "__builtins__", "__cached__", "__dict__"))  # fmt: skip
+
+
 class RemoteModule(types.ModuleType):
-    """A module that lives on the worker: its attributes are values, submodules or proxies."""
+    """A module that lives on the worker: its attributes are values, submodules, classes (as
+    local stand-ins) or proxies; its plain dunders (``__version__``, ``__file__``, ``__doc__``)
+    are the worker's."""
 
     __radium_remote__ = True
 
@@ -38,6 +45,14 @@ class RemoteModule(types.ModuleType):
         self.__radium_directory__ = directory
         if exported is not None:
             self.__all__ = exported
+        for attr, kind in directory.items():
+            if (
+                attr.startswith("__")
+                and attr not in _OWN
+                and isinstance(kind, list)
+                and (kind[0] == "v")
+            ):
+                setattr(self, attr, kind[1])
 
     def __getattr__(self, attr: str) -> Any:
         if attr.startswith("__") and attr.endswith("__"):
@@ -48,6 +63,10 @@ class RemoteModule(types.ModuleType):
                 value: Any = importlib.import_module(f"{self.__name__}.{attr}")
             except ImportError:
                 raise AttributeError(f"remote module {self.__name__!r} has no {attr!r}") from None
+        elif isinstance(kind, list) and kind[0] == "c":
+            from radium_interposer import classes
+
+            value = classes.stand_in(str(kind[1]), kind[2])
         elif isinstance(kind, list):
             value = kind[1]
         else:
@@ -202,9 +221,16 @@ def _parse_lists(text: str) -> Dict[str, Any]:
     return data
 
 
+def _class_ref(cls: type) -> Optional[str]:
+    from radium_interposer import shipping  # imported on the first class to cross
+
+    return shipping.class_ref(cls)
+
+
 def install(entries: Sequence[str]) -> RemoteFinder:
     modules, functions = parse_entries(entries)
     finder = RemoteFinder(modules, functions)
     codec.numpy_is_remote = finder.covers("numpy")
+    codec.class_ref = _class_ref  # the user's classes are shipped, remote ones named
     sys.meta_path.insert(0, finder)
     return finder

@@ -39,14 +39,12 @@ def invoke(
     buffers: List[Any] = []
 
     def refer(obj: Any) -> Optional[Dict[str, Any]]:
-        if isinstance(obj, Remote):
-            origin = object.__getattribute__(obj, "_rd_conn")
-            if origin is not None and origin is not conn and origin.unsynced:
-                origin.sync()  # its result must exist before this connection refers to it
-            return object.__getattribute__(obj, "_rd_ref")  # type: ignore[no-any-return]
-        if isinstance(obj, types.ModuleType) and getattr(obj, "__radium_remote__", False):
-            return {"$": "m", "n": obj.__name__}
-        return None
+        ref = reference(obj, conn)
+        if ref is None:  # the user's own top-level function: shipped, then named
+            from radium_interposer import shipping
+
+            ref = shipping.function_ref(obj)
+        return ref
 
     meta: Dict[str, Any] = {"op": "call", "f": function, "r": state.new_id()}
     meta["a"] = [codec.encode(arg, buffers, refer) for arg in args]
@@ -56,7 +54,7 @@ def invoke(
     if predicted is not None:
         meta["nr"] = 1
         conn.request(meta, buffers, wait=False)
-        return Remote({"$": "h", "id": meta["r"]}, predicted, conn)
+        return make({"$": "h", "id": meta["r"]}, predicted, conn)
     frame = conn.request(meta, buffers)
     assert frame is not None
     result = decode(frame.meta.get("v"), frame.buffers)
@@ -65,16 +63,48 @@ def invoke(
     return result
 
 
+def reference(obj: Any, conn: Optional[Connection] = None) -> Optional[Dict[str, Any]]:
+    """The reference tree of a remote object or remote module, or None for anything else."""
+    if isinstance(obj, Remote):
+        origin = object.__getattribute__(obj, "_rd_conn")
+        if origin is not None and origin is not conn and origin.unsynced:
+            origin.sync()  # its result must exist before another connection refers to it
+        return object.__getattribute__(obj, "_rd_ref")  # type: ignore[no-any-return]
+    if isinstance(obj, types.ModuleType) and getattr(obj, "__radium_remote__", False):
+        return {"$": "m", "n": obj.__name__}
+    return None
+
+
 def decode(tree: Any, buffers: List[Any]) -> Any:
     return codec.decode(tree, buffers, _resolve)
 
 
 def _resolve(node: Dict[str, Any]) -> Any:
-    if node["$"] == "m":
+    tag = node["$"]
+    if tag == "m":
         import importlib
 
         return importlib.import_module(str(node["n"]))
-    return Remote(node, str(node.get("t", "")), None)
+    if tag == "cls":
+        from radium_interposer import classes
+
+        return classes.local_or_stand_in(str(node["p"]), node.get("e") or 0)
+    return make(node, str(node.get("t", "")), None)
+
+
+def make(
+    ref: Dict[str, Any], type_name: str, conn: Optional[Connection], owner: Optional[Remote] = None
+) -> Remote:
+    """The proxy of a remote object: an instance of its class's stand-in (plain for paths and
+    methods, which have no class of their own here)."""
+    cls: type = Remote
+    if ref["$"] == "h" and type_name:
+        from radium_interposer import classes
+
+        cls = classes.for_instances(type_name)
+    proxy: Remote = object.__new__(cls)
+    Remote.__init__(proxy, ref, type_name, conn, owner)
+    return proxy
 
 
 def request(op: str, **fields: Any) -> Dict[str, Any]:
@@ -126,7 +156,7 @@ class Remote:
         kind = object.__getattribute__(self, "_rd_type")
         ref = object.__getattribute__(self, "_rd_ref")
         if kind and name in _methods_of(self, kind):
-            return Remote({"$": "a", "o": ref, "n": name}, f"{kind}.{name}", None, self)
+            return make({"$": "a", "o": ref, "n": name}, f"{kind}.{name}", None, self)
         return _call("builtins.getattr", self, name)
 
     def __setattr__(self, name: str, value: Any) -> None:

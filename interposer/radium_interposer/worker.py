@@ -26,64 +26,14 @@ import types
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from radium_interposer import codec, wire
+from radium_interposer import codec, shipped, structs, wire
+from radium_interposer.handles import Failure, HandleTable
 
 log = logging.getLogger("radium.worker")
 #: Sent once on the control socket when the worker is up: the acceptor waits for it.
 READY = b"r"
 LIMITS = wire.Limits(max_meta=16 << 20)
 Reply = Tuple[Dict[str, Any], List[Any]]
-
-
-class Failure:
-    """What a pipelined call left behind when it raised: using it raises the same error."""
-
-    def __init__(self, error: BaseException) -> None:
-        self.error = error
-
-
-class HandleTable:
-    """Objects left remote, by id, with a count of the client proxies that refer to them."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.objects: Dict[int, List[Any]] = {}
-        self._next_local = 0
-
-    def put(self, handle: int, obj: Any) -> None:
-        with self.lock:
-            self.objects[handle] = [obj, 1]
-
-    def put_new(self, obj: Any) -> int:
-        """Store under an id of the worker's own (negative: clients pick positive ids)."""
-        with self.lock:
-            self._next_local -= 1
-            self.objects[self._next_local] = [obj, 1]
-            return self._next_local
-
-    def get(self, handle: Any) -> Any:
-        entry = self.objects.get(handle) if isinstance(handle, int) else None
-        if entry is None:
-            raise LookupError(f"unknown handle {handle!r} (released, or not this lease's)")
-        if isinstance(entry[0], Failure):
-            raise entry[0].error
-        return entry[0]
-
-    def retain(self, handles: List[Any]) -> None:
-        with self.lock:
-            for handle in handles:
-                entry = self.objects.get(handle)
-                if entry is not None:
-                    entry[1] += 1
-
-    def release(self, handles: List[Any]) -> None:
-        with self.lock:
-            for handle in handles:
-                entry = self.objects.get(handle)
-                if entry is not None:
-                    entry[1] -= 1
-                    if entry[1] <= 0:
-                        del self.objects[handle]
 
 
 class Capture(io.TextIOBase):
@@ -134,9 +84,14 @@ def _resolve_uncached(path: str) -> Any:
 
 
 def _kind(value: Any) -> Any:
-    """How an import's directory describes one attribute: a plain value, a module, a path."""
+    """How an import's directory describes one attribute: a plain value, a module, a class (by
+    its own import path; 1 when an exception class), or anything else ("f": a path proxy)."""
     if isinstance(value, types.ModuleType):
         return "m"
+    if isinstance(value, type):
+        path = structs.class_path(value)
+        if path is not None:
+            return ["c", path, structs.exception_kind(value)]
     if isinstance(value, codec.SCALARS):
         return ["v", value]
     return "f"
@@ -149,6 +104,7 @@ def _error_meta(error: BaseException) -> Dict[str, Any]:
         "error": f"{kind.__name__}: {error}",
         "type": kind.__qualname__,
         "module": kind.__module__,
+        "builtin": structs.exception_kind(kind),
         "args": codec.encode(args, [], lambda _: None) if args is not None else None,
         "tb": "".join(traceback.format_exception(kind, error, error.__traceback__)),
     }
@@ -171,6 +127,8 @@ class Worker:
             return resolve_path(str(node["p"]))
         if tag == "a":
             return getattr(self.decode(node["o"], []), str(node["n"]))
+        if tag == "cls":
+            return resolve_path(str(node["p"]))
         return importlib.import_module(str(node["n"]))
 
     def decode(self, tree: Any, buffers: List[Any]) -> Any:
@@ -264,6 +222,16 @@ class Worker:
         self.shipped[name] = hashlib.sha256(source).hexdigest()
         log.info("loaded shipped module %s (%d bytes)", name, len(source))
         return {}, []
+
+    def op_ship(self, meta: Dict[str, Any], buffers: List[Any]) -> Reply:
+        """Define the client's classes and functions (source) with what they refer to."""
+        names = self.decode(meta.get("g", {"$": "d", "k": [], "v": []}), buffers)
+        if not isinstance(names, dict):
+            raise ValueError("ship: g must be a mapping of names")
+        defs = meta.get("defs", [])
+        if not isinstance(defs, list) or not all(isinstance(d, dict) for d in defs):
+            raise ValueError("ship: defs must be a list of definitions")
+        return {"ns": shipped.define(str(meta["mod"]), names, defs)}, []
 
     def op_stats(self, meta: Dict[str, Any], buffers: List[Any]) -> Reply:
         with self.stats_lock:

@@ -94,6 +94,38 @@ class WorkerHarness:
             cwd=self.root,
         )
 
+    def script(
+        self, source: str, remote: str = "torch", python: str = BARE_PYTHON, **extra: str
+    ) -> subprocess.CompletedProcess[str]:
+        """Run ``source`` as a program file (``app.py`` in the root): what shipping reads."""
+        path = self.root / "app.py"
+        path.write_text(textwrap.dedent(source))
+        return subprocess.run(
+            [python, str(path)],
+            env=self.env(remote, **extra),
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=self.root,
+        )
+
+    def same_as_local(self, source: str, remote: str = "torch") -> str:
+        """The program's output remoted from a Python without the framework, checked equal to
+        its output run here with the framework and no remoting at all."""
+        remoted = self.script(source, remote)
+        assert remoted.returncode == 0, f"stdout:\n{remoted.stdout}\nstderr:\n{remoted.stderr}"
+        local = subprocess.run(
+            [sys.executable, str(self.root / "app.py")],
+            env={"PATH": os.environ["PATH"]},
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=self.root,
+        )
+        assert local.returncode == 0, local.stderr
+        assert remoted.stdout == local.stdout
+        return remoted.stdout
+
     def check(self, code: str, **kwargs: str) -> str:
         done = self.run(code, **kwargs)
         assert done.returncode == 0, f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}"

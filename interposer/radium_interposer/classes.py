@@ -1,0 +1,156 @@
+"""Local stand-ins for remote classes: real local types, so that ``isinstance``, ``issubclass``,
+``type(x) is C``, ``except C`` and ``class Net(nn.Module)`` work with classes that live on the
+worker. Semantics: docs/remoting.md.
+
+One stand-in per remote class, keyed by the class's import path on the worker (so
+``torch.nn.Module`` and ``torch.nn.modules.module.Module`` are one class here). A stand-in's
+instances are the proxies of that class's objects. Calling a stand-in constructs remotely; its
+attributes are the remote class's. Stand-ins of exception classes are exceptions here, raised
+for the remote exceptions of that class. A class statement on a stand-in base makes a local
+class that is shipped to the worker on first use (:mod:`radium_interposer.shipping`).
+"""
+
+from __future__ import annotations
+
+import builtins
+import sys
+import threading
+from typing import Any, Dict, Optional, Tuple
+
+from radium_interposer import proxy, structs
+from radium_interposer.client import RemoteError
+
+#: Stand-ins (and shipped local classes) by remote import path.
+_stand_ins: Dict[str, type] = {}
+#: Answers of remote isinstance/issubclass checks, by (type, class) path: they depend on both
+#: classes only.
+_checks: Dict[Tuple[str, str], bool] = {}
+_lock = threading.Lock()
+
+
+def path_of(cls: type) -> Optional[str]:
+    """The remote import path of a stand-in, or of a shipped local class (None: not yet)."""
+    path = cls.__dict__.get("__radium_path__")
+    return path if isinstance(path, str) else None
+
+
+class RemoteType(type):
+    """The metaclass of stand-ins, and so of local classes written on remote bases."""
+
+    def __new__(mcs, name: str, bases: Tuple[type, ...], namespace: Dict[str, Any]) -> Any:
+        if "__radium_path__" in namespace:  # made by stand_in(), below
+            return super().__new__(mcs, name, bases, namespace)
+        from radium_interposer import shipping  # a class statement in the user's code
+
+        return shipping.local_class(mcs, name, bases, namespace)
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        if issubclass(cls, BaseException):  # raised here, for a remote exception of its class
+            return type.__call__(cls, *args, **kwargs)
+        path = _ensure_remote(cls)
+        return proxy.invoke({"$": "p", "p": path}, args, kwargs, path)
+
+    def __getattr__(cls, name: str) -> Any:
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        _ensure_remote(cls)
+        return proxy.invoke(_GETATTR, (cls, name), {}, "", False)
+
+    def __instancecheck__(cls, obj: Any) -> bool:
+        if type.__instancecheck__(cls, obj):
+            return True
+        if not isinstance(obj, proxy.Remote) or obj._rd_ref.get("$") != "h":
+            return False
+        return _remote_check("isinstance", obj, object.__getattribute__(obj, "_rd_type"), cls)
+
+    def __subclasscheck__(cls, sub: Any) -> bool:
+        if type.__subclasscheck__(cls, sub):
+            return True
+        if not isinstance(sub, RemoteType) or path_of(sub) is None:
+            return False
+        return _remote_check("issubclass", sub, str(path_of(sub)), cls)
+
+    def __repr__(cls) -> str:
+        return f"<remote class {path_of(cls) or cls.__qualname__!r}>"
+
+
+_GETATTR = {"$": "p", "p": "builtins.getattr"}
+
+
+def _ensure_remote(cls: type) -> str:
+    """The class's remote path, shipping a local class written on remote bases first."""
+    path = path_of(cls)
+    if path is None:
+        from radium_interposer import shipping
+
+        path = shipping.ship_class(cls)
+    return path
+
+
+def _remote_check(check: str, subject: Any, subject_type: str, cls: type) -> bool:
+    key = (subject_type, _ensure_remote(cls))
+    answer = _checks.get(key)
+    if answer is None:
+        answer = bool(proxy.invoke({"$": "p", "p": f"builtins.{check}"}, (subject, cls), {}, ""))
+        _checks[key] = answer
+    return answer
+
+
+def stand_in(path: str, exception: Any = 0) -> type:
+    """The stand-in of the remote class at ``path`` (made once); ``exception``: 0, or the name
+    of the remote exception class's nearest builtin exception."""
+    with _lock:
+        found = _stand_ins.get(path)
+        if found is None:
+            name = path.rpartition(".")[2] or path
+            namespace: Dict[str, Any] = {"__radium_path__": path, "__module__": _module(path)}
+            if exception:
+                found = RemoteType(name, _exception_bases(exception), namespace)
+            else:
+                found = RemoteType(name, (proxy.Remote,), {**namespace, "__slots__": ()})
+            _stand_ins[path] = found
+        return found
+
+
+def _exception_bases(builtin: Any) -> Tuple[type, ...]:
+    base = getattr(builtins, str(builtin), None)
+    if isinstance(base, type) and issubclass(base, BaseException) and base is not Exception:
+        return (base, RemoteError)  # `except RuntimeError` catches a remote LinAlgError
+    return (RemoteError,)
+
+
+def register(path: str, cls: type) -> None:
+    """A local class shipped to the worker: its objects' proxies are its instances."""
+    with _lock:
+        _stand_ins[path] = cls
+
+
+def for_instances(type_name: str) -> type:
+    """The class of the proxy of a remote object of type ``type_name``."""
+    found = _stand_ins.get(type_name)
+    if found is not None and issubclass(found, proxy.Remote):
+        return found
+    if found is not None or not type_name:  # an exception object, or no type: a plain proxy
+        return proxy.Remote
+    return stand_in(type_name)
+
+
+def local_or_stand_in(path: str, exception: Any) -> type:
+    """The class a worker names by ``path``: this side's own when it has that module locally
+    (``builtins.float``, a stdlib class), else the stand-in of the remote class."""
+    module = path.rpartition(".")[0]
+    loaded = sys.modules.get(module)
+    if loaded is not None and not getattr(loaded, "__radium_remote__", False):
+        local = structs.class_path  # the same check the codec makes, in reverse
+        found: Any = loaded
+        for part in path[len(module) + 1 :].split("."):
+            found = getattr(found, part, None)
+        if isinstance(found, type) and local(found) == path:
+            return found
+    known = _stand_ins.get(path)
+    return known if known is not None else stand_in(path, exception)
+
+
+def _module(path: str) -> str:
+    """The module part of a path (the class's ``__module__``, for reprs and tracebacks)."""
+    return path.rpartition(".")[0]

@@ -1,0 +1,220 @@
+"""Programs as users write them, remoted from a Python without the framework: classes written
+on remote bases, remote classes as local types, Python values by structure, the user's own
+functions as arguments. Each program's output must equal its local run's (docs/remoting.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.interposer.harness import WorkerHarness, bare_python_has_no_numpy
+
+
+@pytest.fixture
+def harness(tmp_path: Path) -> Iterator[WorkerHarness]:
+    assert bare_python_has_no_numpy(), "these tests need /usr/bin/python3 without numpy"
+    h = WorkerHarness(tmp_path)
+    try:
+        yield h
+    finally:
+        h.close()
+
+
+TRAINING = """
+import argparse
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+
+
+@dataclass
+class Config:
+    lr: float = 0.1
+    epochs: int = 3
+
+
+class Squares(Dataset):
+    def __init__(self, n):
+        self.x = torch.linspace(-1, 1, n).unsqueeze(1)
+        self.y = self.x ** 2
+
+    def __len__(self):
+        return len(self.x)
+
+    def __getitem__(self, i):
+        return self.x[i], self.y[i]
+
+
+class Clamp(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.clamp(min=0)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * (x > 0).float()
+
+
+class Net(nn.Module):
+    calls = 0  # class-level state, kept on the worker
+
+    def __init__(self, hidden):
+        super().__init__()
+        self.fc1 = nn.Linear(1, hidden)
+        self.fc2 = nn.Linear(hidden, 1)
+
+    @property
+    def width(self):
+        return self.fc1.out_features
+
+    def forward(self, x):
+        Net.calls += 1
+        return self.fc2(Clamp.apply(self.fc1(x)))
+
+
+class Wider(Net):
+    def __init__(self):
+        super().__init__(hidden=32)
+
+
+def init_weights(m):
+    if isinstance(m, nn.Linear):
+        nn.init.constant_(m.bias, 0.01)
+
+
+def train(args, config, model, loader):
+    opt = torch.optim.SGD(model.parameters(), lr=config.lr)
+    loss_fn = nn.MSELoss()
+    for epoch in range(config.epochs):
+        total = 0.0
+        for x, y in loader:
+            opt.zero_grad()
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            opt.step()
+            total += loss.item()
+        print(f"epoch {epoch} loss {total:.6f}")
+
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--hidden", type=int, default=16)
+args = parser.parse_args([])
+torch.manual_seed(0)
+model = Net(args.hidden)
+model.apply(init_weights)
+train(args, Config(), model, DataLoader(Squares(64), batch_size=16))
+print(type(model) is Net, isinstance(model, nn.Module), issubclass(Wider, Net), model.width)
+print(Net.calls, len(Squares(10)), isinstance(Squares(4), Dataset), Wider().width)
+with torch.no_grad():
+    print([round(v, 4) for v in model(torch.tensor([[0.5]])).flatten().tolist()])
+"""
+
+
+def test_a_training_program_with_its_own_classes_runs_as_locally(harness: WorkerHarness) -> None:
+    out = harness.same_as_local(TRAINING)
+    assert out.splitlines()[-3:] == ["True True True 16", "12 10 True 32", "[0.387]"]
+
+
+TYPES = """
+import torch
+x = torch.ones(2)
+p = torch.nn.Parameter(torch.ones(1))
+print(isinstance(x, torch.Tensor), type(x) is torch.Tensor, type(x).__name__)
+print(isinstance(p, torch.Tensor), type(p) is torch.Tensor, isinstance(3, torch.Tensor))
+print(issubclass(torch.nn.Linear, torch.nn.Module), issubclass(torch.nn.Module, torch.nn.Linear))
+print(torch.nn.Module is torch.nn.modules.module.Module, torch.Tensor is type(torch.zeros(1)))
+print(torch.__version__ > "2", torch.__name__, torch.__file__.endswith("__init__.py"))
+print(isinstance(torch.nn.Linear(2, 2), (torch.nn.Module, int)))
+try:
+    torch.linalg.inv(torch.zeros(2, 2))
+except torch.linalg.LinAlgError as e:
+    print("caught", type(e).__name__, isinstance(e, RuntimeError))
+print(torch.zeros(2, dtype=torch.float64).dtype, torch.ones(3).to(int).dtype, x.to(bool).dtype)
+"""
+
+
+def test_remote_classes_are_local_types(harness: WorkerHarness) -> None:
+    out = harness.same_as_local(TYPES)
+    assert out.splitlines()[:2] == ["True True Tensor", "True False False"]
+
+
+VALUES = """
+import argparse, collections, dataclasses, datetime, decimal, enum, fractions, pathlib, types
+from typing import NamedTuple
+import numpy as np
+import pprint
+
+
+@dataclasses.dataclass
+class Config:
+    lr: float
+    name: str = "run"
+
+
+class Point(NamedTuple):
+    x: int
+    y: int
+
+
+class Color(enum.Enum):
+    RED = 1
+
+
+values = [
+    argparse.Namespace(epochs=2, layers=[8, 4]), types.SimpleNamespace(k="v"), Config(0.5),
+    Point(1, 2), Color.RED, pathlib.PurePosixPath("/data/x.csv"),
+    datetime.datetime(2026, 11, 23, 12, 30, tzinfo=datetime.timezone.utc),
+    datetime.timedelta(days=1, seconds=2), decimal.Decimal("1.10"), fractions.Fraction(1, 3),
+    collections.OrderedDict(b=1, a=2), collections.Counter("aab"), collections.deque([1], 3),
+    collections.defaultdict(list, k=[1]), bool, float,
+]
+for value in values:
+    print(pprint.pformat(value, width=200))  # the worker's own repr of what it received
+print(np.ones(3, dtype=bool).dtype, np.arange(4).astype(float).dtype, np.zeros(1, int).dtype)
+print(np.array([1.5, 2.5]).astype(int).tolist())
+"""
+
+
+def test_python_values_cross_by_structure(harness: WorkerHarness) -> None:
+    out = harness.same_as_local(VALUES, remote="numpy,pprint")
+    assert "Config(lr=0.5, name='run')" in out and "Point(x=1, y=2)" in out
+
+
+FUNCTIONS = """
+import numpy as np
+
+
+def double(x):
+    return 2 * x
+
+
+def main():
+    print(np.vectorize(double)(np.arange(4)).tolist())
+    print(np.apply_along_axis(double, 0, np.ones((2, 2))).tolist())
+    try:
+        np.vectorize(lambda v: v)(np.arange(2))
+    except Exception as e:
+        print(type(e).__name__, str(e).split(";")[0])
+
+
+main()
+"""
+
+
+def test_the_user_s_functions_are_shipped_and_lambdas_refused_clearly(
+    harness: WorkerHarness,
+) -> None:
+    done = harness.script(FUNCTIONS, remote="numpy")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "[0, 2, 4, 6]",
+        "[[2.0, 2.0], [2.0, 2.0]]",
+        "ShipError main.<locals>.<lambda> cannot run on the worker: only top-level functions (no "
+        "lambdas or closures) are shipped",
+    ]

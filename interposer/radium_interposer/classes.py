@@ -48,7 +48,8 @@ class RemoteType(type):
         if issubclass(cls, BaseException):  # raised here, for a remote exception of its class
             return type.__call__(cls, *args, **kwargs)
         path = _ensure_remote(cls)
-        return proxy.invoke({"$": "p", "p": path}, args, kwargs, path)
+        # Its own call site: what constructing returns says nothing of calling an instance.
+        return proxy.invoke({"$": "p", "p": path}, args, kwargs, f"{path}()")
 
     def __getattr__(cls, name: str) -> Any:
         if name.startswith("__") and name.endswith("__"):

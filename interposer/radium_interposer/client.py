@@ -196,9 +196,10 @@ def rebuild_error(meta: Dict[str, Any]) -> BaseException:
         qualname = ""
     for part in qualname.split(".") if qualname else []:
         kind = getattr(kind, part, None)
-    if kind is StopIteration or kind is StopAsyncIteration:
-        stop: BaseException = kind(*args)
-        return stop
+    if kind in (StopIteration, StopAsyncIteration, SystemExit, KeyboardInterrupt):
+        # As themselves, with their code or message: sys.exit(2) in remote code exits with 2.
+        own: BaseException = kind(*args)
+        return own
     if isinstance(kind, type) and issubclass(kind, Exception):
         message_has_tb = len(args) == 1 and isinstance(args[0], str) and bool(remote_tb)
         if message_has_tb:

@@ -282,7 +282,8 @@ class Worker:
                 raise ValueError(f"unknown operation {meta.get('op')!r}")
             reply, buffers = operation(meta, frame.buffers)
             kind = wire.RESULT
-        except Exception as exc:
+        # SystemExit and KeyboardInterrupt too: the tenant's code ends its call, not the worker.
+        except BaseException as exc:
             if meta.get("nr"):
                 self.table.put(int(meta.get("r", 0)), Failure(exc))
                 reply, buffers = {}, []
@@ -291,14 +292,14 @@ class Worker:
         finally:
             received = sum(len(b) for b in frame.buffers)
             frame.buffers = []
-        if out:
-            reply["out"] = "".join(out)
-            out.clear()
-        if err:
-            reply["err"] = "".join(err)
-            err.clear()
         sent = 0
-        if not meta.get("nr"):
+        if not meta.get("nr"):  # a pipelined call's output waits for the next answer
+            if out:
+                reply["out"] = "".join(out)
+                out.clear()
+            if err:
+                reply["err"] = "".join(err)
+                err.clear()
             wire.send(sock, kind, frame.call_id, reply, buffers)
             sent = sum(memoryview(b).nbytes for b in buffers)
         with self.stats_lock:

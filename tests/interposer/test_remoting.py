@@ -218,3 +218,79 @@ def test_the_user_s_functions_are_shipped_and_lambdas_refused_clearly(
         "ShipError main.<locals>.<lambda> cannot run on the worker: only top-level functions (no "
         "lambdas or closures) are shipped",
     ]
+
+
+EXITS = """
+import argparse
+
+
+def parse(argv):
+    parser = argparse.ArgumentParser(prog="train")
+    parser.add_argument("--epochs", type=int, required=True)
+    return parser.parse_args(argv)
+
+
+def stop(code):
+    raise SystemExit(code)
+"""
+
+
+def test_remote_exits_reach_the_client_and_the_worker_lives_on(harness: WorkerHarness) -> None:
+    (harness.root / "cli.py").write_text(EXITS)
+    done = harness.script(
+        """
+        import cli
+        print(cli.parse(["--epochs", "3"]).epochs)
+        try:
+            cli.stop(3)
+        except SystemExit as e:
+            print("SystemExit", e.code)
+        cli.parse([])  # argparse's usage message, then exit status 2, as locally
+        """,
+        remote="cli:parse,cli:stop",
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stdout.splitlines() == ["3", "SystemExit 3"]
+    assert "the following arguments are required: --epochs" in done.stderr
+    assert harness.worker.poll() is None  # the worker survived all of it
+
+
+DECORATED = """
+import torch
+
+
+@torch.no_grad()
+def evaluate(x):
+    print("grad inside:", torch.is_grad_enabled())
+    return (x * 2).sum().item()
+
+
+steps = torch.zeros(1)
+for i in range(3):
+    print("evaluate", evaluate(torch.ones(2) * i), torch.is_grad_enabled())
+"""
+
+
+def test_a_remote_decorator_runs_the_user_s_function_remotely(harness: WorkerHarness) -> None:
+    out = harness.same_as_local(DECORATED)
+    assert out.splitlines()[:2] == ["grad inside: False", "evaluate 0.0 True"]
+
+
+PIPELINED_OUTPUT = """
+import numpy as np
+import noisy
+
+x = np.zeros(2)
+for i in range(4):
+    x = noisy.step(x, i)  # after the first, pipelined: no answer per call
+print("total", float(x.sum()))
+"""
+
+
+def test_what_pipelined_calls_print_still_reaches_the_client(harness: WorkerHarness) -> None:
+    (harness.root / "noisy.py").write_text(
+        "def step(x, i):\n    print('step', i)\n    return x + 1\n"
+    )
+    done = harness.script(PIPELINED_OUTPUT, remote="numpy,noisy:step")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["step 0", "step 1", "step 2", "step 3", "total 8.0"]

@@ -17,6 +17,7 @@ from integration.dockerd import Dockerd
 from integration.pool import PoolCluster
 from integration.radium_env import RadiumEnv
 from integration.test_leases import radium_run, stop_agent
+from tests.interposer.test_remoting import TRAINING
 
 RADIUM_CLI = str(Path(sys.executable).parent / "radium")
 #: Debian's python3, without numpy: the local process of ``radium exec``.
@@ -152,6 +153,23 @@ def test_image_without_torch_runs_a_torch_workload_remotely(
     )
     assert [remote_sum, relu] == local.stdout.splitlines()
     assert relu == "[0.0, 2.0]"
+
+
+def test_a_torch_program_with_its_own_classes_runs_in_a_torchless_container(
+    cluster: PoolCluster, dp_dockerd: Dockerd, tmp_path: Path
+) -> None:
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "train.py").write_text(TRAINING)
+    done = radium_run(
+        dp_dockerd, "RADIUM_GPUS=1", "--rm", "-e", "RADIUM_REMOTE=torch", "-v", f"{app}:/app",
+        BARE, "python3", "/app/train.py",
+    )  # fmt: skip
+    local = subprocess.run(
+        [sys.executable, str(app / "train.py")], capture_output=True, text=True, check=True
+    )
+    assert done.stdout == local.stdout
+    assert done.stdout.splitlines()[-1] == "[0.387]"
 
 
 def test_radium_exec_runs_a_local_process_against_a_namespaced_acceptor(

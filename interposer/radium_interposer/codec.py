@@ -240,6 +240,8 @@ def is_plain(obj: Any, budget: Optional[List[int]] = None) -> bool:
 
 def _parts(obj: Any) -> List[Any]:
     """What a by-structure value holds (checked for plainness like its container)."""
+    if isinstance(obj, range):
+        return []
     if hasattr(obj, "__dict__") and not hasattr(obj, "keys"):  # the namespaces
         return list(vars(obj).values())
     if hasattr(obj, "keys"):  # the mappings of collections

@@ -40,10 +40,10 @@ def invoke(
 
     def refer(obj: Any) -> Optional[Dict[str, Any]]:
         ref = reference(obj, conn)
-        if ref is None:  # the user's own top-level function: shipped, then named
+        if ref is None:  # a function: the user's shipped, a library's by path
             from radium_interposer import shipping
 
-            ref = shipping.function_ref(obj)
+            ref = shipping.callable_ref(obj)
         return ref
 
     meta: Dict[str, Any] = {"op": "call", "f": function, "r": state.new_id()}

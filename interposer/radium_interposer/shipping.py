@@ -110,16 +110,23 @@ def class_ref(cls: type) -> Optional[str]:
     return structs.class_path(cls)
 
 
-def function_ref(obj: Any) -> Optional[Dict[str, Any]]:
-    """A reference to a top-level function of the user's code (shipped), or None."""
-    if not isinstance(obj, types.FunctionType) or not is_users(obj):
+def callable_ref(obj: Any) -> Optional[Dict[str, Any]]:
+    """A reference to a function for the worker: the user's top-level ones shipped, library and
+    builtin ones by import path (when that path leads back to them); None for anything else."""
+    if isinstance(obj, types.FunctionType) and is_users(obj):
+        if obj.__qualname__ != obj.__name__ or obj.__name__ == "<lambda>" or obj.__closure__:
+            raise ShipError(
+                f"{obj.__qualname__} cannot run on the worker: only top-level functions (no "
+                "lambdas or closures) are shipped; define it at the top of its module"
+            )
+        return {"$": "p", "p": _ship(obj)}
+    if not isinstance(obj, (types.FunctionType, types.BuiltinFunctionType)):
         return None
-    if obj.__qualname__ != obj.__name__ or obj.__name__ == "<lambda>" or obj.__closure__:
-        raise ShipError(
-            f"{obj.__qualname__} cannot run on the worker: only top-level functions (no lambdas "
-            "or closures) are shipped; define it at the top of its module"
-        )
-    return {"$": "p", "p": _ship(obj)}
+    module = sys.modules.get(getattr(obj, "__module__", None) or "")
+    found: Any = module
+    for part in str(getattr(obj, "__qualname__", "<")).split("."):
+        found = getattr(found, part, None)
+    return {"$": "p", "p": f"{obj.__module__}.{obj.__qualname__}"} if found is obj else None
 
 
 class _Batch:
@@ -190,16 +197,7 @@ def _refer(obj: Any) -> Optional[Dict[str, Any]]:
     if isinstance(obj, types.ModuleType):
         return {"$": "m", "n": obj.__name__}
     ref = proxy.reference(obj)
-    if ref is not None:
-        return ref
-    if is_users(obj):  # a function of another of the user's modules: shipped from there
-        return function_ref(obj)
-    if callable(obj):
-        path = f"{getattr(obj, '__module__', '')}.{getattr(obj, '__qualname__', '')}"
-        if path.startswith(".") or "<" in path:
-            return None
-        return {"$": "p", "p": path}
-    return None
+    return ref if ref is not None else callable_ref(obj)
 
 
 def _names(source: str) -> set:  # type: ignore[type-arg]

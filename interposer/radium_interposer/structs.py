@@ -21,7 +21,9 @@ Unpart = Callable[[Any], Any]
 FindClass = Callable[[str], Optional[type]]
 
 #: Tags of the values this module encodes (the codec dispatches decoding on them).
-TAGS = frozenset(("ns", "dc", "nt", "en", "pa", "dt", "td", "dec", "fr", "od", "ctr", "dq", "dd"))
+TAGS = frozenset(
+    ("ns", "dc", "nt", "en", "pa", "dt", "td", "dec", "fr", "od", "ctr", "dq", "dd", "rg")
+)
 _NAMESPACES = ("argparse.Namespace", "types.SimpleNamespace")
 _PATHS = ("PurePosixPath", "PureWindowsPath", "PosixPath", "WindowsPath")
 _TIMES = ("datetime", "date", "time")
@@ -31,6 +33,13 @@ def _loaded(name: str) -> Any:
     """A module only if this process imported it already: a value of one of its types can only
     exist then (so nothing is imported just to look)."""
     return sys.modules.get(name)
+
+
+def _is(kind: type, path: str) -> bool:
+    """``kind`` is that very class (by identity: a stand-in of a remote one only shares its
+    name, and is a proxy, not a value)."""
+    module, _, name = path.rpartition(".")
+    return getattr(_loaded(module), name, None) is kind
 
 
 def _resolve_std(path: str) -> Any:
@@ -67,9 +76,11 @@ def encode(obj: Any, part: Part, ship: Callable[[type], Optional[str]]) -> Optio
     """``obj`` as a tagged node, or None when it is none of these kinds. ``ship(cls)`` gives the
     path the other side knows a class by (shipping it there first when it must)."""
     kind = type(obj)
-    path = f"{kind.__module__}.{kind.__qualname__}"
-    if path in _NAMESPACES:
-        return {"$": "ns", "t": path, "d": part(dict(vars(obj)))}
+    if kind is range:
+        return {"$": "rg", "v": [obj.start, obj.stop, obj.step]}
+    for path in _NAMESPACES:
+        if _is(kind, path):
+            return {"$": "ns", "t": path, "d": part(dict(vars(obj)))}
     enum, dataclasses = _loaded("enum"), _loaded("dataclasses")
     if enum is not None and isinstance(obj, enum.Enum):
         return {"$": "en", "t": ship(kind), "n": obj.name}
@@ -83,25 +94,24 @@ def encode(obj: Any, part: Part, ship: Callable[[type], Optional[str]]) -> Optio
 
 def _stdlib(obj: Any, kind: type, part: Part) -> Optional[Dict[str, Any]]:
     pathlib, datetime = _loaded("pathlib"), _loaded("datetime")
-    if pathlib is not None and isinstance(obj, pathlib.PurePath) and kind.__name__ in _PATHS:
+    if pathlib is not None and kind in [getattr(pathlib, name) for name in _PATHS]:
         return {"$": "pa", "k": kind.__name__, "v": str(obj)}
     if datetime is not None:
         if kind in (datetime.datetime, datetime.date, datetime.time):
             return {"$": "dt", "k": kind.__name__, "v": obj.isoformat()}
         if kind is datetime.timedelta:
             return {"$": "td", "v": [obj.days, obj.seconds, obj.microseconds]}
-    name = f"{kind.__module__}.{kind.__qualname__}"
-    if name == "decimal.Decimal":
+    if _is(kind, "decimal.Decimal"):
         return {"$": "dec", "v": str(obj)}
-    if name == "fractions.Fraction":
+    if _is(kind, "fractions.Fraction"):
         return {"$": "fr", "v": [obj.numerator, obj.denominator]}
-    if name in ("collections.OrderedDict", "collections.Counter"):
-        tag = "od" if kind.__name__ == "OrderedDict" else "ctr"
-        return {"$": tag, "k": [part(k) for k in obj], "v": [part(v) for v in obj.values()]}
-    if name == "collections.defaultdict":
+    for tag, path in (("od", "collections.OrderedDict"), ("ctr", "collections.Counter")):
+        if _is(kind, path):
+            return {"$": tag, "k": [part(k) for k in obj], "v": [part(v) for v in obj.values()]}
+    if _is(kind, "collections.defaultdict"):
         return {"$": "dd", "f": part(obj.default_factory), "k": [part(k) for k in obj],
                 "v": [part(v) for v in obj.values()]}  # fmt: skip
-    if name == "collections.deque":
+    if _is(kind, "collections.deque"):
         return {"$": "dq", "v": [part(v) for v in obj], "m": obj.maxlen}
     return None
 
@@ -111,7 +121,7 @@ def plain(obj: Any) -> bool:
     the standard library's kinds. Dataclasses, named tuples and enums of other modules stay
     remote, as their classes may exist on one side only."""
     kind = type(obj)
-    if f"{kind.__module__}.{kind.__qualname__}" in _NAMESPACES:
+    if kind is range or any(_is(kind, path) for path in _NAMESPACES):
         return True
     return _stdlib(obj, kind, _same) is not None
 
@@ -144,6 +154,8 @@ def decode(node: Dict[str, Any], unpart: Unpart, find: FindClass) -> Any:
         return _resolve_std(f"datetime.{node['k']}").fromisoformat(str(node["v"]))
     if tag == "td":
         return _resolve_std("datetime.timedelta")(*(int(x) for x in node["v"]))
+    if tag == "rg":
+        return range(*(int(x) for x in node["v"]))
     if tag == "dec":
         return _resolve_std("decimal.Decimal")(str(node["v"]))
     if tag == "fr":

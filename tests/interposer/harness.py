@@ -94,33 +94,45 @@ class WorkerHarness:
             cwd=self.root,
         )
 
-    def script(
-        self, source: str, remote: str = "torch", python: str = BARE_PYTHON, **extra: str
+    def program(
+        self, path: Path, remote: str, python: str = BARE_PYTHON, **extra: str
     ) -> subprocess.CompletedProcess[str]:
-        """Run ``source`` as a program file (``app.py`` in the root): what shipping reads."""
-        path = self.root / "app.py"
-        path.write_text(textwrap.dedent(source))
+        """Run the program file at ``path`` remoted (in the root: its files land there)."""
         return subprocess.run(
             [python, str(path)],
             env=self.env(remote, **extra),
             capture_output=True,
             text=True,
-            timeout=300,
+            timeout=600,
             cwd=self.root,
         )
 
-    def same_as_local(self, source: str, remote: str = "torch") -> str:
+    def script(
+        self, source: str, remote: str = "torch", **extra: str
+    ) -> subprocess.CompletedProcess[str]:
+        """Run ``source`` as a program file (``app.py`` in the root): what shipping reads."""
+        path = self.root / "app.py"
+        path.write_text(textwrap.dedent(source))
+        return self.program(path, remote, **extra)
+
+    def same_as_local(self, source: str, remote: str = "torch", path: Path | None = None) -> str:
         """The program's output remoted from a Python without the framework, checked equal to
-        its output run here with the framework and no remoting at all."""
-        remoted = self.script(source, remote)
+        its output run here with the framework and no remoting at all (``source``, or the
+        program file at ``path``)."""
+        if path is None:
+            path = self.root / "app.py"
+            path.write_text(textwrap.dedent(source))
+        remoted = self.program(path, remote)
         assert remoted.returncode == 0, f"stdout:\n{remoted.stdout}\nstderr:\n{remoted.stderr}"
+        local_root = self.root / "local"
+        local_root.mkdir(exist_ok=True)
         local = subprocess.run(
-            [sys.executable, str(self.root / "app.py")],
+            [sys.executable, str(path)],
             env={"PATH": os.environ["PATH"]},
             capture_output=True,
             text=True,
-            timeout=300,
-            cwd=self.root,
+            timeout=600,
+            cwd=local_root,
         )
         assert local.returncode == 0, local.stderr
         assert remoted.stdout == local.stdout

@@ -71,6 +71,7 @@ VALUES = [
     collections.Counter("mississippi"),
     collections.deque([1, 2, 3], maxlen=5),
     collections.defaultdict(list, {"k": [1]}),
+    range(2, 11, 3),
     bool,
     float,
     collections.OrderedDict,
@@ -129,3 +130,9 @@ def test_malformed_values_are_refused_not_crashed_on(node: dict[str, Any]) -> No
         codec.decode(node, [], _resolve)
     except Exception as exc:  # the worker answers ERROR with it; nothing else may happen
         assert not isinstance(exc, (SystemExit, KeyboardInterrupt))
+
+
+def test_a_class_merely_named_like_a_standard_one_is_not_taken_for_it() -> None:
+    """A stand-in of a remote OrderedDict shares the name, not the class: it is a reference."""
+    lookalike = type("OrderedDict", (), {"__module__": "collections"})()
+    assert structs.encode(lookalike, lambda v: v, lambda c: None) is None

@@ -1,0 +1,103 @@
+"""The corpus of real programs (tests/programs), each run locally and remoted, side by side.
+
+    .venv/bin/python -m benchmarks.programs [--runs 2]
+
+Locally: this Python, with torch and numpy, no remoting. Remoted: a Python without them
+(``/usr/bin/python3``) whose torch/numpy run on a worker on this machine (loopback, one worker
+for the whole run). Each program runs ``--runs`` times in one process each way. Printed per
+program:
+- the whole process's wall time each way and their ratio (the local one includes importing
+  torch, which the remoted client never does);
+- the last run's own execution, everything warm on both sides, and that ratio (the comparison
+  that matters once a program is going);
+- the worker's calls (and calls per second), bytes in and out of that run.
+Nothing here is a pass/fail test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tests.interposer.harness import BARE_PYTHON, WorkerHarness
+from tests.programs.test_corpus import PROGRAMS, remote_for
+
+#: Runs the program as __main__ (what shipping needs) with its frameworks imported before the
+#: clock starts, so only the program's own work is timed; remoted, with the worker's counters.
+RUNNER = """
+import json, runpy, sys, time
+remote = sys.argv[2] == "remote"
+if remote:
+    import radium_interposer.boot
+    from radium_interposer.proxy import stats
+for name in sys.argv[3].split(","):
+    __import__(name)
+for _ in range(int(sys.argv[4])):  # the last run is timed: everything warm on both sides
+    before = stats() if remote else {}
+    started = time.perf_counter()
+    runpy.run_path(sys.argv[1], run_name="__main__")
+    report = {"seconds": time.perf_counter() - started}
+if remote:
+    after = stats()
+    report.update({k: after[k] - before[k] for k in ("calls", "bytes_in", "bytes_out")})
+print(json.dumps(report), file=sys.stderr)
+"""
+
+
+def timed(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, str]:
+    started = time.perf_counter()
+    done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=900)
+    elapsed = time.perf_counter() - started
+    if done.returncode != 0:
+        raise RuntimeError(f"{argv[-1]} failed: {done.stderr[-2000:]}")
+    return elapsed, done.stderr
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="benchmarks.programs")
+    parser.add_argument("--runs", type=int, default=2)
+    args = parser.parse_args(argv)
+    root = Path(tempfile.mkdtemp(prefix="radium-programs-"))
+    harness = WorkerHarness(root)
+    ratios: dict[str, list[float]] = {"torch": [], "numpy": []}
+    print(f"{'program':<26} {'whole: local':>12} {'remote':>7} {'ratio':>6} "
+          f"{'warm: local':>12} {'remote':>7} {'ratio':>6} {'calls':>7} {'calls/s':>8} "
+          f"{'KiB in':>7} {'KiB out':>8}")  # fmt: skip
+    try:
+        for program in PROGRAMS:
+            plain = {"PATH": os.environ["PATH"]}
+            runs = str(args.runs)
+            local, stderr = timed([sys.executable, "-c", RUNNER, str(program), "local",
+                                   remote_for(program), runs], plain, root)  # fmt: skip
+            warm_local = json.loads(stderr.strip().splitlines()[-1])["seconds"]
+            env = harness.env(remote_for(program))
+            remote, stderr = timed([BARE_PYTHON, "-c", RUNNER, str(program), "remote",
+                                    remote_for(program), runs], env, root)  # fmt: skip
+            used = json.loads(stderr.strip().splitlines()[-1])
+            warm = used["seconds"]
+            ratios["torch" if program.name.startswith("torch") else "numpy"].append(
+                warm / warm_local
+            )
+            print(f"{program.stem:<26} {local:12.2f} {remote:7.2f} {remote / local:6.2f} "
+                  f"{warm_local:12.3f} {warm:7.3f} {warm / warm_local:6.2f} {used['calls']:7d} "
+                  f"{used['calls'] / warm:8.0f} {used['bytes_in'] / 1024:7.1f} "
+                  f"{used['bytes_out'] / 1024:8.1f}")  # fmt: skip
+    finally:
+        harness.close()
+    for kind, values in ratios.items():
+        if values:
+            print(
+                f"median warm remote/local ratio, {kind} programs: {statistics.median(values):.2f}"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -2,10 +2,13 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.interposer.harness import WorkerHarness, bare_python_has_no_numpy
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -24,3 +27,14 @@ def private_toml_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from radium import tomlcache
 
     monkeypatch.setattr(tomlcache, "CACHE_DIR", str(tmp_path / "toml-cache"))
+
+
+@pytest.fixture
+def harness(tmp_path: Path) -> Iterator[WorkerHarness]:
+    """A real lease worker, and a client Python without numpy or torch to remote from."""
+    assert bare_python_has_no_numpy(), "these tests need /usr/bin/python3 without numpy"
+    h = WorkerHarness(tmp_path)
+    try:
+        yield h
+    finally:
+        h.close()

@@ -21,13 +21,13 @@ import socket
 import sys
 import threading
 import time
-import traceback
 import types
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from radium_interposer import codec, shipped, structs, wire
+from radium_interposer import codec, shipped, wire
 from radium_interposer.handles import Failure, HandleTable
+from radium_interposer.naming import directory_entry, error_meta, resolve_path
 
 log = logging.getLogger("radium.worker")
 #: Sent once on the control socket when the worker is up: the acceptor waits for it.
@@ -51,63 +51,6 @@ class Capture(io.TextIOBase):
 
     def flush(self) -> None:
         self.real.flush()
-
-
-_resolved: Dict[str, Any] = {}
-
-
-def resolve_path(path: str) -> Any:
-    """``numpy.linalg.inv``: import the longest importable prefix, then walk attributes.
-
-    Cached: a failed import of ``operator.add`` searches all of sys.path, on every call.
-    """
-    found = _resolved.get(path)
-    if found is None:
-        found = _resolved[path] = _resolve_uncached(path)
-    return found
-
-
-def _resolve_uncached(path: str) -> Any:
-    parts = path.split(".")
-    for cut in range(len(parts), 0, -1):
-        name = ".".join(parts[:cut])
-        try:
-            obj = importlib.import_module(name)
-        except ImportError:
-            if cut == 1:
-                raise
-            continue
-        for attr in parts[cut:]:
-            obj = getattr(obj, attr)
-        return obj
-    raise ImportError(path)
-
-
-def _kind(value: Any) -> Any:
-    """How an import's directory describes one attribute: a plain value, a module, a class (by
-    its own import path; 1 when an exception class), or anything else ("f": a path proxy)."""
-    if isinstance(value, types.ModuleType):
-        return "m"
-    if isinstance(value, type):
-        path = structs.class_path(value)
-        if path is not None:
-            return ["c", path, structs.exception_kind(value)]
-    if isinstance(value, codec.SCALARS):
-        return ["v", value]
-    return "f"
-
-
-def _error_meta(error: BaseException) -> Dict[str, Any]:
-    kind = type(error)
-    args = list(error.args) if codec.is_plain(list(error.args)) else None
-    return {
-        "error": f"{kind.__name__}: {error}",
-        "type": kind.__qualname__,
-        "module": kind.__module__,
-        "builtin": structs.exception_kind(kind),
-        "args": codec.encode(args, [], lambda _: None) if args is not None else None,
-        "tb": "".join(traceback.format_exception(kind, error, error.__traceback__)),
-    }
 
 
 class Worker:
@@ -180,7 +123,7 @@ class Worker:
             warnings.simplefilter("ignore")
             for name in dir(module):
                 with contextlib.suppress(Exception):
-                    directory[name] = _kind(getattr(module, name))
+                    directory[name] = directory_entry(getattr(module, name))
         exported = getattr(module, "__all__", None)
         return {"dir": directory, "all": list(exported) if exported is not None else None}, []
 
@@ -288,7 +231,7 @@ class Worker:
                 self.table.put(int(meta.get("r", 0)), Failure(exc))
                 reply, buffers = {}, []
             else:
-                reply, buffers, kind = _error_meta(exc), [], wire.ERROR
+                reply, buffers, kind = error_meta(exc), [], wire.ERROR
         finally:
             received = sum(len(b) for b in frame.buffers)
             frame.buffers = []

@@ -4,22 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
-
-from tests.interposer.harness import WorkerHarness, bare_python_has_no_numpy
-
-
-@pytest.fixture
-def harness(tmp_path: Path) -> Iterator[WorkerHarness]:
-    assert bare_python_has_no_numpy(), "these tests need /usr/bin/python3 without numpy"
-    h = WorkerHarness(tmp_path)
-    try:
-        yield h
-    finally:
-        h.close()
+from tests.interposer.harness import WorkerHarness
 
 
 def test_numpy_absent_from_the_client_runs_on_the_worker(harness: WorkerHarness) -> None:

@@ -4,23 +4,7 @@ functions as arguments. Each program's output must equal its local run's (docs/r
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
-
-from tests.interposer.harness import WorkerHarness, bare_python_has_no_numpy
-
-
-@pytest.fixture
-def harness(tmp_path: Path) -> Iterator[WorkerHarness]:
-    assert bare_python_has_no_numpy(), "these tests need /usr/bin/python3 without numpy"
-    h = WorkerHarness(tmp_path)
-    try:
-        yield h
-    finally:
-        h.close()
-
+from tests.interposer.harness import WorkerHarness
 
 TRAINING = """
 import argparse

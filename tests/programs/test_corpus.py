@@ -3,12 +3,11 @@ the framework, print exactly what they print locally with it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.interposer.harness import WorkerHarness, bare_python_has_no_numpy
+from tests.interposer.harness import WorkerHarness
 
 PROGRAMS = sorted(p for p in Path(__file__).parent.glob("*.py") if p.name[0] != "_" and
                   not p.name.startswith("test_"))  # fmt: skip
@@ -17,16 +16,6 @@ PROGRAMS = sorted(p for p in Path(__file__).parent.glob("*.py") if p.name[0] != 
 def remote_for(program: Path) -> str:
     """What the program's Python lacks: torch and numpy for the torch programs."""
     return "torch,numpy" if program.name.startswith("torch") else "numpy"
-
-
-@pytest.fixture
-def harness(tmp_path: Path) -> Iterator[WorkerHarness]:
-    assert bare_python_has_no_numpy(), "these tests need /usr/bin/python3 without numpy"
-    h = WorkerHarness(tmp_path)
-    try:
-        yield h
-    finally:
-        h.close()
 
 
 def test_the_corpus_is_at_least_fifteen_programs_each_citing_its_origin() -> None:

@@ -1,0 +1,67 @@
+"""How the worker names things to the client: objects by import path, a module's directory
+entries, exceptions. Spec: docs/data-plane.md ("Values", "Operations", "Exceptions")."""
+
+from __future__ import annotations
+
+import importlib
+import traceback
+import types
+from typing import Any, Dict
+
+from radium_interposer import codec, structs
+
+_resolved: Dict[str, Any] = {}
+
+
+def resolve_path(path: str) -> Any:
+    """``numpy.linalg.inv``: import the longest importable prefix, then walk attributes.
+
+    Cached: a failed import of ``operator.add`` searches all of sys.path, on every call.
+    """
+    found = _resolved.get(path)
+    if found is None:
+        found = _resolved[path] = _resolve_uncached(path)
+    return found
+
+
+def _resolve_uncached(path: str) -> Any:
+    parts = path.split(".")
+    for cut in range(len(parts), 0, -1):
+        name = ".".join(parts[:cut])
+        try:
+            obj = importlib.import_module(name)
+        except ImportError:
+            if cut == 1:
+                raise
+            continue
+        for attr in parts[cut:]:
+            obj = getattr(obj, attr)
+        return obj
+    raise ImportError(path)
+
+
+def directory_entry(value: Any) -> Any:
+    """How an import's directory describes one attribute: a plain value, a module, a class (by
+    its own import path; 1 when an exception class), or anything else ("f": a path proxy)."""
+    if isinstance(value, types.ModuleType):
+        return "m"
+    if isinstance(value, type):
+        path = structs.class_path(value)
+        if path is not None:
+            return ["c", path, structs.exception_kind(value)]
+    if isinstance(value, codec.SCALARS):
+        return ["v", value]
+    return "f"
+
+
+def error_meta(error: BaseException) -> Dict[str, Any]:
+    kind = type(error)
+    args = list(error.args) if codec.is_plain(list(error.args)) else None
+    return {
+        "error": f"{kind.__name__}: {error}",
+        "type": kind.__qualname__,
+        "module": kind.__module__,
+        "builtin": structs.exception_kind(kind),
+        "args": codec.encode(args, [], lambda _: None) if args is not None else None,
+        "tb": "".join(traceback.format_exception(kind, error, error.__traceback__)),
+    }

@@ -26,7 +26,7 @@ from tests.interposer.harness import BARE_PYTHON, INTERPOSER
 OVERFLOW = """
 import radium_interposer.boot
 import numpy
-from radium_interposer.client import WorkerGone
+from radium_interposer.errors import WorkerGone
 small = numpy.ones(1 << 20)        # 8 MiB: within the lease's 64 MiB
 print(float(small.sum()))
 try:
@@ -128,7 +128,7 @@ def test_the_client_learns_why_its_worker_could_not_start(tmp_path: Path) -> Non
         slots.teardown("doomed")
     assert done.returncode == 1
     assert done.stderr.strip().splitlines()[-1] == (
-        "radium_interposer.client.WorkerGone: radium: the lease's worker could not start: "
+        "radium_interposer.errors.WorkerGone: radium: the lease's worker could not start: "
         "the worker of lease doomed exited (1) before it was ready; "
         "its own message is in the acceptor log"
     )

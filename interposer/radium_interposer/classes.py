@@ -18,7 +18,7 @@ import threading
 from typing import Any, Dict, Optional, Tuple
 
 from radium_interposer import proxy, structs
-from radium_interposer.client import RemoteError
+from radium_interposer.errors import RemoteError
 
 #: Stand-ins (and shipped local classes) by remote import path.
 _stand_ins: Dict[str, type] = {}

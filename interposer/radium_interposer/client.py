@@ -20,27 +20,13 @@ import threading
 import weakref
 from typing import Any, Dict, List, Optional, Sequence
 
-from radium_interposer import RUNTIME_DIR, codec, handshake, wire
+from radium_interposer import RUNTIME_DIR, handshake, wire
+from radium_interposer.errors import RemoteError, WorkerGone, rebuild_error
 
 LIMITS = wire.Limits(max_meta=16 << 20)
 #: Pipelined calls wait in the outbox until a call needs an answer or it holds this much.
 OUTBOX_CHUNKS = 256
 OUTBOX_BYTES = 1 << 20
-
-
-class RemoteError(Exception):
-    """An error raised on the worker whose exception type does not exist in this process."""
-
-
-class WorkerGone(RemoteError):
-    """The connection to the lease's worker broke: it crashed, or the lease ended."""
-
-
-class RemoteTraceback(Exception):
-    """Attached as ``__cause__`` to a remote exception: where it happened on the worker."""
-
-    def __str__(self) -> str:
-        return "\n" + str(self.args[0])
 
 
 def _dial() -> socket.socket:
@@ -102,8 +88,11 @@ class Connection:
         self.outbox: List[Any] = []
         self.outbox_bytes = 0
         self.pid = os.getpid()
-        self.lock = threading.Lock()
+        # Reentrant: a callback the worker makes while we wait may call the worker itself.
+        self.lock = threading.RLock()
         self.call_id = 0
+        #: Call ids of the worker's callbacks running here, innermost last.
+        self.serving: List[int] = []
         #: Calls sent without waiting (pipelined) since the last reply.
         self.unsynced = 0
         self.broken: Optional[str] = None
@@ -121,6 +110,8 @@ class Connection:
                 releases = state.take_releases(self) if state.releases else None
                 if releases:  # freed after this call ran (it may still use them)
                     meta["rel"] = releases
+                if self.serving:  # made by a callback: the worker runs it before answering that
+                    meta["in"] = self.serving[-1]
                 self.call_id += 1
                 self._queue(wire.encode(wire.CALL, self.call_id, meta, buffers))
                 if not wait:
@@ -130,7 +121,7 @@ class Connection:
                 self._flush()
                 if not wait:
                     return None
-                frame = wire.read(self.reader.readinto, LIMITS)
+                frame = self._answer()
             except (OSError, wire.ProtocolError) as exc:
                 frame, reason = None, str(exc)
             else:
@@ -143,10 +134,29 @@ class Connection:
                 self.sock.close()
                 raise WorkerGone(self.broken)
             self.unsynced = 0
-        _forward_output(frame.meta)
+        forward_output(frame.meta)
         if frame.type == wire.ERROR:
             raise rebuild_error(frame.meta)
         return frame
+
+    def _answer(self) -> Optional[wire.Frame]:
+        """The next answer; the worker's callbacks that come first are run and answered."""
+        while True:
+            frame = wire.read(self.reader.readinto, LIMITS)
+            if frame is None or frame.type != wire.CALL:
+                if frame is not None and "cbrel" in frame.meta:
+                    from radium_interposer import callbacks
+
+                    callbacks.drop(frame.meta["cbrel"])
+                return frame
+            from radium_interposer import callbacks
+
+            callbacks.serve(self, frame)
+
+    def answer(self, kind: int, call_id: int, meta: Dict[str, Any], buffers: List[Any]) -> None:
+        """Answer a callback, after the pipelined calls it made (they ran before it returned)."""
+        self._queue(wire.encode(kind, call_id, meta, buffers))
+        self._flush()
 
     def _queue(self, chunks: List[Any]) -> None:
         self.outbox.extend(chunks)
@@ -157,65 +167,18 @@ class Connection:
             outbox, self.outbox, self.outbox_bytes = self.outbox, [], 0
             wire.send_chunks(self.sock, outbox)
 
-    def flush(self) -> None:
-        """Send pipelined calls still held back (at exit, so their effects happen)."""
-        with self.lock:
-            if not self.broken and self.pid == os.getpid():
-                with contextlib.suppress(OSError):
-                    self._flush()
-
     def sync(self) -> None:
         """Wait until every pipelined call sent so far has run on the worker."""
         if self.unsynced:
             self.request({"op": "ping"})
 
 
-def _forward_output(meta: Dict[str, Any]) -> None:
+def forward_output(meta: Dict[str, Any]) -> None:
     for key, stream in (("out", sys.stdout), ("err", sys.stderr)):
         text = meta.get(key)
         if text:
             stream.write(text)
             stream.flush()
-
-
-def rebuild_error(meta: Dict[str, Any]) -> BaseException:
-    """The remote exception as its own type when this process has it, else a RemoteError."""
-    module, qualname = str(meta.get("module", "")), str(meta.get("type", "RemoteError"))
-    args = codec.decode(meta.get("args"), [], lambda _: None) or []
-    remote_tb = str(meta.get("tb", ""))
-    kind: Any = sys.modules.get(module)
-    package = sys.modules.get(module.partition(".")[0])
-    remote = getattr(kind if kind is not None else package, "__radium_remote__", False)
-    if remote or module.startswith("radium_shipped."):
-        # The class of a remote module (or of the user's shipped code): its stand-in here, the
-        # very class `except torch.SomeError` names.
-        from radium_interposer import classes
-
-        builtin = meta.get("builtin") or "Exception"
-        kind = classes.local_or_stand_in(f"{module}.{qualname}", exception=builtin)
-        qualname = ""
-    for part in qualname.split(".") if qualname else []:
-        kind = getattr(kind, part, None)
-    if kind in (StopIteration, StopAsyncIteration, SystemExit, KeyboardInterrupt):
-        # As themselves, with their code or message: sys.exit(2) in remote code exits with 2.
-        own: BaseException = kind(*args)
-        return own
-    if isinstance(kind, type) and issubclass(kind, Exception):
-        message_has_tb = len(args) == 1 and isinstance(args[0], str) and bool(remote_tb)
-        if message_has_tb:
-            args = [f"{args[0]}\n\nRemote traceback:\n{remote_tb}"]
-        try:
-            error: BaseException = kind(*args)
-        except Exception:
-            pass
-        else:
-            if not message_has_tb:
-                error.__cause__ = RemoteTraceback(remote_tb)
-            return error
-    name = qualname.rpartition(".")[2]
-    local = type(name, (RemoteError,), {"__module__": module or "radium_interposer"})
-    fallback: BaseException = local(f"{meta.get('error', name)}\n\nRemote traceback:\n{remote_tb}")
-    return fallback
 
 
 class State:
@@ -282,9 +245,13 @@ state = State()
 
 
 @atexit.register
-def _flush_at_exit() -> None:
+def _sync_at_exit() -> None:
+    """Pipelined calls still pending run to their end before the program does: their effects,
+    output and callbacks happen, as they would have locally."""
     for conn in list(state.connections):
-        conn.flush()
+        if conn.pid == os.getpid() and not conn.broken:
+            with contextlib.suppress(RemoteError):
+                conn.sync()
 
 
 if hasattr(os, "register_at_fork"):

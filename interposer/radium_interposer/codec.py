@@ -29,7 +29,7 @@ class_ref: Callable[[type], Optional[str]] = structs.class_path
 #: A result is "plain" (sent back by value) when it has at most this many nodes and bytes.
 PLAIN_NODES = 4096
 PLAIN_BYTES = 1 << 18
-REFERENCES = frozenset(("h", "p", "a", "m", "cls"))
+REFERENCES = frozenset(("h", "p", "a", "m", "cls", "cb"))
 
 
 class EncodeError(TypeError):

@@ -19,7 +19,8 @@ import types
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from radium_interposer import codec, proxy
-from radium_interposer.client import RemoteError, state
+from radium_interposer.client import state
+from radium_interposer.errors import RemoteError
 
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 

@@ -57,7 +57,9 @@ def directory_entry(value: Any) -> Any:
 def error_meta(error: BaseException) -> Dict[str, Any]:
     kind = type(error)
     args = list(error.args) if codec.is_plain(list(error.args)) else None
+    token = getattr(error, "radium_client_token", None)
     return {
+        **({"cx": token} if isinstance(token, str) else {}),
         "error": f"{kind.__name__}: {error}",
         "type": kind.__qualname__,
         "module": kind.__module__,

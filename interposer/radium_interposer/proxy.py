@@ -14,7 +14,7 @@ import operator
 import types
 from typing import Any, Dict, List, Optional, Tuple
 
-from radium_interposer import codec
+from radium_interposer import callbacks, codec
 from radium_interposer.client import Connection, state
 
 #: Call sites that returned a remote object, with its type: their calls are pipelined.
@@ -37,20 +37,14 @@ def invoke(
     """Call ``function`` (a reference tree) on the worker with these arguments."""
     conn = state.connection()
     buffers: List[Any] = []
-
-    def refer(obj: Any) -> Optional[Dict[str, Any]]:
-        ref = reference(obj, conn)
-        if ref is None:  # a function: the user's shipped, a library's by path
-            from radium_interposer import shipping
-
-            ref = shipping.callable_ref(obj)
-        return ref
-
+    refer = refer_for(conn)
     meta: Dict[str, Any] = {"op": "call", "f": function, "r": state.new_id()}
     meta["a"] = [codec.encode(arg, buffers, refer) for arg in args]
     if kwargs:
         meta["k"] = codec.encode(kwargs, buffers, refer)
-    predicted = _returns_remote.get(site) if pipeline else None
+    # While the worker holds one of our callables, every call waits: a callback's effects here
+    # (a list it appends to) must have happened when the call returns, as they would locally.
+    predicted = _returns_remote.get(site) if pipeline and not callbacks.held() else None
     if predicted is not None:
         meta["nr"] = 1
         conn.request(meta, buffers, wait=False)
@@ -61,6 +55,22 @@ def invoke(
     if isinstance(result, Remote) and pipeline:
         _returns_remote[site] = object.__getattribute__(result, "_rd_type")
     return result
+
+
+def refer_for(conn: Connection) -> codec.Refer:
+    """How arguments sent on ``conn`` refer to what is not a value: remote objects by handle,
+    the user's top-level functions shipped, library functions by path, other callables as
+    callbacks."""
+
+    def refer(obj: Any) -> Optional[Dict[str, Any]]:
+        ref = reference(obj, conn)
+        if ref is None:
+            from radium_interposer import shipping
+
+            ref = shipping.callable_ref(obj) or callbacks.reference(obj)
+        return ref
+
+    return refer
 
 
 def reference(obj: Any, conn: Optional[Connection] = None) -> Optional[Dict[str, Any]]:
@@ -89,6 +99,8 @@ def _resolve(node: Dict[str, Any]) -> Any:
         from radium_interposer import classes
 
         return classes.local_or_stand_in(str(node["p"]), node.get("e") or 0)
+    if tag == "cb":  # one of our callables, handed back
+        return callbacks.lookup(node.get("id"))
     return make(node, str(node.get("t", "")), None)
 
 

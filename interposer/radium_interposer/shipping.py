@@ -29,7 +29,8 @@ import weakref
 from typing import Any, Dict, List, Optional, Tuple
 
 from radium_interposer import classes, codec, proxy, structs
-from radium_interposer.client import RemoteError, state
+from radium_interposer.client import state
+from radium_interposer.errors import RemoteError
 
 #: What a local class written on remote bases keeps of its body here.
 _KEPT = ("__module__", "__qualname__", "__doc__", "__firstlineno__", "__classcell__")
@@ -112,14 +113,15 @@ def class_ref(cls: type) -> Optional[str]:
 
 def callable_ref(obj: Any) -> Optional[Dict[str, Any]]:
     """A reference to a function for the worker: the user's top-level ones shipped, library and
-    builtin ones by import path (when that path leads back to them); None for anything else."""
+    builtin ones by import path (when that path leads back to them); None for anything else
+    (lambdas, closures, functions without source: the caller makes them callbacks)."""
     if isinstance(obj, types.FunctionType) and is_users(obj):
         if obj.__qualname__ != obj.__name__ or obj.__name__ == "<lambda>" or obj.__closure__:
-            raise ShipError(
-                f"{obj.__qualname__} cannot run on the worker: only top-level functions (no "
-                "lambdas or closures) are shipped; define it at the top of its module"
-            )
-        return {"$": "p", "p": _ship(obj)}
+            return None
+        try:
+            return {"$": "p", "p": _ship(obj)}
+        except ShipError:
+            return None
     if not isinstance(obj, (types.FunctionType, types.BuiltinFunctionType)):
         return None
     module = sys.modules.get(getattr(obj, "__module__", None) or "")

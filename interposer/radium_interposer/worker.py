@@ -28,6 +28,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from radium_interposer import codec, shipped, wire
 from radium_interposer.handles import Failure, HandleTable
 from radium_interposer.naming import directory_entry, error_meta, resolve_path
+from radium_interposer.session import ClientCallable, Session, Sessions
 
 log = logging.getLogger("radium.worker")
 #: Sent once on the control socket when the worker is up: the acceptor waits for it.
@@ -60,6 +61,7 @@ class Worker:
         self.shipped: Dict[str, str] = {}
         self.stats = {"calls": 0, "bytes_in": 0, "bytes_out": 0, "busy_seconds": 0.0}
         self.stats_lock = threading.Lock()
+        self.sessions = Sessions(self.local, self.outgoing, self.decode)
 
     # -- values ----------------------------------------------------------------------------
     def resolve(self, node: Dict[str, Any]) -> Any:
@@ -72,6 +74,11 @@ class Worker:
             return getattr(self.decode(node["o"], []), str(node["n"]))
         if tag == "cls":
             return resolve_path(str(node["p"]))
+        if tag == "cb":
+            callback_id, session = node.get("id"), getattr(self.local, "session", None)
+            if not isinstance(callback_id, int) or session is None:
+                raise ValueError("a client callable needs an integer id, in a call")
+            return ClientCallable(self.sessions, session, callback_id, str(node.get("n", "?")))
         return importlib.import_module(str(node["n"]))
 
     def decode(self, tree: Any, buffers: List[Any]) -> Any:
@@ -80,6 +87,8 @@ class Worker:
     def refer(self, obj: Any, handle: Optional[int] = None) -> Dict[str, Any]:
         if isinstance(obj, types.ModuleType):
             return {"$": "m", "n": obj.__name__}
+        if isinstance(obj, ClientCallable):  # back to the client as its own callable
+            return obj.reference()
         if handle is None:
             handle = self.table.put_new(obj)
         else:
@@ -93,6 +102,21 @@ class Worker:
         if codec.is_plain(obj):
             return {"v": codec.encode(obj, buffers, lambda _: None)}, buffers
         return {"v": self.refer(obj, handle)}, buffers
+
+    def outgoing(self, obj: Any, buffers: List[Any]) -> Any:
+        """A callback's argument: plain values by value, containers by structure, the rest
+        left remote as handles (as results cross)."""
+        if codec.is_plain(obj):
+            return codec.encode(obj, buffers, lambda _: None)
+        kind = type(obj)
+        if kind is list:
+            return [self.outgoing(item, buffers) for item in obj]
+        if kind is tuple:
+            return {"$": "t", "v": [self.outgoing(item, buffers) for item in obj]}
+        if kind is dict:
+            keys = [self.outgoing(key, buffers) for key in obj]
+            return {"$": "d", "k": keys, "v": [self.outgoing(v, buffers) for v in obj.values()]}
+        return self.refer(obj)
 
     def value(self, obj: Any) -> Reply:
         """``fetch``: the object as a local value; arrays and array-likes as raw buffers."""
@@ -186,35 +210,20 @@ class Worker:
     # -- connections -----------------------------------------------------------------------
     def serve(self, sock: socket.socket) -> None:
         """One client connection until it ends; nothing it sends can stop the worker."""
-        out: List[str] = []
-        err: List[str] = []
-        self.local.stdout, self.local.stderr = out, err
-        calls = 0
-        reader: Any = sock.makefile("rb", buffering=1 << 16)
+        session = Session(sock, self.handle, self.table.release)
+        self.local.session = session
+        self.local.stdout, self.local.stderr = session.out, session.err
         try:
-            while True:
-                frame = wire.read(reader.readinto, LIMITS)
-                if frame is None or frame.type == wire.BYE:
-                    return
-                if frame.type == wire.RELEASE:
-                    self.table.release(list(frame.meta.get("ids", [])))
-                    continue
-                if frame.type != wire.CALL:
-                    raise wire.ProtocolError(f"unexpected frame type {frame.type}")
-                calls += 1
-                self.handle(sock, frame, out, err)
-                if "rel" in frame.meta:
-                    self.table.release(list(frame.meta["rel"]))
+            session.serve()
         except (wire.ProtocolError, OSError) as exc:
             log.warning("connection dropped: %s", exc)
         finally:
-            self.local.stdout = self.local.stderr = None
+            self.local.session = self.local.stdout = self.local.stderr = None
+            session.closed = True
             sock.close()
-            log.info("connection closed after %d calls", calls)
+            log.info("connection closed after %d calls", session.calls)
 
-    def handle(
-        self, sock: socket.socket, frame: wire.Frame, out: List[str], err: List[str]
-    ) -> None:
+    def handle(self, session: Session, frame: wire.Frame) -> None:
         meta = frame.meta
         started = time.perf_counter()
         operation: Optional[Callable[[Dict[str, Any], List[Any]], Reply]] = getattr(
@@ -228,7 +237,8 @@ class Worker:
         # SystemExit and KeyboardInterrupt too: the tenant's code ends its call, not the worker.
         except BaseException as exc:
             if meta.get("nr"):
-                self.table.put(int(meta.get("r", 0)), Failure(exc))
+                if isinstance(meta.get("r"), int):
+                    self.table.put(meta["r"], Failure(exc))
                 reply, buffers = {}, []
             else:
                 reply, buffers, kind = error_meta(exc), [], wire.ERROR
@@ -237,13 +247,7 @@ class Worker:
             frame.buffers = []
         sent = 0
         if not meta.get("nr"):  # a pipelined call's output waits for the next answer
-            if out:
-                reply["out"] = "".join(out)
-                out.clear()
-            if err:
-                reply["err"] = "".join(err)
-                err.clear()
-            wire.send(sock, kind, frame.call_id, reply, buffers)
+            session.answer(kind, frame.call_id, reply, buffers)
             sent = sum(memoryview(b).nbytes for b in buffers)
         with self.stats_lock:
             self.stats["calls"] += 1

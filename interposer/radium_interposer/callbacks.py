@@ -1,0 +1,102 @@
+"""The client's side of callbacks: local callables the worker calls back (docs/data-plane.md,
+"Callbacks"; semantics in docs/remoting.md).
+
+``LambdaLR(opt, lambda epoch: 0.95 ** epoch)``: the lambda stays here, in a table under an id,
+and the worker gets a callable that calls it through the connection. The worker's calls arrive
+while this process waits for an answer; each runs here and is answered before the wait goes on.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import threading
+from typing import Any, Callable, Dict, List, Optional
+
+from radium_interposer import codec, wire
+from radium_interposer.client import Connection, forward_output, state
+from radium_interposer.naming import error_meta
+
+#: Callables the worker holds, by id (it tells us when it lets go of one).
+_table: Dict[int, Callable[..., Any]] = {}
+#: Exceptions our callbacks raised, by token, so the same object is raised here if it comes
+#: back through the remote call. Bounded: older ones are forgotten.
+_raised: collections.OrderedDict[str, BaseException] = collections.OrderedDict()
+_RAISED_KEPT = 32
+_tokens = itertools.count(1)
+_lock = threading.Lock()
+
+
+def reference(obj: Any) -> Optional[Dict[str, Any]]:
+    """A callable as a callback reference (a fresh id each time it crosses); None if not one."""
+    if isinstance(obj, type) or not callable(obj):
+        return None
+    callback_id = state.new_id()
+    with _lock:
+        _table[callback_id] = obj
+    name = getattr(obj, "__qualname__", None) or type(obj).__qualname__
+    return {"$": "cb", "id": callback_id, "n": str(name)}
+
+
+def lookup(callback_id: Any) -> Callable[..., Any]:
+    """The callable the worker names by ``callback_id`` (one of ours handed back)."""
+    function = _table.get(callback_id) if isinstance(callback_id, int) else None
+    if function is None:
+        raise LookupError(f"unknown callback {callback_id!r} (released, or another process's)")
+    return function
+
+
+def held() -> bool:
+    """Whether the worker holds any of our callables (then calls are not pipelined)."""
+    return bool(_table)
+
+
+def drop(ids: Any) -> None:
+    """The worker no longer holds these callbacks."""
+    with _lock:
+        for callback_id in ids if isinstance(ids, list) else []:
+            if isinstance(callback_id, int):
+                _table.pop(callback_id, None)
+
+
+def raised(token: Any) -> Optional[BaseException]:
+    """Our own exception behind a remote error's token, if we still have it."""
+    with _lock:
+        return _raised.pop(token, None) if isinstance(token, str) else None
+
+
+def serve(conn: Connection, frame: wire.Frame) -> None:
+    """Run one callback the worker sent and answer it (an ERROR for anything that goes wrong,
+    malformed requests included: nothing the worker sends stops this process)."""
+    from radium_interposer import proxy
+
+    meta = frame.meta
+    forward_output(meta)
+    conn.serving.append(frame.call_id)
+    buffers: List[Any] = []
+    try:
+        if meta.get("op") != "callback":
+            raise ValueError(f"the worker may only call back, not {meta.get('op')!r}")
+        function = lookup(meta.get("cb"))
+        args = proxy.decode(meta.get("a", []), frame.buffers)
+        kwargs = proxy.decode(meta.get("k", {"$": "d", "k": [], "v": []}), frame.buffers)
+        if not isinstance(args, list) or not isinstance(kwargs, dict):
+            raise TypeError("callback arguments must be a list and a mapping")
+        result = function(*args, **kwargs)
+        reply, kind = {"v": codec.encode(result, buffers, proxy.refer_for(conn))}, wire.RESULT
+    # KeyboardInterrupt too: it goes to the worker, and comes back here as itself.
+    except BaseException as exc:
+        reply, buffers, kind = error_meta(exc), [], wire.ERROR
+        reply["cx"] = _keep(exc)
+    finally:
+        conn.serving.pop()
+    conn.answer(kind, frame.call_id, reply, buffers)
+
+
+def _keep(error: BaseException) -> str:
+    token = f"{id(error):x}.{next(_tokens)}"
+    with _lock:
+        _raised[token] = error
+        while len(_raised) > _RAISED_KEPT:
+            _raised.popitem(last=False)
+    return token

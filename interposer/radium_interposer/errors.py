@@ -1,0 +1,71 @@
+"""Remote errors on the client: the exception tree of the data plane, and how an ERROR answer
+becomes the exception the program catches (docs/data-plane.md, "Exceptions")."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Dict
+
+from radium_interposer import codec
+
+
+class RemoteError(Exception):
+    """An error raised on the worker whose exception type does not exist in this process."""
+
+
+class WorkerGone(RemoteError):
+    """The connection to the lease's worker broke: it crashed, or the lease ended."""
+
+
+class RemoteTraceback(Exception):
+    """Attached as ``__cause__`` to a remote exception: where it happened on the worker."""
+
+    def __str__(self) -> str:
+        return "\n" + str(self.args[0])
+
+
+def rebuild_error(meta: Dict[str, Any]) -> BaseException:
+    """The remote exception as its own type when this process has it, else a RemoteError; an
+    exception one of our callbacks raised, as that very object."""
+    if "cx" in meta:
+        from radium_interposer import callbacks
+
+        ours = callbacks.raised(meta["cx"])
+        if ours is not None:
+            return ours
+    module, qualname = str(meta.get("module", "")), str(meta.get("type", "RemoteError"))
+    args = codec.decode(meta.get("args"), [], lambda _: None) or []
+    remote_tb = str(meta.get("tb", ""))
+    kind: Any = sys.modules.get(module)
+    package = sys.modules.get(module.partition(".")[0])
+    remote = getattr(kind if kind is not None else package, "__radium_remote__", False)
+    if remote or module.startswith("radium_shipped."):
+        # The class of a remote module (or of the user's shipped code): its stand-in here, the
+        # very class `except torch.SomeError` names.
+        from radium_interposer import classes
+
+        builtin = meta.get("builtin") or "Exception"
+        kind = classes.local_or_stand_in(f"{module}.{qualname}", exception=builtin)
+        qualname = ""
+    for part in qualname.split(".") if qualname else []:
+        kind = getattr(kind, part, None)
+    if kind in (StopIteration, StopAsyncIteration, SystemExit, KeyboardInterrupt):
+        # As themselves, with their code or message: sys.exit(2) in remote code exits with 2.
+        own: BaseException = kind(*args)
+        return own
+    if isinstance(kind, type) and issubclass(kind, Exception):
+        message_has_tb = len(args) == 1 and isinstance(args[0], str) and bool(remote_tb)
+        if message_has_tb:
+            args = [f"{args[0]}\n\nRemote traceback:\n{remote_tb}"]
+        try:
+            error: BaseException = kind(*args)
+        except Exception:
+            pass
+        else:
+            if not message_has_tb:
+                error.__cause__ = RemoteTraceback(remote_tb)
+            return error
+    name = qualname.rpartition(".")[2]
+    local = type(name, (RemoteError,), {"__module__": module or "radium_interposer"})
+    fallback: BaseException = local(f"{meta.get('error', name)}\n\nRemote traceback:\n{remote_tb}")
+    return fallback

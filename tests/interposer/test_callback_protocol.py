@@ -1,0 +1,149 @@
+"""The callback protocol at frame level (docs/data-plane.md, "Callbacks"): the worker's session
+keeps a connection's calls in order while it waits for a callback, and neither side is broken
+by what the other sends (hypothesis fuzzing, both directions)."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from radium_interposer import callbacks, client, wire
+from radium_interposer.session import CALLBACK_BIT, Session
+from tests.interposer.test_wire_fuzz import frames, fuzz, json_values
+
+
+@contextlib.contextmanager
+def session_pair() -> Iterator[tuple[Session, socket.socket, list[wire.Frame]]]:
+    """A worker session on one end of a socketpair (its handler records the calls it runs), the
+    client's end, and the recorded calls."""
+    ours, theirs = socket.socketpair()
+    ran: list[wire.Frame] = []
+
+    def handle(session: Session, frame: wire.Frame) -> None:
+        ran.append(frame)
+        if not frame.meta.get("nr"):
+            session.answer(wire.RESULT, frame.call_id, {"v": frame.meta.get("op")}, [])
+
+    session = Session(ours, handle, lambda ids: None)
+    try:
+        yield session, theirs, ran
+    finally:
+        ours.close()
+        theirs.close()
+
+
+def test_calls_made_by_the_callback_run_at_once_and_earlier_pipelined_ones_after() -> None:
+    with session_pair() as (session, peer, ran):
+        session.running = 1  # the call that makes the callback
+        answer: list[wire.Frame] = []
+        waiting = threading.Thread(
+            target=lambda: answer.append(session.call_client({"op": "callback", "cb": 1}, []))
+        )
+        waiting.start()
+        reader = peer.makefile("rb")
+        callback = wire.read(reader.readinto)
+        assert callback is not None and callback.call_id & CALLBACK_BIT
+        # A pipelined call sent before this side saw the callback, then one the callback made.
+        wire.send(peer, wire.CALL, 7, {"op": "later", "nr": 1})
+        wire.send(peer, wire.CALL, 8, {"op": "inside", "in": callback.call_id})
+        inside = wire.read(reader.readinto)
+        assert inside is not None and (inside.call_id, inside.meta["v"]) == (8, "inside")
+        wire.send(peer, wire.RESULT, callback.call_id, {"v": 42})
+        waiting.join(10)
+        assert answer[0].meta["v"] == 42
+        assert [f.meta["op"] for f in ran] == ["inside"]
+        assert [f.meta["op"] for f in session.deferred] == ["later"]
+        session.running = 0
+        peer.shutdown(socket.SHUT_WR)
+        session.serve()  # the deferred call runs first, in order
+        assert [f.meta["op"] for f in ran] == ["inside", "later"]
+
+
+def test_a_callback_needs_a_running_call_of_its_connection() -> None:
+    with (
+        session_pair() as (session, _peer, _ran),
+        pytest.raises(RuntimeError, match="no call of its connection runs"),
+    ):
+        session.call_client({"op": "callback", "cb": 1}, [])
+
+
+def test_an_answer_to_another_callback_breaks_the_connection_cleanly() -> None:
+    with session_pair() as (session, peer, _ran):
+        session.running = 1
+        wire.send(peer, wire.RESULT, CALLBACK_BIT | 99, {"v": 1})
+        with pytest.raises(wire.ProtocolError, match="not awaited"):
+            session.call_client({"op": "callback", "cb": 1}, [])
+        assert session.closed
+
+
+@fuzz(800)
+@given(st.lists(frames, max_size=4), st.booleans())
+def test_whatever_the_client_sends_a_waiting_callback_ends_cleanly(
+    sent: list[tuple[int, int, dict[str, Any], list[bytes]]], answer: bool
+) -> None:
+    with session_pair() as (session, peer, _ran):
+        session.running = 1
+        for frame in sent:
+            wire.send(peer, *frame)
+        if answer:
+            wire.send(peer, wire.RESULT, CALLBACK_BIT | 1, {"v": 1})
+        peer.shutdown(socket.SHUT_WR)
+        try:
+            frame = session.call_client({"op": "callback", "cb": 1}, [])
+        except (wire.ProtocolError, ConnectionError, OSError):
+            assert session.closed
+        else:
+            assert frame.call_id == CALLBACK_BIT | 1 and frame.type in (wire.RESULT, wire.ERROR)
+
+
+callback_meta = st.fixed_dictionaries(
+    {"op": st.sampled_from(["callback", "call", "x"]), "cb": st.integers() | json_values},
+    optional={"a": json_values, "k": json_values, "out": st.text(max_size=5)},
+)
+
+
+@fuzz(800)
+@given(st.lists(callback_meta | st.dictionaries(st.text(max_size=5), json_values), max_size=5))
+def test_the_client_answers_every_callback_request_and_survives(
+    requests: list[dict[str, Any]],
+) -> None:
+    ours, theirs = socket.socketpair()
+    known = callbacks.reference(lambda *args, **kwargs: [len(args), sorted(kwargs)])
+    assert known is not None
+    conn = client.Connection(ours)
+    answers: list[tuple[int, int]] = []
+
+    def worker() -> None:
+        reader = theirs.makefile("rb")
+        call = wire.read(reader.readinto)
+        assert call is not None
+        for number, meta in enumerate(requests, 1):
+            if meta.get("cb") == 0:
+                meta["cb"] = known["id"]
+            wire.send(theirs, wire.CALL, CALLBACK_BIT | number, meta)
+            reply = wire.read(reader.readinto)
+            assert reply is not None
+            answers.append((reply.type, reply.call_id))
+        wire.send(theirs, wire.RESULT, call.call_id, {"v": "done", "cbrel": [known["id"]]})
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    try:
+        frame = conn.request({"op": "ping"})
+    finally:
+        thread.join(10)
+        ours.close()
+        theirs.close()
+    assert frame is not None and frame.meta["v"] == "done"
+    assert [call_id for _, call_id in answers] == [
+        CALLBACK_BIT | n for n in range(1, len(requests) + 1)
+    ]
+    assert all(kind in (wire.RESULT, wire.ERROR) for kind, _ in answers)
+    assert not callbacks.held()  # released by the answer's cbrel

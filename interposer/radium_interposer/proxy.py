@@ -242,8 +242,16 @@ class Remote:
     def __dir__(self) -> List[str]:
         return sorted(_methods_of(self, object.__getattribute__(self, "_rd_type")))
 
-    def __reduce__(self) -> Any:
-        raise TypeError("a remote object cannot be pickled; fetch() it first")
+    def __copy__(self) -> Any:
+        return _call("copy.copy", self)
+
+    def __deepcopy__(self, memo: Dict[int, Any]) -> Any:
+        return _call("copy.deepcopy", self)
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        """Pickled by the worker: the bytes are its pickle, loaded again there (``unpickle``)."""
+        data = fetch(_call("pickle.dumps", self, protocol))
+        return unpickle, (data,)
 
 
 def _methods_of(obj: Remote, kind: str) -> frozenset:  # type: ignore[type-arg]
@@ -276,6 +284,11 @@ for _name in _BINARY:
 _OTHER = "lt le eq ne gt ge getitem neg pos abs invert".split()  # noqa: SIM905
 for _name in _OTHER:
     setattr(Remote, f"__{_name}__", _operator(_name))
+
+
+def unpickle(data: bytes) -> Any:
+    """A pickled remote object, loaded again on the worker (where it was pickled)."""
+    return _call("pickle.loads", data)
 
 
 def fetch(obj: Any) -> Any:

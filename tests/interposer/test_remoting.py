@@ -275,3 +275,38 @@ def test_what_pipelined_calls_print_still_reaches_the_client(harness: WorkerHarn
     done = harness.script(PIPELINED_OUTPUT, remote="numpy,noisy:step")
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["step 0", "step 1", "step 2", "step 3", "total 8.0"]
+
+
+COPIES = """
+import copy
+import pickle
+
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+model = nn.Linear(3, 2)
+twin = copy.deepcopy(model)  # copied on the worker: changing the copy leaves the model alone
+with torch.no_grad():
+    twin.weight.fill_(1.0)
+print(type(twin).__name__, twin is model, round(model.weight.sum().item(), 6))
+print(twin.weight.sum().item())
+t = torch.arange(4.0)
+print(copy.copy(t).tolist(), copy.copy(t) is t)
+blob = pickle.dumps(model.state_dict())  # the worker's pickle bytes
+print(type(blob).__name__)
+fresh = nn.Linear(3, 2)
+print(fresh.load_state_dict(pickle.loads(blob)), torch.equal(fresh.weight, model.weight))
+restored = pickle.loads(pickle.dumps(twin))
+print(restored.weight.sum().item(), isinstance(restored, nn.Linear))
+nested = copy.deepcopy({"model": model, "step": 3})
+print(sorted(nested), nested["model"] is model)
+"""
+
+
+def test_copies_and_pickles_of_remote_objects_are_made_by_the_worker(
+    harness: WorkerHarness,
+) -> None:
+    out = harness.same_as_local(COPIES)
+    assert out.splitlines()[:2] == ["Linear False -0.662235", "6.0"]
+    assert "<All keys matched successfully> True" in out

@@ -8,8 +8,11 @@ import os
 import sys
 
 
-def _requested() -> "list[str]":
+def _requested() -> "tuple[list[str], list[str]]":
+    """What to remote (modules and module:function entries), and the environment variables
+    remoted functions may see (patterns)."""
     entries = [e for e in os.environ.get("RADIUM_REMOTE", "").split(",") if e.strip()]
+    environment: list[str] = []
     split = os.environ.get("RADIUM_SPLIT", "")
     if not entries and not split:
         import json
@@ -20,23 +23,24 @@ def _requested() -> "list[str]":
             with open(os.path.join(RUNTIME_DIR, "info.json"), encoding="utf-8") as f:
                 request = json.load(f).get("request", {})
         except (OSError, ValueError, AttributeError):
-            return []
+            return [], []
         entries = [e for e in str(request.get("radium.io/remote", "")).split(",") if e.strip()]
         split = str(request.get("radium.io/split", ""))
     if split:
         from radium_interposer.finder import read_split
 
-        entries.extend(read_split(split))
-    return entries
+        listed, environment = read_split(split)
+        entries.extend(listed)
+    return entries, environment
 
 
 def activate() -> None:
     try:
-        entries = _requested()
+        entries, environment = _requested()
         if entries:
             from radium_interposer.finder import install
 
-            install(entries)
+            install(entries, environment)
     except Exception as exc:  # a broken request must not break every Python start
         sys.stderr.write(f"radium: remoting is off: {exc}\n")
 

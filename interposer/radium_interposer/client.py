@@ -93,6 +93,8 @@ class Connection:
         self.call_id = 0
         #: Call ids of the worker's callbacks running here, innermost last.
         self.serving: List[int] = []
+        #: The program context (argv, environment) the worker last got on this connection.
+        self.context: Optional[Dict[str, Any]] = None
         #: Calls sent without waiting (pipelined) since the last reply.
         self.unsynced = 0
         self.broken: Optional[str] = None

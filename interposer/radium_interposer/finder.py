@@ -9,16 +9,17 @@ after shipping the module's source there if the worker lacks the module.
 
 from __future__ import annotations
 
-import functools
+import fnmatch
 import hashlib
 import importlib.abc
 import importlib.machinery
+import os
 import re
 import sys
 import types
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
-from radium_interposer import codec, proxy
+from radium_interposer import codec, main_module, proxy
 from radium_interposer.client import state
 from radium_interposer.errors import RemoteError
 
@@ -101,6 +102,10 @@ class _WrappingLoader(importlib.abc.Loader):
         module: Optional[types.ModuleType] = self.real.create_module(spec)
         return module
 
+    def __getattr__(self, name: str) -> Any:
+        # get_code, get_source, is_package, get_filename...: runpy (``python -m``) asks for them.
+        return getattr(self.real, name)
+
     def exec_module(self, module: types.ModuleType) -> None:
         self.real.exec_module(module)
         for name in self.functions:
@@ -156,15 +161,42 @@ def _ensure_shipped(module: types.ModuleType) -> None:
 
 
 def remote_function(module: types.ModuleType, name: str, local: Any) -> Any:
-    target = {"$": "p", "p": f"{module.__name__}.{name}"}
+    """The stand-in of a split-file function of an imported module: its module's source is
+    shipped once, and the call runs there with this program's arguments and allowed environment."""
+    path = f"{module.__name__}.{name}"
 
-    @functools.wraps(local)
     def call(*args: Any, **kwargs: Any) -> Any:
         _ensure_shipped(module)
-        return proxy.invoke(target, args, kwargs, f"{module.__name__}.{name}")
+        return proxy.invoke({"$": "p", "p": path}, args, kwargs, path, context=_context())
 
-    call.__radium_remote__ = True  # type: ignore[attr-defined]
-    return call
+    return main_module.stand_in(local, call)
+
+
+def remote_main_function(local: Any) -> Any:
+    """The stand-in of a split-file function of the main module (``python train.py``): shipped
+    alone with what it refers to (the script's top level must not run on the worker)."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        from radium_interposer import shipping
+
+        path = shipping.ship_function(local)
+        return proxy.invoke({"$": "p", "p": path}, args, kwargs, path, context=_context())
+
+    return main_module.stand_in(local, call)
+
+
+#: Environment variables (fnmatch patterns) a split file lets remoted functions see.
+_environment: List[str] = []
+
+
+def _context() -> Dict[str, Any]:
+    """What a split-file function sees of this program: its arguments and allowed variables."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if any(fnmatch.fnmatchcase(key, pattern) for pattern in _environment)
+    }
+    return {"argv": list(sys.argv), "env": env}
 
 
 def parse_entries(entries: Sequence[str]) -> Tuple[Set[str], Dict[str, List[str]]]:
@@ -184,8 +216,9 @@ def parse_entries(entries: Sequence[str]) -> Tuple[Set[str], Dict[str, List[str]
     return modules, functions
 
 
-def read_split(path: str) -> List[str]:
-    """``modules`` and ``functions`` of a split file (TOML; a small subset on Python < 3.11)."""
+def read_split(path: str) -> Tuple[List[str], List[str]]:
+    """``modules`` and ``functions`` of a split file (TOML; a small subset on Python < 3.11),
+    and its ``environment``: the variables (fnmatch patterns) remoted functions see."""
     with open(path, "rb") as f:
         text = f.read().decode("utf-8")
     try:
@@ -196,18 +229,18 @@ def read_split(path: str) -> List[str]:
         data = _parse_lists(text)
     except ValueError as exc:
         raise SplitError(f"split file {path}: {exc}") from None
-    unknown = set(data) - {"modules", "functions"}
+    unknown = set(data) - {"modules", "functions", "environment"}
     if unknown:
         raise SplitError(f"split file {path}: unknown key {sorted(unknown)[0]!r}")
-    entries: List[str] = []
-    for key in ("modules", "functions"):
+    lists: Dict[str, List[str]] = {}
+    for key in ("modules", "functions", "environment"):
         values = data.get(key, [])
         if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
             raise SplitError(f"split file {path}: {key} must be a list of strings")
-        if key == "functions" and any(":" not in v for v in values):
-            raise SplitError(f"split file {path}: functions are written module:function")
-        entries.extend(values)
-    return entries
+        lists[key] = values
+    if any(":" not in v for v in lists["functions"]):
+        raise SplitError(f"split file {path}: functions are written module:function")
+    return lists["modules"] + lists["functions"], lists["environment"]
 
 
 def _parse_lists(text: str) -> Dict[str, Any]:
@@ -228,9 +261,11 @@ def _class_ref(cls: type) -> Optional[str]:
     return shipping.class_ref(cls)
 
 
-def install(entries: Sequence[str]) -> RemoteFinder:
+def install(entries: Sequence[str], environment: Sequence[str] = ()) -> RemoteFinder:
     modules, functions = parse_entries(entries)
+    _environment[:] = environment
     finder = RemoteFinder(modules, functions)
+    main_module.watch(functions, remote_main_function)
     codec.numpy_is_remote = finder.covers("numpy")
     codec.class_ref = _class_ref  # the user's classes are shipped, remote ones named
     sys.meta_path.insert(0, finder)

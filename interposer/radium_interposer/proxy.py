@@ -33,8 +33,10 @@ def invoke(
     kwargs: Dict[str, Any],
     site: str,
     pipeline: bool = True,
+    context: Optional[Dict[str, Any]] = None,
 ) -> Any:
-    """Call ``function`` (a reference tree) on the worker with these arguments."""
+    """Call ``function`` (a reference tree) on the worker with these arguments (and, for the
+    user's own functions, the program's ``context``: argv and allowed environment)."""
     conn = state.connection()
     buffers: List[Any] = []
     refer = refer_for(conn)
@@ -42,6 +44,8 @@ def invoke(
     meta["a"] = [codec.encode(arg, buffers, refer) for arg in args]
     if kwargs:
         meta["k"] = codec.encode(kwargs, buffers, refer)
+    if context is not None and context != conn.context:
+        meta["ctx"] = conn.context = context
     # While the worker holds one of our callables, every call waits: a callback's effects here
     # (a list it appends to) must have happened when the call returns, as they would locally.
     predicted = _returns_remote.get(site) if pipeline and not callbacks.held() else None

@@ -55,6 +55,11 @@ def ship_class(cls: type) -> str:
     return _ship(cls)
 
 
+def ship_function(function: Any) -> str:
+    """The worker path of a user function, shipping it (and what it needs) the first time."""
+    return _ship(function)
+
+
 def _ship(obj: Any) -> str:
     with _lock:
         path = _known(obj)

@@ -17,6 +17,7 @@ import importlib
 import importlib.util
 import io
 import logging
+import os
 import socket
 import sys
 import threading
@@ -128,6 +129,8 @@ class Worker:
 
     # -- operations ------------------------------------------------------------------------
     def op_call(self, meta: Dict[str, Any], buffers: List[Any]) -> Reply:
+        if "ctx" in meta:
+            apply_context(meta["ctx"])
         function = self.decode(meta["f"], buffers)
         args = self.decode(meta.get("a", []), buffers)
         kwargs = self.decode(meta.get("k", {"$": "d", "k": [], "v": []}), buffers)
@@ -256,10 +259,29 @@ class Worker:
             self.stats["busy_seconds"] += time.perf_counter() - started
 
 
+def apply_context(context: Any) -> None:
+    """The client program's argv and allowed environment, for its own functions to see."""
+    if not isinstance(context, dict):
+        raise ValueError("ctx must be a mapping")
+    argv, env = context.get("argv", []), context.get("env", {})
+    if not isinstance(argv, list) or not all(isinstance(arg, str) for arg in argv):
+        raise ValueError("ctx.argv must be a list of strings")
+    if not isinstance(env, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) and k and "=" not in k and "\0" not in k + v
+        for k, v in env.items()
+    ):
+        raise ValueError("ctx.env must map variable names to strings")
+    sys.argv[:] = argv
+    os.environ.update(env)
+
+
 def serve_control(control: socket.socket, worker: Worker) -> None:
     """Take connections handed over on the control socket until the acceptor closes it."""
     while True:
-        data, fd = wire.recv_fd(control)
+        try:
+            data, fd = wire.recv_fd(control)
+        except OSError:  # the acceptor went away: as good as closing the socket
+            return
         if not data:
             return
         if fd is None:

@@ -4,7 +4,9 @@ functions as arguments. Each program's output must equal its local run's (docs/r
 
 from __future__ import annotations
 
-from tests.interposer.harness import WorkerHarness
+import subprocess
+
+from tests.interposer.harness import BARE_PYTHON, WorkerHarness
 
 TRAINING = """
 import argparse
@@ -310,3 +312,68 @@ def test_copies_and_pickles_of_remote_objects_are_made_by_the_worker(
     out = harness.same_as_local(COPIES)
     assert out.splitlines()[:2] == ["Linear False -0.662235", "6.0"]
     assert "<All keys matched successfully> True" in out
+
+
+SCRIPT = """
+import argparse
+import os
+import sys
+
+import numpy as np
+
+SCALE = 3
+
+
+def parse():
+    parser = argparse.ArgumentParser(prog="train")
+    parser.add_argument("--epochs", type=int, required=True)
+    return parser.parse_args()
+
+
+def train_step(x):
+    seen = (sys.argv[1:], os.environ.get("RUN_NAME"), os.environ.get("SECRET_TOKEN"))
+    return float(np.asarray(x).sum() * SCALE), os.getpid(), seen
+
+
+def main():
+    args = parse()
+    total, pid, seen = train_step([1.0, 2.0])
+    print("epochs", args.epochs, "total", total, "remote", pid != os.getpid(), seen)
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_split_entries_apply_to_the_program_as_run_with_its_argv_and_allowed_environment(
+    harness: WorkerHarness,
+) -> None:
+    (harness.root / "train.py").write_text(SCRIPT)
+    (harness.root / "pkg").mkdir()
+    (harness.root / "pkg" / "__init__.py").write_text("")
+    (harness.root / "pkg" / "train.py").write_text(SCRIPT)
+    split = harness.root / "split.toml"
+    split.write_text(
+        'modules = ["numpy"]\n'
+        'functions = ["train:train_step", "train:parse", "pkg.train:train_step", "train:typo"]\n'
+        'environment = ["RUN_*"]\n'
+    )
+
+    def run(*argv: str) -> subprocess.CompletedProcess[str]:
+        env = harness.env("", RADIUM_SPLIT=str(split), RUN_NAME="r1", SECRET_TOKEN="s3cr3t")
+        return subprocess.run(
+            [BARE_PYTHON, *argv], env=env, capture_output=True, text=True, cwd=harness.root
+        )
+
+    script = run("train.py", "--epochs", "3")
+    assert script.returncode == 0, script.stderr
+    assert script.stdout == "epochs 3 total 9.0 remote True (['--epochs', '3'], 'r1', None)\n"
+    assert "split entry typo: the main module defines no such function" in script.stderr
+    module = run("-m", "pkg.train", "--epochs", "4")
+    assert module.returncode == 0, module.stderr
+    assert module.stdout == "epochs 4 total 9.0 remote True (['--epochs', '4'], 'r1', None)\n"
+    usage = run("train.py")  # argparse on the worker, with our argv: its usage, and status 2
+    assert usage.returncode == 2
+    assert "train: error: the following arguments are required: --epochs" in usage.stderr
+    assert harness.worker.poll() is None

@@ -11,6 +11,9 @@ program:
 - the last run's own execution, everything warm on both sides, and that ratio (the comparison
   that matters once a program is going);
 - the worker's calls (and calls per second), bytes in and out of that run.
+Then the cost of a callback (the worker calling a local lambda): ``np.vectorize`` over
+``--callbacks`` elements with a lambda (called back once per element), against the same with a
+top-level function (shipped: no callbacks) and against running it all locally.
 Nothing here is a pass/fail test.
 """
 
@@ -51,6 +54,48 @@ print(json.dumps(report), file=sys.stderr)
 """
 
 
+#: np.vectorize with a lambda (one callback per element) and with a shipped top-level function.
+CALLBACKS = """
+import json, sys, time
+import numpy as np
+
+def shipped(v):
+    return v + 1
+
+def main(n):
+    values = np.arange(n)
+    report = {}
+    for name, function in (("shipped", shipped), ("lambda", lambda v: v + 1)):
+        np.vectorize(function)(values[:8])  # warm: shipping, call sites
+        started = time.perf_counter()
+        total = int(np.asarray(np.vectorize(function)(values)).sum())
+        report[name] = time.perf_counter() - started
+        assert total == n * (n + 1) // 2, total
+    print(json.dumps(report), file=sys.stderr)
+
+main(int(sys.argv[1]))
+"""
+
+
+def callback_cost(harness: WorkerHarness, root: Path, n: int) -> None:
+    script = root / "callbacks.py"
+    script.write_text(CALLBACKS)
+    _, stderr = timed([sys.executable, str(script), str(n)], {"PATH": os.environ["PATH"]}, root)
+    local = json.loads(stderr.strip().splitlines()[-1])
+    _, stderr = timed([BARE_PYTHON, str(script), str(n)], harness.env("numpy"), root)
+    remote = json.loads(stderr.strip().splitlines()[-1])
+    per_callback = (remote["lambda"] - remote["shipped"]) / n * 1e6
+    print(f"\nnp.vectorize over {n} elements (ms)   local  remoted  ratio")
+    for name in ("shipped", "lambda"):
+        print(f"  {name + (' (callbacks)' if name == 'lambda' else ' (no callbacks)'):<32}"
+              f"{local[name] * 1e3:7.1f} {remote[name] * 1e3:8.1f} "
+              f"{remote[name] / local[name]:6.1f}")  # fmt: skip
+    print(
+        f"  one callback costs {per_callback:.0f} us (lambda minus shipped, per element); "
+        f"{n / remote['lambda']:.0f} callbacks/s"
+    )
+
+
 def timed(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, str]:
     started = time.perf_counter()
     done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=900)
@@ -63,14 +108,16 @@ def timed(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="benchmarks.programs")
     parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--callbacks", type=int, default=5000, metavar="N")
     args = parser.parse_args(argv)
     root = Path(tempfile.mkdtemp(prefix="radium-programs-"))
     harness = WorkerHarness(root)
     ratios: dict[str, list[float]] = {"torch": [], "numpy": []}
-    print(f"{'program':<26} {'whole: local':>12} {'remote':>7} {'ratio':>6} "
-          f"{'warm: local':>12} {'remote':>7} {'ratio':>6} {'calls':>7} {'calls/s':>8} "
-          f"{'KiB in':>7} {'KiB out':>8}")  # fmt: skip
     try:
+        callback_cost(harness, root, args.callbacks)
+        print(f"\n{'program':<26} {'whole: local':>12} {'remote':>7} {'ratio':>6} "
+              f"{'warm: local':>12} {'remote':>7} {'ratio':>6} {'calls':>7} {'calls/s':>8} "
+              f"{'KiB in':>7} {'KiB out':>8}")  # fmt: skip
         for program in PROGRAMS:
             plain = {"PATH": os.environ["PATH"]}
             runs = str(args.runs)

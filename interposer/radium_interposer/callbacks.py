@@ -13,7 +13,7 @@ import itertools
 import threading
 from typing import Any, Callable, Dict, List, Optional
 
-from radium_interposer import codec, wire
+from radium_interposer import codec, file_service, wire
 from radium_interposer.client import Connection, forward_output, state
 from radium_interposer.naming import error_meta
 
@@ -75,14 +75,20 @@ def serve(conn: Connection, frame: wire.Frame) -> None:
     conn.serving.append(frame.call_id)
     buffers: List[Any] = []
     try:
-        if meta.get("op") != "callback":
-            raise ValueError(f"the worker may only call back, not {meta.get('op')!r}")
-        function = lookup(meta.get("cb"))
-        args = proxy.decode(meta.get("a", []), frame.buffers)
-        kwargs = proxy.decode(meta.get("k", {"$": "d", "k": [], "v": []}), frame.buffers)
-        if not isinstance(args, list) or not isinstance(kwargs, dict):
-            raise TypeError("callback arguments must be a list and a mapping")
-        result = function(*args, **kwargs)
+        op = meta.get("op")
+        if op == "open":
+            result: Any = file_service.open_file(meta)
+        elif op == "file":
+            result = file_service.use_file(meta, frame.buffers)
+        elif op == "callback":
+            function = lookup(meta.get("cb"))
+            args = proxy.decode(meta.get("a", []), frame.buffers)
+            kwargs = proxy.decode(meta.get("k", {"$": "d", "k": [], "v": []}), frame.buffers)
+            if not isinstance(args, list) or not isinstance(kwargs, dict):
+                raise TypeError("callback arguments must be a list and a mapping")
+            result = function(*args, **kwargs)
+        else:
+            raise ValueError(f"the worker may call back, open or use a file, not {op!r}")
         reply, kind = {"v": codec.encode(result, buffers, proxy.refer_for(conn))}, wire.RESULT
     # KeyboardInterrupt too: it goes to the worker, and comes back here as itself.
     except BaseException as exc:

@@ -178,7 +178,7 @@ class Connection:
 def forward_output(meta: Dict[str, Any]) -> None:
     for key, stream in (("out", sys.stdout), ("err", sys.stderr)):
         text = meta.get(key)
-        if text:
+        if text and isinstance(text, str):
             stream.write(text)
             stream.flush()
 

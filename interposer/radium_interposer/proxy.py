@@ -11,6 +11,7 @@ of array operations cost one round trip at the end rather than one per call.
 from __future__ import annotations
 
 import operator
+import os
 import types
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -48,7 +49,10 @@ def invoke(
         meta["ctx"] = conn.context = context
     # While the worker holds one of our callables, every call waits: a callback's effects here
     # (a list it appends to) must have happened when the call returns, as they would locally.
+    # A call that may name a file waits too: a missing file raises at the call, as locally.
     predicted = _returns_remote.get(site) if pipeline and not callbacks.held() else None
+    if predicted is not None and _may_name_a_file(args, kwargs):
+        predicted = None
     if predicted is not None:
         meta["nr"] = 1
         conn.request(meta, buffers, wait=False)
@@ -59,6 +63,10 @@ def invoke(
     if isinstance(result, Remote) and pipeline:
         _returns_remote[site] = object.__getattribute__(result, "_rd_type")
     return result
+
+
+def _may_name_a_file(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> bool:
+    return any(isinstance(a, (str, os.PathLike)) for a in (*args, *kwargs.values()))
 
 
 def refer_for(conn: Connection) -> codec.Refer:

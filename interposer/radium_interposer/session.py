@@ -13,7 +13,7 @@ import collections
 import itertools
 import socket
 import threading
-from typing import Any, Callable, Deque, Dict, List, Optional
+from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
 from radium_interposer import codec, wire
 
@@ -204,3 +204,15 @@ class Sessions:
     def current(self) -> Optional[Session]:
         session: Optional[Session] = getattr(self.local, "session", None)
         return session if session is not None and session.running else None
+
+    def call_current(
+        self, meta: Dict[str, Any], buffers: List[Any]
+    ) -> Tuple[Dict[str, Any], List[Any]]:
+        """A call to the client whose call runs in this thread: its answer, or its error."""
+        session = self.current()
+        if session is None:
+            raise PermissionError("the client can be reached only during a call from it")
+        frame = session.call_client(meta, buffers)
+        if frame.type == wire.ERROR:
+            raise client_error(frame.meta)
+        return frame.meta, frame.buffers

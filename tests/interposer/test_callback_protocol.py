@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from radium_interposer import callbacks, client, wire
+from radium_interposer import callbacks, client, codec, structs, wire
 from radium_interposer.session import CALLBACK_BIT, Session
 from tests.interposer.test_wire_fuzz import frames, fuzz, json_values
 
@@ -103,9 +103,39 @@ def test_whatever_the_client_sends_a_waiting_callback_ends_cleanly(
             assert frame.call_id == CALLBACK_BIT | 1 and frame.type in (wire.RESULT, wire.ERROR)
 
 
+#: Value trees with every tag the codec knows, in arguments a callback request carries.
+TAGS = sorted({*codec.REFERENCES, *structs.TAGS, "t", "d", "b", "ba", "set", "c", "sl", "nd"})
+tagged = st.recursive(
+    json_values,
+    lambda inner: st.fixed_dictionaries(
+        {"$": st.sampled_from(TAGS)},
+        optional={
+            "v": st.lists(inner, max_size=3),
+            "k": st.lists(inner, max_size=3),
+            "i": st.integers(-1, 3),
+            "id": st.integers(),
+            "n": st.text(max_size=4),
+            "p": st.text(max_size=8),
+            "t": st.text(max_size=8),
+            "sh": st.lists(st.integers(-1, 3), max_size=2),
+            "dt": st.sampled_from(["<f8", "|b1", "zz"]),
+        },
+    ),
+    max_leaves=8,
+)
 callback_meta = st.fixed_dictionaries(
-    {"op": st.sampled_from(["callback", "call", "x"]), "cb": st.integers() | json_values},
-    optional={"a": json_values, "k": json_values, "out": st.text(max_size=5)},
+    {"op": st.sampled_from(["callback", "open", "file", "call", "x"])},
+    optional={
+        "cb": st.integers() | json_values,
+        "a": st.lists(tagged, max_size=3) | tagged,
+        "k": tagged,
+        "out": st.text(max_size=5),
+        # Reading only: a fuzzed path must not create files here.
+        "path": st.text(max_size=12) | json_values,
+        "mode": st.sampled_from(["rb", "r", "wt", "rb+x"]) | json_values,
+        "f": st.integers() | json_values,
+        "m": st.sampled_from(["read", "seek", "tell", "close", "write", "__class__", "fileno"]),
+    },
 )
 
 
@@ -119,19 +149,23 @@ def test_the_client_answers_every_callback_request_and_survives(
     assert known is not None
     conn = client.Connection(ours)
     answers: list[tuple[int, int]] = []
+    failures: list[BaseException] = []
 
     def worker() -> None:
-        reader = theirs.makefile("rb")
-        call = wire.read(reader.readinto)
-        assert call is not None
-        for number, meta in enumerate(requests, 1):
-            if meta.get("cb") == 0:
-                meta["cb"] = known["id"]
-            wire.send(theirs, wire.CALL, CALLBACK_BIT | number, meta)
-            reply = wire.read(reader.readinto)
-            assert reply is not None
-            answers.append((reply.type, reply.call_id))
-        wire.send(theirs, wire.RESULT, call.call_id, {"v": "done", "cbrel": [known["id"]]})
+        try:
+            reader = theirs.makefile("rb")
+            call = wire.read(reader.readinto)
+            assert call is not None
+            for number, meta in enumerate(requests, 1):
+                if meta.get("cb") == 0:
+                    meta["cb"] = known["id"]
+                wire.send(theirs, wire.CALL, CALLBACK_BIT | number, meta)
+                reply = wire.read(reader.readinto)
+                assert reply is not None, "the client did not answer"
+                answers.append((reply.type, reply.call_id))
+            wire.send(theirs, wire.RESULT, call.call_id, {"v": "done", "cbrel": [known["id"]]})
+        except BaseException as exc:
+            failures.append(exc)
 
     thread = threading.Thread(target=worker)
     thread.start()
@@ -141,6 +175,7 @@ def test_the_client_answers_every_callback_request_and_survives(
         thread.join(10)
         ours.close()
         theirs.close()
+    assert not failures, failures
     assert frame is not None and frame.meta["v"] == "done"
     assert [call_id for _, call_id in answers] == [
         CALLBACK_BIT | n for n in range(1, len(requests) + 1)

@@ -1,0 +1,254 @@
+"""The client program's files, opened by remote code on the worker (docs/remoting.md, "Files").
+
+``torch.save(model.state_dict(), "ckpt.pt")`` or ``open("data.csv")`` in remote code must read
+and write the client's file, never a scratch file on the acceptor that vanishes with the lease.
+The worker's ``open`` (``builtins.open`` and ``io.open``) sends the client's paths to the client:
+the file is opened there and read or written through the connection in chunks of at most
+``CHUNK`` bytes, so a large file is streamed, never held whole. Libraries that open paths another
+way (torch's zip writer opens by name in C++, numpy's text readers look for the file first) are
+adapted when they are imported.
+
+A path is the client's when it is relative (to the client's working directory), or absolute and
+outside the worker's own system areas (its Python, ``/usr``, ``/proc``, ``/tmp``, the lease's
+directory...). A relative path opened where no call of the client runs is refused rather than
+written on the acceptor.
+"""
+
+from __future__ import annotations
+
+import builtins
+import importlib.abc
+import io
+import os
+import sys
+import sysconfig
+import types
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+#: The most one read or write moves through the connection.
+CHUNK = 8 << 20
+#: Buffer size of the buffered file over a client file (one round trip per buffer).
+BUFFER = 1 << 20
+_real_open = builtins.open
+#: Absolute paths under these stay the worker's own.
+_SYSTEM = ("/proc", "/sys", "/dev", "/etc", "/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin",
+           "/tmp", "/var", "/run", "/opt", "/lease")  # fmt: skip
+#: ``(meta, buffers) -> (reply meta, buffers)``: a call to the client of the running call.
+CallClient = Callable[[Dict[str, Any], List[Any]], Tuple[Dict[str, Any], List[Any]]]
+_call: Optional[CallClient] = None
+
+
+def connect(call: CallClient) -> None:
+    """How this worker calls the client whose call is running (set once, by the worker)."""
+    global _call
+    _call = call
+
+
+def _local_roots() -> Tuple[str, ...]:
+    roots = set(_SYSTEM)
+    roots.update(sys.prefix, sys.base_prefix, sys.exec_prefix, os.getcwd())
+    roots.update(sysconfig.get_paths().values())
+    # Never "/" itself (a cwd of "/" would make every path the worker's).
+    roots = {root.rstrip("/") for root in roots if root.startswith("/")} - {""}
+    return tuple(sorted(root + "/" for root in roots))
+
+
+_roots: Tuple[str, ...] = ()
+
+
+def is_client_path(file: Any) -> bool:
+    """Whether remote code naming ``file`` means a file of the client program."""
+    global _roots
+    if isinstance(file, os.PathLike):
+        file = os.fspath(file)
+    if not isinstance(file, str) or not file or "://" in file:
+        return False
+    if not file.startswith("/"):
+        return True
+    if not _roots:
+        _roots = _local_roots()
+    return not (file + "/").startswith(_roots)
+
+
+class ClientFile(io.RawIOBase):
+    """A file of the client, opened there; reads and writes go through the connection."""
+
+    def __init__(self, path: str, mode: str) -> None:
+        super().__init__()
+        self.name, self.mode = path, mode
+        self._id = self._call_client({"op": "open", "path": path, "mode": mode})
+
+    def _call_client(self, meta: Dict[str, Any], buffers: Optional[List[Any]] = None) -> Any:
+        if _call is None:
+            raise PermissionError(f"{self.name}: this worker cannot reach its client's files")
+        reply, received = _call(meta, buffers or [])
+        value = reply.get("v")
+        if isinstance(value, dict) and value.get("$") == "b":
+            return bytes(received[value["i"]])
+        return value
+
+    def _method(self, method: str, *args: Any) -> Any:
+        return self._call_client({"op": "file", "f": self._id, "m": method, "a": list(args)})
+
+    def readable(self) -> bool:
+        return "r" in self.mode or "+" in self.mode
+
+    def writable(self) -> bool:
+        return any(c in self.mode for c in "wax+")
+
+    def seekable(self) -> bool:
+        return bool(self._method("seekable"))
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        data = self._method("read", min(len(view), CHUNK))
+        view[: len(data)] = data
+        return len(data)
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")[:CHUNK]
+        written: int = self._call_client(
+            {"op": "file", "f": self._id, "m": "write", "a": [{"$": "b", "i": 0}]}, [view]
+        )
+        return written
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        position: int = self._method("seek", offset, whence)
+        return position
+
+    def tell(self) -> int:
+        position: int = self._method("tell")
+        return position
+
+    def truncate(self, size: Optional[int] = None) -> int:
+        result: int = self._method("truncate", size)
+        return result
+
+    def close(self) -> None:
+        if not self.closed and hasattr(self, "_id"):
+            try:
+                self._method("close")
+            finally:
+                super().close()
+
+
+def open_client_or_local(
+    file: Any,
+    mode: str = "r",
+    buffering: int = -1,
+    encoding: Optional[str] = None,
+    errors: Optional[str] = None,
+    newline: Optional[str] = None,
+    closefd: bool = True,
+    opener: Any = None,
+) -> Any:
+    """``open`` on the worker: the client's paths are the client's files."""
+    if opener is not None or not is_client_path(file):
+        return _real_open(file, mode, buffering, encoding, errors, newline, closefd, opener)
+    binary = "b" in mode
+    raw = ClientFile(os.fspath(file), "".join(c for c in mode if c in "rwax+") + "b")
+    if buffering == 0 and binary:
+        return raw
+    size = BUFFER if buffering in (-1, 1) else buffering
+    buffered: Any
+    if "+" in mode:
+        buffered = io.BufferedRandom(raw, size)
+    elif raw.writable():
+        buffered = io.BufferedWriter(raw, size)
+    else:
+        buffered = io.BufferedReader(raw, size)
+    if binary:
+        return buffered
+    return io.TextIOWrapper(buffered, encoding, errors, newline, line_buffering=buffering == 1)
+
+
+def install() -> None:
+    """The worker's ``open`` becomes the client-aware one, before any library keeps a copy of
+    the real one, and libraries that open files their own way are adapted as they load."""
+    builtins.open = io.open = open_client_or_local
+    sys.meta_path.insert(0, _AdaptOnImport())
+
+
+def _adapt_torch(serialization: types.ModuleType) -> None:
+    # Before torch/__init__ binds torch.save and torch.load from here.
+    serialization.save = _through_open(serialization.save, 1, "wb")  # type: ignore[attr-defined]
+    serialization.load = _through_open(serialization.load, 0, "rb")  # type: ignore[attr-defined]
+
+
+def _adapt_numpy(datasource: types.ModuleType) -> None:
+    datasource.open = _datasource_open(datasource.open)  # type: ignore[attr-defined]
+
+
+_ADAPTERS: Dict[str, Callable[[types.ModuleType], None]] = {
+    "torch.serialization": _adapt_torch,
+    "numpy.lib._datasource": _adapt_numpy,
+}
+
+
+class _AdaptOnImport(importlib.abc.MetaPathFinder):
+    """Runs an adapter right after its module is loaded (by whichever finder finds it)."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        adapter = _ADAPTERS.get(name)
+        if adapter is None:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None and spec.loader is not None:
+                spec.loader = _AdaptingLoader(spec.loader, adapter)
+                return spec
+        return None
+
+
+class _AdaptingLoader(importlib.abc.Loader):
+    def __init__(self, real: Any, adapter: Callable[[types.ModuleType], None]) -> None:
+        self.real, self.adapter = real, adapter
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+    def create_module(self, spec: Any) -> Any:
+        return self.real.create_module(spec)
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        self.real.exec_module(module)
+        self.adapter(module)
+
+
+def _through_open(function: Any, position: int, mode: str) -> Any:
+    """``function`` whose path argument at ``position`` (or ``f``) is opened here first when it
+    is the client's: torch then streams through the file object instead of its own writer."""
+
+    def adapted(*args: Any, **kwargs: Any) -> Any:
+        args_list = list(args)
+        key: Any = position if len(args_list) > position else "f"
+        target = args_list[position] if key == position else kwargs.get("f")
+        if not is_client_path(target):
+            return function(*args, **kwargs)
+        with open_client_or_local(target, mode) as handle:
+            if key == position:
+                args_list[position] = handle
+            else:
+                kwargs["f"] = handle
+            return function(*args_list, **kwargs)
+
+    adapted.__wrapped__ = function  # type: ignore[attr-defined]
+    adapted.__name__, adapted.__doc__ = function.__name__, function.__doc__
+    return adapted
+
+
+def _datasource_open(function: Any) -> Any:
+    """numpy's text readers and writers (loadtxt, genfromtxt, savetxt) look for the file on this
+    machine first; a client path goes straight to the client's file instead."""
+
+    def adapted(path: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        if not is_client_path(path):
+            return function(path, mode, *args, **kwargs)
+        return open_client_or_local(
+            path, mode, encoding=kwargs.get("encoding"), newline=kwargs.get("newline")
+        )
+
+    adapted.__wrapped__ = function  # type: ignore[attr-defined]
+    return adapted

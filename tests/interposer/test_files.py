@@ -1,0 +1,128 @@
+"""Remote code reads and writes the client program's files, never the acceptor's disk
+(docs/remoting.md, "Files"): open, torch.save/load, np.save/load/savez/savetxt/loadtxt."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from radium_interposer import client_files
+from tests.interposer.harness import WorkerHarness
+
+PROGRAM = """
+import os
+
+import numpy as np
+import torch
+from torch import nn
+from torch.utils.data import Dataset
+
+
+class Rows(Dataset):  # defined on the worker: its open() reads the client's file
+    def __init__(self, path):
+        with open(path) as f:
+            self.rows = [[float(v) for v in line.split(",")] for line in f]
+
+    def __len__(self):
+        return len(self.rows)
+
+    def __getitem__(self, i):
+        return torch.tensor(self.rows[i])
+
+
+torch.manual_seed(0)
+model = nn.Linear(3, 2)
+torch.save(model.state_dict(), "ckpt.pt")
+print("checkpoint here:", os.path.getsize("ckpt.pt") > 1000)
+fresh = nn.Linear(3, 2)
+print(fresh.load_state_dict(torch.load("ckpt.pt")), torch.equal(fresh.weight, model.weight))
+np.save("a.npy", np.arange(10) * 3)
+print("a.npy", np.load("a.npy").tolist())
+np.savez("b.npz", x=np.ones(2), y=np.arange(3))
+with np.load("b.npz") as z:
+    print("b.npz", sorted(z.files), z["y"].tolist())
+np.savetxt("c.csv", np.arange(6.0).reshape(2, 3), delimiter=",")
+print("c.csv", np.loadtxt("c.csv", delimiter=",").sum())
+data = Rows("c.csv")
+print("rows", len(data), data[1].tolist())
+big = np.arange(3_000_000, dtype=np.float64)  # 24 MB: streamed in chunks, both ways
+np.save(os.path.abspath("big.npy"), big)
+print("big", os.path.getsize("big.npy"), float(np.load("big.npy").sum()))
+try:
+    np.load("missing.npy")
+except FileNotFoundError as e:
+    print("FileNotFoundError", e.errno)
+print(sorted(f for f in os.listdir(".") if f.endswith((".pt", ".npy", ".npz", ".csv"))))
+"""
+
+
+def test_remote_code_uses_the_client_s_files(harness: WorkerHarness) -> None:
+    out = harness.same_as_local(PROGRAM, remote="torch,numpy")
+    assert out.splitlines()[0] == "checkpoint here: True"
+    assert "big 24000128 4499998500000.0" in out
+    assert out.splitlines()[-1] == "['a.npy', 'b.npz', 'big.npy', 'c.csv', 'ckpt.pt']"
+    leftovers = [p.name for p in (harness.root / "worker").iterdir()]
+    assert leftovers == []  # nothing landed on the worker's side
+
+
+class FakeClient:
+    """Stands for the connection: serves the file calls from a real file here."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.dir = tmp_path
+        self.files: dict[int, Any] = {}
+        self.sizes: list[int] = []
+
+    def __call__(self, meta: dict[str, Any], buffers: list[Any]) -> tuple[dict[str, Any], list]:
+        if meta["op"] == "open":
+            self.files[1] = open(self.dir / meta["path"], meta["mode"])  # noqa: SIM115
+            return {"v": 1}, []
+        handle, method = self.files[meta["f"]], meta["m"]
+        if method == "write":
+            self.sizes.append(len(buffers[0]))
+            return {"v": handle.write(buffers[0])}, []
+        if method == "read":
+            data = handle.read(meta["a"][0])
+            self.sizes.append(len(data))
+            return {"v": {"$": "b", "i": 0}}, [data]
+        return {"v": getattr(handle, method)(*meta["a"])}, []
+
+
+def test_large_files_move_in_bounded_chunks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = FakeClient(tmp_path)
+    monkeypatch.setattr(client_files, "_call", fake)
+    data = os.urandom(client_files.CHUNK * 2 + 12345)
+    with client_files.open_client_or_local("blob.bin", "wb") as f:
+        f.write(data)
+    assert (tmp_path / "blob.bin").read_bytes() == data
+    assert max(fake.sizes) <= client_files.CHUNK and len(fake.sizes) >= 3
+    fake.sizes.clear()
+    with client_files.open_client_or_local("blob.bin", "rb") as f:
+        assert f.read() == data
+    assert max(fake.sizes) <= client_files.CHUNK and len(fake.sizes) >= 3
+
+
+@pytest.mark.parametrize(
+    ("path", "client"),
+    [
+        ("ckpt.pt", True),
+        ("data/train.csv", True),
+        ("/home/me/ckpt.pt", True),
+        ("/data/set.npy", True),
+        ("/usr/lib/python3/dist-packages/x.py", False),
+        ("/proc/self/status", False),
+        ("/tmp/scratch", False),
+        ("/lease/work", False),
+        (os.path.join(os.__file__), False),  # the worker's own Python
+        ("https://example.org/a.csv", False),
+        (3, False),
+        ("", False),
+    ],
+)
+def test_which_paths_are_the_client_s(path: Any, client: bool) -> None:
+    assert client_files.is_client_path(path) is client

@@ -17,6 +17,7 @@ from integration.dockerd import Dockerd
 from integration.pool import PoolCluster
 from integration.radium_env import RadiumEnv
 from integration.test_leases import radium_run, stop_agent
+from tests.interposer import test_callbacks, test_files
 from tests.interposer.test_remoting import TRAINING
 
 RADIUM_CLI = str(Path(sys.executable).parent / "radium")
@@ -170,6 +171,31 @@ def test_a_torch_program_with_its_own_classes_runs_in_a_torchless_container(
     )
     assert done.stdout == local.stdout
     assert done.stdout.splitlines()[-1] == "[0.387]"
+
+
+def test_callbacks_and_the_program_s_own_files_work_from_a_torchless_container(
+    cluster: PoolCluster, dp_dockerd: Dockerd, tmp_path: Path
+) -> None:
+    """Lambdas and closures called back into the container; torch.save/np.save/open in remote
+    code write the container's files (here a bind mount), never the acceptor's."""
+    for name, program in (("hooks", test_callbacks.TRAINING), ("files", test_files.PROGRAM)):
+        app, local = tmp_path / name / "app", tmp_path / name / "local"
+        app.mkdir(parents=True)
+        local.mkdir()
+        (app / "main.py").write_text(program)
+        done = radium_run(
+            dp_dockerd, "RADIUM_GPUS=1", "--rm", "-e", "RADIUM_REMOTE=torch,numpy",
+            "-v", f"{app}:/app", "-w", "/app", BARE, "python3", "/app/main.py",
+        )  # fmt: skip
+        here = subprocess.run(
+            [sys.executable, str(app / "main.py")], cwd=local, capture_output=True, text=True,
+            check=True,
+        )  # fmt: skip
+        assert done.stdout == here.stdout, done.stderr
+    assert (tmp_path / "files" / "app" / "ckpt.pt").stat().st_size > 1000
+    assert sorted(p.name for p in (tmp_path / "files" / "app").iterdir()) == [
+        "a.npy", "b.npz", "big.npy", "c.csv", "ckpt.pt", "main.py"
+    ]  # fmt: skip
 
 
 def test_radium_exec_runs_a_local_process_against_a_namespaced_acceptor(

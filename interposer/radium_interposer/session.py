@@ -106,8 +106,8 @@ class Session:
         with self.lock:
             if self.closed or not self.running:
                 raise RuntimeError(
-                    "a callable of the client was called when no call of its connection runs "
-                    "(from a thread that outlived the call that passed it)"
+                    "the client (a callable or a file of it) was called back when no call of its "
+                    "connection runs (from a thread that outlived the call that passed it)"
                 )
             call_id = CALLBACK_BIT | next(self.ids)
             self._attach(meta)

@@ -69,7 +69,7 @@ def test_calls_made_by_the_callback_run_at_once_and_earlier_pipelined_ones_after
 def test_a_callback_needs_a_running_call_of_its_connection() -> None:
     with (
         session_pair() as (session, _peer, _ran),
-        pytest.raises(RuntimeError, match="no call of its connection runs"),
+        pytest.raises(RuntimeError, match="when no call of its connection runs"),
     ):
         session.call_client({"op": "callback", "cb": 1}, [])
 

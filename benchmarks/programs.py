@@ -11,6 +11,8 @@ program:
 - the last run's own execution, everything warm on both sides, and that ratio (the comparison
   that matters once a program is going);
 - the worker's calls (and calls per second), bytes in and out of that run.
+Then function mode for the programs that have functions: the same, with a split file that also
+names the program's own functions (they then run whole on the worker: fewer round trips).
 Then the cost of a callback (the worker calling a local lambda): ``np.vectorize`` over
 ``--callbacks`` elements with a lambda (called back once per element), against the same with a
 top-level function (shipped: no callbacks) and against running it all locally.
@@ -30,7 +32,7 @@ import time
 from pathlib import Path
 
 from tests.interposer.harness import BARE_PYTHON, WorkerHarness
-from tests.programs.test_corpus import PROGRAMS, remote_for
+from tests.programs.test_corpus import PROGRAMS, functions_of, remote_for
 
 #: Runs the program as __main__ (what shipping needs) with its frameworks imported before the
 #: clock starts, so only the program's own work is timed; remoted, with the worker's counters.
@@ -42,7 +44,11 @@ if remote:
     from radium_interposer.proxy import stats
 for name in sys.argv[3].split(","):
     __import__(name)
+functions = json.loads(sys.argv[5]) if len(sys.argv) > 5 else {}
 for _ in range(int(sys.argv[4])):  # the last run is timed: everything warm on both sides
+    if functions:  # function mode: the program's functions are remoted as it defines them
+        from radium_interposer import finder, main_module
+        main_module.watch(functions, finder.remote_main_function)
     before = stats() if remote else {}
     started = time.perf_counter()
     runpy.run_path(sys.argv[1], run_name="__main__")
@@ -96,6 +102,38 @@ def callback_cost(harness: WorkerHarness, root: Path, n: int) -> None:
     )
 
 
+def function_mode(root: Path, runs: int) -> None:
+    """What a split file of the program's own functions brings: they run whole on the worker."""
+    (root / "function-mode").mkdir()
+    harness = WorkerHarness(root / "function-mode")
+    print("\nfunction mode (module mode + the program's functions in the split file), warm:")
+    print(f"{'program':<26} {'local':>8} {'module':>8} {'ratio':>6} {'calls':>6}"
+          f" {'function':>9} {'ratio':>6} {'calls':>6}")  # fmt: skip
+    try:
+        for program in (p for p in PROGRAMS if functions_of(p)):
+            plain = {"PATH": os.environ["PATH"]}
+            local = _warm([sys.executable, "-c", RUNNER, str(program), "local",
+                           remote_for(program), str(runs)], plain, root)  # fmt: skip
+            env = harness.env(remote_for(program))
+            module = _warm([BARE_PYTHON, "-c", RUNNER, str(program), "remote",
+                            remote_for(program), str(runs)], env, root)  # fmt: skip
+            functions = json.dumps({program.stem: functions_of(program)})
+            split = _warm([BARE_PYTHON, "-c", RUNNER, str(program), "remote",
+                           remote_for(program), str(runs), functions], env, root)  # fmt: skip
+            print(f"{program.stem:<26} {local['seconds']:8.3f} {module['seconds']:8.3f} "
+                  f"{module['seconds'] / local['seconds']:6.2f} {module['calls']:6d} "
+                  f"{split['seconds']:9.3f} {split['seconds'] / local['seconds']:6.2f} "
+                  f"{split['calls']:6d}")  # fmt: skip
+    finally:
+        harness.close()
+
+
+def _warm(argv: list[str], env: dict[str, str], cwd: Path) -> dict[str, float]:
+    _, stderr = timed(argv, env, cwd)
+    report: dict[str, float] = json.loads(stderr.strip().splitlines()[-1])
+    return report
+
+
 def timed(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, str]:
     started = time.perf_counter()
     done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=900)
@@ -138,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{used['bytes_out'] / 1024:8.1f}")  # fmt: skip
     finally:
         harness.close()
+    function_mode(root, args.runs)
     for kind, values in ratios.items():
         if values:
             print(

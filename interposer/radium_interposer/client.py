@@ -95,6 +95,8 @@ class Connection:
         self.serving: List[int] = []
         #: The program context (argv, environment) the worker last got on this connection.
         self.context: Optional[Dict[str, Any]] = None
+        #: This process's working directory, as the worker last got it on this connection.
+        self.cwd: Optional[str] = None
         #: Calls sent without waiting (pipelined) since the last reply.
         self.unsynced = 0
         self.broken: Optional[str] = None

@@ -30,6 +30,9 @@ CHUNK = 8 << 20
 #: Buffer size of the buffered file over a client file (one round trip per buffer).
 BUFFER = 1 << 20
 _real_open = builtins.open
+_real_getcwd = os.getcwd
+#: The client program's working directory (its calls say; remote code sees it as its own).
+_client_cwd: Optional[str] = None
 #: Absolute paths under these stay the worker's own.
 _SYSTEM = ("/proc", "/sys", "/dev", "/etc", "/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin",
            "/tmp", "/var", "/run", "/opt", "/lease")  # fmt: skip
@@ -46,7 +49,7 @@ def connect(call: CallClient) -> None:
 
 def _local_roots() -> Tuple[str, ...]:
     roots = set(_SYSTEM)
-    roots.update(sys.prefix, sys.base_prefix, sys.exec_prefix, os.getcwd())
+    roots.update(sys.prefix, sys.base_prefix, sys.exec_prefix, _real_getcwd())
     roots.update(sysconfig.get_paths().values())
     # Never "/" itself (a cwd of "/" would make every path the worker's).
     roots = {root.rstrip("/") for root in roots if root.startswith("/")} - {""}
@@ -65,6 +68,8 @@ def is_client_path(file: Any) -> bool:
         return False
     if not file.startswith("/"):
         return True
+    if _client_cwd and _client_cwd != "/" and (file + "/").startswith(_client_cwd + "/"):
+        return True  # os.path.abspath("ckpt.pt") in remote code: still the client's
     if not _roots:
         _roots = _local_roots()
     return not (file + "/").startswith(_roots)
@@ -162,10 +167,24 @@ def open_client_or_local(
     return io.TextIOWrapper(buffered, encoding, errors, newline, line_buffering=buffering == 1)
 
 
+def set_client_cwd(path: Any) -> None:
+    """The client's working directory, as its call says."""
+    global _client_cwd
+    if not isinstance(path, str) or not path.startswith("/") or "\0" in path:
+        raise ValueError("cwd must be an absolute path")
+    _client_cwd = path.rstrip("/") or "/"
+
+
+def _getcwd() -> str:
+    return _client_cwd or _real_getcwd()
+
+
 def install() -> None:
     """The worker's ``open`` becomes the client-aware one, before any library keeps a copy of
-    the real one, and libraries that open files their own way are adapted as they load."""
+    the real one, and libraries that open files their own way are adapted as they load. Remote
+    code sees the client's working directory as its own (``os.getcwd``, ``os.path.abspath``)."""
     builtins.open = io.open = open_client_or_local
+    os.getcwd = _getcwd
     sys.meta_path.insert(0, _AdaptOnImport())
 
 

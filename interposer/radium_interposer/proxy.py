@@ -47,6 +47,11 @@ def invoke(
         meta["k"] = codec.encode(kwargs, buffers, refer)
     if context is not None and context != conn.context:
         meta["ctx"] = conn.context = context
+    cwd = _cwd()
+    if (
+        cwd is not None and cwd != conn.cwd
+    ):  # where the program's relative paths are, for remote code opening them
+        meta["cwd"] = conn.cwd = cwd
     # While the worker holds one of our callables, every call waits: a callback's effects here
     # (a list it appends to) must have happened when the call returns, as they would locally.
     # A call that may name a file waits too: a missing file raises at the call, as locally.
@@ -63,6 +68,13 @@ def invoke(
     if isinstance(result, Remote) and pipeline:
         _returns_remote[site] = object.__getattribute__(result, "_rd_type")
     return result
+
+
+def _cwd() -> Optional[str]:
+    try:
+        return os.getcwd()
+    except OSError:  # removed under us: the worker keeps the last one it was told
+        return None
 
 
 def _may_name_a_file(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> bool:

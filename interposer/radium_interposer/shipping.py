@@ -120,6 +120,8 @@ def callable_ref(obj: Any) -> Optional[Dict[str, Any]]:
     """A reference to a function for the worker: the user's top-level ones shipped, library and
     builtin ones by import path (when that path leads back to them); None for anything else
     (lambdas, closures, functions without source: the caller makes them callbacks)."""
+    if getattr(obj, "__radium_remote__", False):  # a split-file function: its own code, shipped
+        obj = getattr(obj, "__wrapped__", obj)
     if isinstance(obj, types.FunctionType) and is_users(obj):
         if obj.__qualname__ != obj.__name__ or obj.__name__ == "<lambda>" or obj.__closure__:
             return None

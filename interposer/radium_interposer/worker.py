@@ -129,6 +129,8 @@ class Worker:
 
     # -- operations ------------------------------------------------------------------------
     def op_call(self, meta: Dict[str, Any], buffers: List[Any]) -> Reply:
+        if "cwd" in meta:
+            client_files.set_client_cwd(meta["cwd"])
         if "ctx" in meta:
             apply_context(meta["ctx"])
         function = self.decode(meta["f"], buffers)
@@ -201,7 +203,10 @@ class Worker:
         defs = meta.get("defs", [])
         if not isinstance(defs, list) or not all(isinstance(d, dict) for d in defs):
             raise ValueError("ship: defs must be a list of definitions")
-        return {"ns": shipped.define(str(meta["mod"]), names, defs)}, []
+        where = shipped.define(str(meta["mod"]), names, defs)
+        heads = [str(d.get("src", "")).lstrip().split("\n", 1)[0].rstrip(":") for d in defs]
+        log.info("defined in %s: %s", where, "; ".join(heads))
+        return {"ns": where}, []
 
     def op_stats(self, meta: Dict[str, Any], buffers: List[Any]) -> Reply:
         with self.stats_lock:

@@ -115,14 +115,16 @@ class WorkerHarness:
         path.write_text(textwrap.dedent(source))
         return self.program(path, remote, **extra)
 
-    def same_as_local(self, source: str, remote: str = "torch", path: Path | None = None) -> str:
+    def same_as_local(
+        self, source: str, remote: str = "torch", path: Path | None = None, **extra: str
+    ) -> str:
         """The program's output remoted from a Python without the framework, checked equal to
         its output run here with the framework and no remoting at all (``source``, or the
         program file at ``path``)."""
         if path is None:
             path = self.root / "app.py"
             path.write_text(textwrap.dedent(source))
-        remoted = self.program(path, remote)
+        remoted = self.program(path, remote, **extra)
         assert remoted.returncode == 0, f"stdout:\n{remoted.stdout}\nstderr:\n{remoted.stderr}"
         local_root = self.root / "local"
         local_root.mkdir(exist_ok=True)

@@ -23,7 +23,7 @@ from torch.utils.data import Dataset
 
 class Rows(Dataset):  # defined on the worker: its open() reads the client's file
     def __init__(self, path):
-        with open(path) as f:
+        with open(os.path.abspath(path)) as f:  # the worker's getcwd is the client's
             self.rows = [[float(v) for v in line.split(",")] for line in f]
 
     def __len__(self):

@@ -19,6 +19,7 @@ from integration.radium_env import RadiumEnv
 from integration.test_leases import radium_run, stop_agent
 from tests.interposer import test_callbacks, test_files
 from tests.interposer.test_remoting import TRAINING
+from tests.programs.test_corpus import PROGRAMS, remote_for
 
 RADIUM_CLI = str(Path(sys.executable).parent / "radium")
 #: Debian's python3, without numpy: the local process of ``radium exec``.
@@ -196,6 +197,26 @@ def test_callbacks_and_the_program_s_own_files_work_from_a_torchless_container(
     assert sorted(p.name for p in (tmp_path / "files" / "app").iterdir()) == [
         "a.npy", "b.npz", "big.npy", "c.csv", "ckpt.pt", "main.py"
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "program", [p for p in PROGRAMS if p.name.startswith("torch")], ids=lambda p: p.stem
+)
+def test_the_corpus_torch_programs_run_in_a_torchless_container(
+    cluster: PoolCluster, dp_dockerd: Dockerd, tmp_path: Path, program: Path
+) -> None:
+    """Each torch program of the corpus, unmodified, in a container without torch or numpy
+    and without a network, prints what it prints here with torch."""
+    done = radium_run(
+        dp_dockerd, "RADIUM_GPUS=1", "--rm", "-e", f"RADIUM_REMOTE={remote_for(program)}",
+        "-v", f"{program.parent}:/programs:ro", "-v", f"{tmp_path}:/work", "-w", "/work",
+        BARE, "python3", f"/programs/{program.name}",
+    )  # fmt: skip
+    here = subprocess.run(
+        [sys.executable, str(program)], cwd=tmp_path, capture_output=True, text=True, check=True
+    )
+    assert done.stdout == here.stdout, done.stderr
+    assert done.stdout.strip()
 
 
 def test_radium_exec_runs_a_local_process_against_a_namespaced_acceptor(

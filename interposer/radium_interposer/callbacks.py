@@ -80,6 +80,8 @@ def serve(conn: Connection, frame: wire.Frame) -> None:
             result: Any = file_service.open_file(meta)
         elif op == "file":
             result = file_service.use_file(meta, frame.buffers)
+        elif op == "fs":
+            result = file_service.use_fs(meta)
         elif op == "callback":
             function = lookup(meta.get("cb"))
             args = proxy.decode(meta.get("a", []), frame.buffers)
@@ -88,7 +90,7 @@ def serve(conn: Connection, frame: wire.Frame) -> None:
                 raise TypeError("callback arguments must be a list and a mapping")
             result = function(*args, **kwargs)
         else:
-            raise ValueError(f"the worker may call back, open or use a file, not {op!r}")
+            raise ValueError(f"the worker may call back or use a file, not {op!r}")
         reply, kind = {"v": codec.encode(result, buffers, proxy.refer_for(conn))}, wire.RESULT
     # KeyboardInterrupt too: it goes to the worker, and comes back here as itself.
     except BaseException as exc:

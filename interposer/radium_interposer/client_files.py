@@ -17,12 +17,10 @@ written on the acceptor.
 from __future__ import annotations
 
 import builtins
-import importlib.abc
 import io
 import os
 import sys
 import sysconfig
-import types
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 #: The most one read or write moves through the connection.
@@ -45,6 +43,17 @@ def connect(call: CallClient) -> None:
     """How this worker calls the client whose call is running (set once, by the worker)."""
     global _call
     _call = call
+
+
+def ask(meta: Dict[str, Any], buffers: Optional[List[Any]] = None) -> Any:
+    """A file request to the client: its answer (bytes, or a plain value)."""
+    if _call is None:
+        raise PermissionError("this worker cannot reach its client's files")
+    reply, received = _call(meta, buffers or [])
+    value = reply.get("v")
+    if isinstance(value, dict) and value.get("$") == "b":
+        return bytes(received[value["i"]])
+    return value
 
 
 def _local_roots() -> Tuple[str, ...]:
@@ -84,13 +93,7 @@ class ClientFile(io.RawIOBase):
         self._id = self._call_client({"op": "open", "path": path, "mode": mode})
 
     def _call_client(self, meta: Dict[str, Any], buffers: Optional[List[Any]] = None) -> Any:
-        if _call is None:
-            raise PermissionError(f"{self.name}: this worker cannot reach its client's files")
-        reply, received = _call(meta, buffers or [])
-        value = reply.get("v")
-        if isinstance(value, dict) and value.get("$") == "b":
-            return bytes(received[value["i"]])
-        return value
+        return ask(meta, buffers)
 
     def _method(self, method: str, *args: Any) -> Any:
         return self._call_client({"op": "file", "f": self._id, "m": method, "a": list(args)})
@@ -175,99 +178,6 @@ def set_client_cwd(path: Any) -> None:
     _client_cwd = path.rstrip("/") or "/"
 
 
-def _getcwd() -> str:
+def current_cwd() -> str:
+    """``os.getcwd()`` on the worker: the client's working directory once a call said it."""
     return _client_cwd or _real_getcwd()
-
-
-def install() -> None:
-    """The worker's ``open`` becomes the client-aware one, before any library keeps a copy of
-    the real one, and libraries that open files their own way are adapted as they load. Remote
-    code sees the client's working directory as its own (``os.getcwd``, ``os.path.abspath``)."""
-    builtins.open = io.open = open_client_or_local
-    os.getcwd = _getcwd
-    sys.meta_path.insert(0, _AdaptOnImport())
-
-
-def _adapt_torch(serialization: types.ModuleType) -> None:
-    # Before torch/__init__ binds torch.save and torch.load from here.
-    serialization.save = _through_open(serialization.save, 1, "wb")  # type: ignore[attr-defined]
-    serialization.load = _through_open(serialization.load, 0, "rb")  # type: ignore[attr-defined]
-
-
-def _adapt_numpy(datasource: types.ModuleType) -> None:
-    datasource.open = _datasource_open(datasource.open)  # type: ignore[attr-defined]
-
-
-_ADAPTERS: Dict[str, Callable[[types.ModuleType], None]] = {
-    "torch.serialization": _adapt_torch,
-    "numpy.lib._datasource": _adapt_numpy,
-}
-
-
-class _AdaptOnImport(importlib.abc.MetaPathFinder):
-    """Runs an adapter right after its module is loaded (by whichever finder finds it)."""
-
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
-        adapter = _ADAPTERS.get(name)
-        if adapter is None:
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(name, path, target)
-            if spec is not None and spec.loader is not None:
-                spec.loader = _AdaptingLoader(spec.loader, adapter)
-                return spec
-        return None
-
-
-class _AdaptingLoader(importlib.abc.Loader):
-    def __init__(self, real: Any, adapter: Callable[[types.ModuleType], None]) -> None:
-        self.real, self.adapter = real, adapter
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.real, name)
-
-    def create_module(self, spec: Any) -> Any:
-        return self.real.create_module(spec)
-
-    def exec_module(self, module: types.ModuleType) -> None:
-        self.real.exec_module(module)
-        self.adapter(module)
-
-
-def _through_open(function: Any, position: int, mode: str) -> Any:
-    """``function`` whose path argument at ``position`` (or ``f``) is opened here first when it
-    is the client's: torch then streams through the file object instead of its own writer."""
-
-    def adapted(*args: Any, **kwargs: Any) -> Any:
-        args_list = list(args)
-        key: Any = position if len(args_list) > position else "f"
-        target = args_list[position] if key == position else kwargs.get("f")
-        if not is_client_path(target):
-            return function(*args, **kwargs)
-        with open_client_or_local(target, mode) as handle:
-            if key == position:
-                args_list[position] = handle
-            else:
-                kwargs["f"] = handle
-            return function(*args_list, **kwargs)
-
-    adapted.__wrapped__ = function  # type: ignore[attr-defined]
-    adapted.__name__, adapted.__doc__ = function.__name__, function.__doc__
-    return adapted
-
-
-def _datasource_open(function: Any) -> Any:
-    """numpy's text readers and writers (loadtxt, genfromtxt, savetxt) look for the file on this
-    machine first; a client path goes straight to the client's file instead."""
-
-    def adapted(path: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
-        if not is_client_path(path):
-            return function(path, mode, *args, **kwargs)
-        return open_client_or_local(
-            path, mode, encoding=kwargs.get("encoding"), newline=kwargs.get("newline")
-        )
-
-    adapted.__wrapped__ = function  # type: ignore[attr-defined]
-    return adapted

@@ -1,5 +1,8 @@
 """This program's files, served to remote code that opens them (docs/remoting.md, "Files").
 
+``fs`` requests are the few ``os`` calls remote code makes on this program's paths (``stat``
+for ``os.path.exists``, ``listdir``, ``mkdir`` for ``os.makedirs``, ``remove``, ``rename``).
+
 The worker asks, in a call back, to ``open`` a path (relative to this process's working
 directory) in a binary mode, then to ``read``, ``write``, ``seek``... it in chunks. Only these
 file methods can be asked for, with plain arguments; the file is closed when the worker closes
@@ -8,6 +11,7 @@ it (or this process ends).
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any, BinaryIO, Dict, List
 
@@ -33,6 +37,36 @@ def open_file(meta: Dict[str, Any]) -> int:
     with _lock:
         _files[file_id] = handle
     return file_id
+
+
+_FS = {"stat": 2, "listdir": 1, "mkdir": 2, "remove": 1, "rename": 2, "replace": 2}
+
+
+def use_fs(meta: Dict[str, Any]) -> Any:
+    """``os.stat``, ``listdir``, ``mkdir``, ``remove``, ``rename``, ``replace`` of a path here."""
+    method, args = meta.get("m"), meta.get("a")
+    if method not in _FS or not isinstance(args, list) or len(args) != _FS[str(method)]:
+        raise ValueError(f"fs: {method!r} is not a filesystem call this side serves")
+    path = args[0]
+    if not isinstance(path, str) or not path or "\0" in path:
+        raise ValueError("fs: the path must be a non-empty string")
+    if method == "stat":
+        info = os.stat(path, follow_symlinks=bool(args[1]))
+        return [list(info[:10]), {k: getattr(info, k) for k in _TIMES}]
+    if method == "listdir":
+        return os.listdir(path)
+    if method == "mkdir":
+        if not isinstance(args[1], int):
+            raise ValueError("fs mkdir: the mode must be an integer")
+        return os.mkdir(path, args[1] & 0o777)
+    if method == "remove":
+        return os.remove(path)
+    if not isinstance(args[1], str) or not args[1] or "\0" in args[1]:
+        raise ValueError(f"fs {method}: the destination must be a non-empty string")
+    return getattr(os, str(method))(path, args[1])
+
+
+_TIMES = ("st_atime", "st_mtime", "st_ctime", "st_atime_ns", "st_mtime_ns", "st_ctime_ns")
 
 
 def use_file(meta: Dict[str, Any], buffers: List[Any]) -> Any:

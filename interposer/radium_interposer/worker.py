@@ -26,7 +26,7 @@ import types
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from radium_interposer import client_files, codec, shipped, wire
+from radium_interposer import client_files, codec, shipped, wire, worker_files
 from radium_interposer.handles import Failure, HandleTable
 from radium_interposer.naming import directory_entry, error_meta, resolve_path
 from radium_interposer.session import ClientCallable, Session, Sessions
@@ -310,7 +310,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         level=logging.INFO, format=f"%(asctime)s worker[{args.lease}] %(levelname)s %(message)s"
     )
     worker = Worker()
-    client_files.install()  # before any library keeps the real open
+    worker_files.install()  # before any library keeps the real open
     client_files.connect(worker.sessions.call_current)
     sys.stdout = Capture(sys.stdout, "stdout", worker.local)
     sys.stderr = Capture(sys.stderr, "stderr", worker.local)

@@ -124,7 +124,7 @@ tagged = st.recursive(
     max_leaves=8,
 )
 callback_meta = st.fixed_dictionaries(
-    {"op": st.sampled_from(["callback", "open", "file", "call", "x"])},
+    {"op": st.sampled_from(["callback", "open", "file", "fs", "call", "x"])},
     optional={
         "cb": st.integers() | json_values,
         "a": st.lists(tagged, max_size=3) | tagged,
@@ -134,7 +134,10 @@ callback_meta = st.fixed_dictionaries(
         "path": st.text(max_size=12) | json_values,
         "mode": st.sampled_from(["rb", "r", "wt", "rb+x"]) | json_values,
         "f": st.integers() | json_values,
-        "m": st.sampled_from(["read", "seek", "tell", "close", "write", "__class__", "fileno"]),
+        # No fs call that changes anything: a fuzzed path must not touch the machine.
+        "m": st.sampled_from(
+            ["read", "seek", "tell", "close", "write", "__class__", "fileno", "stat", "listdir"]
+        ),
     },
 )
 

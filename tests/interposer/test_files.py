@@ -68,6 +68,44 @@ def test_remote_code_uses_the_client_s_files(harness: WorkerHarness) -> None:
     assert leftovers == []  # nothing landed on the worker's side
 
 
+CHECKPOINTS = """
+import os
+
+import torch
+from torch import nn
+
+
+def checkpoint(model, epoch):  # remoted by the split file: its os calls run on the worker
+    os.makedirs("ckpts", exist_ok=True)
+    path = os.path.join("ckpts", f"epoch{epoch}.pt")
+    torch.save(model.state_dict(), path)
+    listed = sorted(os.listdir("ckpts"))
+    if os.path.exists("ckpts/latest.pt"):
+        os.remove("ckpts/latest.pt")
+    os.rename(path, "ckpts/latest.pt")
+    return listed, os.path.getsize("ckpts/latest.pt") > 500, os.path.isdir("ckpts")
+
+
+model = nn.Linear(2, 2)
+for epoch in range(2):
+    print(checkpoint(model, epoch))
+print(sorted(os.listdir("ckpts")), os.path.isfile("ckpts/latest.pt"))
+"""
+
+
+def test_remote_os_calls_on_the_client_s_paths_reach_the_client(harness: WorkerHarness) -> None:
+    split = harness.root / "split.toml"
+    split.write_text('modules = ["torch"]\nfunctions = ["app:checkpoint"]\n')
+    out = harness.same_as_local(CHECKPOINTS, remote="", RADIUM_SPLIT=str(split))
+    assert out.splitlines() == [
+        "(['epoch0.pt'], True, True)",
+        "(['epoch1.pt', 'latest.pt'], True, True)",
+        "['latest.pt'] True",
+    ]
+    assert "def checkpoint(" in harness.log()  # it did run on the worker
+    assert list((harness.root / "worker").iterdir()) == []
+
+
 class FakeClient:
     """Stands for the connection: serves the file calls from a real file here."""
 
@@ -126,3 +164,26 @@ def test_large_files_move_in_bounded_chunks(
 )
 def test_which_paths_are_the_client_s(path: Any, client: bool) -> None:
     assert client_files.is_client_path(path) is client
+
+
+@pytest.mark.parametrize(
+    "meta",
+    [
+        {"m": "rmdir", "a": ["x"]},
+        {"m": "mkdir", "a": ["x"]},
+        {"m": "mkdir", "a": ["x", "777"]},
+        {"m": "rename", "a": ["x", ""]},
+        {"m": "remove", "a": [""]},
+        {"m": "stat", "a": ["a\0b", True]},
+        {"m": "listdir", "a": "."},
+    ],
+)
+def test_the_client_refuses_malformed_filesystem_requests(
+    meta: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from radium_interposer import file_service
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError):
+        file_service.use_fs(meta)
+    assert list(tmp_path.iterdir()) == []

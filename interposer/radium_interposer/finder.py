@@ -17,9 +17,10 @@ import os
 import re
 import sys
 import types
-from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from radium_interposer import codec, main_module, proxy
+from radium_interposer.after_import import find_spec_then
 from radium_interposer.client import state
 from radium_interposer.errors import RemoteError
 
@@ -92,26 +93,16 @@ class _RemoteLoader(importlib.abc.Loader):
         pass
 
 
-class _WrappingLoader(importlib.abc.Loader):
-    """Runs the real loader, then replaces the listed functions with remote stand-ins."""
+def _remote_functions(functions: Sequence[str]) -> Callable[[types.ModuleType], None]:
+    """Replaces the listed functions of a module, once loaded, with their remote stand-ins."""
 
-    def __init__(self, real: Any, functions: Sequence[str]) -> None:
-        self.real, self.functions = real, functions
-
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> Optional[types.ModuleType]:
-        module: Optional[types.ModuleType] = self.real.create_module(spec)
-        return module
-
-    def __getattr__(self, name: str) -> Any:
-        # get_code, get_source, is_package, get_filename...: runpy (``python -m``) asks for them.
-        return getattr(self.real, name)
-
-    def exec_module(self, module: types.ModuleType) -> None:
-        self.real.exec_module(module)
-        for name in self.functions:
+    def wrap(module: types.ModuleType) -> None:
+        for name in functions:
             local = getattr(module, name, None)
             if callable(local):
                 setattr(module, name, remote_function(module, name, local))
+
+    return wrap
 
 
 class RemoteFinder(importlib.abc.MetaPathFinder):
@@ -129,13 +120,7 @@ class RemoteFinder(importlib.abc.MetaPathFinder):
             return importlib.machinery.ModuleSpec(fullname, _RemoteLoader(), is_package=True)
         functions = self.functions.get(fullname)
         if functions:
-            for finder in sys.meta_path:
-                if finder is self or not hasattr(finder, "find_spec"):
-                    continue
-                spec = finder.find_spec(fullname, path, target)
-                if spec is not None and spec.loader is not None:
-                    spec.loader = _WrappingLoader(spec.loader, functions)
-                    return spec
+            return find_spec_then(self, fullname, path, target, _remote_functions(functions))
         return None
 
 

@@ -16,6 +16,7 @@ import sys
 import types
 from typing import Any, Callable, Dict
 
+from radium_interposer.after_import import find_spec_then
 from radium_interposer.client_files import (
     ask,
     current_cwd,
@@ -112,35 +113,11 @@ _ADAPTERS: Dict[str, Callable[[types.ModuleType], None]] = {
 
 
 class _AdaptOnImport(importlib.abc.MetaPathFinder):
-    """Runs an adapter right after its module is loaded (by whichever finder finds it)."""
+    """Runs a library's adapter right after the library's module is loaded."""
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
         adapter = _ADAPTERS.get(name)
-        if adapter is None:
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(name, path, target)
-            if spec is not None and spec.loader is not None:
-                spec.loader = _AdaptingLoader(spec.loader, adapter)
-                return spec
-        return None
-
-
-class _AdaptingLoader(importlib.abc.Loader):
-    def __init__(self, real: Any, adapter: Callable[[types.ModuleType], None]) -> None:
-        self.real, self.adapter = real, adapter
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.real, name)
-
-    def create_module(self, spec: Any) -> Any:
-        return self.real.create_module(spec)
-
-    def exec_module(self, module: types.ModuleType) -> None:
-        self.real.exec_module(module)
-        self.adapter(module)
+        return None if adapter is None else find_spec_then(self, name, path, target, adapter)
 
 
 def _through_open(function: Any, position: int, mode: str) -> Any:

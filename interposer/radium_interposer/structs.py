@@ -72,62 +72,96 @@ def class_path(cls: type) -> Optional[str]:
     return f"{module}.{qualname}" if found is cls else None
 
 
+#: Each type's tag (None: not one of these kinds), learned once per type: the checks cost
+#: more than a dict lookup, and every argument and result goes through them.
+_tags: Dict[type, Optional[str]] = {}
+_STDLIB = (
+    *(("pa", f"pathlib.{name}") for name in _PATHS),
+    *(("dt", f"datetime.{name}") for name in _TIMES),
+    ("td", "datetime.timedelta"), ("dec", "decimal.Decimal"), ("fr", "fractions.Fraction"),
+    ("od", "collections.OrderedDict"), ("ctr", "collections.Counter"),
+    ("dd", "collections.defaultdict"), ("dq", "collections.deque"),
+)  # fmt: skip
+#: Tags of the standard library's kinds: results of these kinds come back by value.
+_PLAIN = frozenset(("rg", "ns", "pa", "dt", "td", "dec", "fr", "od", "ctr", "dd", "dq"))
+
+
+def tag_of(kind: type) -> Optional[str]:
+    """The tag values of type ``kind`` cross with, or None."""
+    try:
+        return _tags[kind]
+    except KeyError:
+        pass
+    tag = _classify(kind)
+    if len(_tags) > 4096:  # classes made on the fly (named tuples per call): keep it bounded
+        _tags.clear()
+    _tags[kind] = tag
+    return tag
+
+
+def _classify(kind: type) -> Optional[str]:
+    if kind is range:
+        return "rg"
+    if any(_is(kind, path) for path in _NAMESPACES):
+        return "ns"
+    enum, dataclasses = _loaded("enum"), _loaded("dataclasses")
+    if enum is not None and issubclass(kind, enum.Enum):
+        return "en"
+    if dataclasses is not None and dataclasses.is_dataclass(kind):
+        return "dc"
+    if issubclass(kind, tuple) and hasattr(kind, "_fields"):
+        return "nt"
+    for tag, path in _STDLIB:
+        if _is(kind, path):
+            return tag
+    return None
+
+
 def encode(obj: Any, part: Part, ship: Callable[[type], Optional[str]]) -> Optional[Dict[str, Any]]:
     """``obj`` as a tagged node, or None when it is none of these kinds. ``ship(cls)`` gives the
     path the other side knows a class by (shipping it there first when it must)."""
     kind = type(obj)
-    if kind is range:
+    tag = tag_of(kind)
+    if tag is None:
+        return None
+    if tag == "rg":
         return {"$": "rg", "v": [obj.start, obj.stop, obj.step]}
-    for path in _NAMESPACES:
-        if _is(kind, path):
-            return {"$": "ns", "t": path, "d": part(dict(vars(obj)))}
-    enum, dataclasses = _loaded("enum"), _loaded("dataclasses")
-    if enum is not None and isinstance(obj, enum.Enum):
+    if tag == "ns":
+        return {
+            "$": "ns",
+            "t": f"{kind.__module__}.{kind.__qualname__}",
+            "d": part(dict(vars(obj))),
+        }
+    if tag == "en":
         return {"$": "en", "t": ship(kind), "n": obj.name}
-    if dataclasses is not None and dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        fields = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+    if tag == "dc":
+        fields = {f.name: getattr(obj, f.name) for f in _loaded("dataclasses").fields(obj)}
         return {"$": "dc", "t": ship(kind), "f": part(fields)}
-    if isinstance(obj, tuple) and hasattr(kind, "_fields"):
+    if tag == "nt":
         return {"$": "nt", "t": ship(kind), "f": list(kind._fields), "v": [part(v) for v in obj]}
-    return _stdlib(obj, kind, part)
-
-
-def _stdlib(obj: Any, kind: type, part: Part) -> Optional[Dict[str, Any]]:
-    pathlib, datetime = _loaded("pathlib"), _loaded("datetime")
-    if pathlib is not None and kind in [getattr(pathlib, name) for name in _PATHS]:
+    if tag == "pa":
         return {"$": "pa", "k": kind.__name__, "v": str(obj)}
-    if datetime is not None:
-        if kind in (datetime.datetime, datetime.date, datetime.time):
-            return {"$": "dt", "k": kind.__name__, "v": obj.isoformat()}
-        if kind is datetime.timedelta:
-            return {"$": "td", "v": [obj.days, obj.seconds, obj.microseconds]}
-    if _is(kind, "decimal.Decimal"):
+    if tag == "dt":
+        return {"$": "dt", "k": kind.__name__, "v": obj.isoformat()}
+    if tag == "td":
+        return {"$": "td", "v": [obj.days, obj.seconds, obj.microseconds]}
+    if tag == "dec":
         return {"$": "dec", "v": str(obj)}
-    if _is(kind, "fractions.Fraction"):
+    if tag == "fr":
         return {"$": "fr", "v": [obj.numerator, obj.denominator]}
-    for tag, path in (("od", "collections.OrderedDict"), ("ctr", "collections.Counter")):
-        if _is(kind, path):
-            return {"$": tag, "k": [part(k) for k in obj], "v": [part(v) for v in obj.values()]}
-    if _is(kind, "collections.defaultdict"):
+    if tag in ("od", "ctr"):
+        return {"$": tag, "k": [part(k) for k in obj], "v": [part(v) for v in obj.values()]}
+    if tag == "dd":
         return {"$": "dd", "f": part(obj.default_factory), "k": [part(k) for k in obj],
                 "v": [part(v) for v in obj.values()]}  # fmt: skip
-    if _is(kind, "collections.deque"):
-        return {"$": "dq", "v": [part(v) for v in obj], "m": obj.maxlen}
-    return None
+    return {"$": "dq", "v": [part(v) for v in obj], "m": obj.maxlen}
 
 
 def plain(obj: Any) -> bool:
     """Whether a result of this kind comes back by value (its parts checked by the caller):
     the standard library's kinds. Dataclasses, named tuples and enums of other modules stay
     remote, as their classes may exist on one side only."""
-    kind = type(obj)
-    if kind is range or any(_is(kind, path) for path in _NAMESPACES):
-        return True
-    return _stdlib(obj, kind, _same) is not None
-
-
-def _same(value: Any) -> Any:
-    return value
+    return tag_of(type(obj)) in _PLAIN
 
 
 def _mapping(node: Dict[str, Any], unpart: Unpart) -> List[Any]:

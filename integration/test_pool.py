@@ -330,7 +330,8 @@ def test_acceptor_reports_the_usage_of_a_leases_worker(cluster: PoolCluster) -> 
     client = cluster.client()
     lease = client.allocate(fraction=0.1, selector={"acceptor": "rdm-acc-a"}, holder="busy", ttl=60)
     slot = cluster.root / "rdm-acc-a" / "slots" / lease.id
-    wait_until(slot.exists, 10, "the lease's slot")
+    # The acceptor writes worker.pid once its own worker started: replace it only after that.
+    wait_until((slot / "worker.pid").exists, 10, "the lease's worker")
     worker = subprocess.Popen(["python3", "-c", "x = bytearray(96 << 20)\nwhile True: pass"])
     try:
         (slot / "worker.pid").write_text(str(worker.pid))

@@ -142,11 +142,11 @@ def local_or_stand_in(path: str, exception: Any) -> type:
     module = path.rpartition(".")[0]
     loaded = sys.modules.get(module)
     if loaded is not None and not getattr(loaded, "__radium_remote__", False):
-        local = structs.class_path  # the same check the codec makes, in reverse
         found: Any = loaded
         for part in path[len(module) + 1 :].split("."):
             found = getattr(found, part, None)
-        if isinstance(found, type) and local(found) == path:
+        # The same check the codec makes, in reverse: that path leads back to this class.
+        if isinstance(found, type) and structs.class_path(found) == path:
             return found
     known = _stand_ins.get(path)
     return known if known is not None else stand_in(path, exception)

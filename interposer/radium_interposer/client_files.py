@@ -90,13 +90,10 @@ class ClientFile(io.RawIOBase):
     def __init__(self, path: str, mode: str) -> None:
         super().__init__()
         self.name, self.mode = path, mode
-        self._id = self._call_client({"op": "open", "path": path, "mode": mode})
-
-    def _call_client(self, meta: Dict[str, Any], buffers: Optional[List[Any]] = None) -> Any:
-        return ask(meta, buffers)
+        self._id = ask({"op": "open", "path": path, "mode": mode})
 
     def _method(self, method: str, *args: Any) -> Any:
-        return self._call_client({"op": "file", "f": self._id, "m": method, "a": list(args)})
+        return ask({"op": "file", "f": self._id, "m": method, "a": list(args)})
 
     def readable(self) -> bool:
         return "r" in self.mode or "+" in self.mode
@@ -115,7 +112,7 @@ class ClientFile(io.RawIOBase):
 
     def write(self, data: Any) -> int:
         view = memoryview(data).cast("B")[:CHUNK]
-        written: int = self._call_client(
+        written: int = ask(
             {"op": "file", "f": self._id, "m": "write", "a": [{"$": "b", "i": 0}]}, [view]
         )
         return written

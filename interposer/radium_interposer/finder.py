@@ -147,24 +147,33 @@ def _ensure_shipped(module: types.ModuleType) -> None:
 
 def remote_function(module: types.ModuleType, name: str, local: Any) -> Any:
     """The stand-in of a split-file function of an imported module: its module's source is
-    shipped once, and the call runs there with this program's arguments and allowed environment."""
-    path = f"{module.__name__}.{name}"
+    shipped once, then the call runs there."""
 
-    def call(*args: Any, **kwargs: Any) -> Any:
+    def where() -> str:
         _ensure_shipped(module)
-        return proxy.invoke({"$": "p", "p": path}, args, kwargs, path, context=_context())
+        return f"{module.__name__}.{name}"
 
-    return main_module.stand_in(local, call)
+    return _stand_in(local, where)
 
 
 def remote_main_function(local: Any) -> Any:
     """The stand-in of a split-file function of the main module (``python train.py``): shipped
     alone with what it refers to (the script's top level must not run on the worker)."""
 
-    def call(*args: Any, **kwargs: Any) -> Any:
+    def where() -> str:
         from radium_interposer import shipping
 
-        path = shipping.ship_function(local)
+        return shipping.ship_function(local)
+
+    return _stand_in(local, where)
+
+
+def _stand_in(local: Any, where: Callable[[], str]) -> Any:
+    """Calls run at the worker path ``where()`` gives, with this program's arguments and
+    allowed environment."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        path = where()
         return proxy.invoke({"$": "p", "p": path}, args, kwargs, path, context=_context())
 
     return main_module.stand_in(local, call)

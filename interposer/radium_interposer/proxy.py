@@ -47,10 +47,8 @@ def invoke(
         meta["k"] = codec.encode(kwargs, buffers, refer)
     if context is not None and context != conn.context:
         meta["ctx"] = conn.context = context
-    cwd = _cwd()
-    if (
-        cwd is not None and cwd != conn.cwd
-    ):  # where the program's relative paths are, for remote code opening them
+    cwd = _cwd()  # where the program's relative paths are, for remote code that opens them
+    if cwd is not None and cwd != conn.cwd:
         meta["cwd"] = conn.cwd = cwd
     # While the worker holds one of our callables, every call waits: a callback's effects here
     # (a list it appends to) must have happened when the call returns, as they would locally.

@@ -101,6 +101,13 @@ class Session:
             meta["err"] = "".join(self.err)
             self.err.clear()
 
+    def ask(self, meta: Dict[str, Any], buffers: List[Any]) -> wire.Frame:
+        """A call to the client: its RESULT frame; its ERROR raised as the client's exception."""
+        frame = self.call_client(meta, buffers)
+        if frame.type == wire.ERROR:
+            raise client_error(frame.meta)
+        return frame
+
     def call_client(self, meta: Dict[str, Any], buffers: List[Any]) -> wire.Frame:
         """Send a callback CALL and wait for its answer, running the calls it makes meanwhile."""
         with self.lock:
@@ -154,9 +161,7 @@ class ClientCallable:
             "a": [self._sessions.outgoing(arg, buffers) for arg in args],
             "k": self._sessions.outgoing(kwargs, buffers),
         }
-        frame = session.call_client(meta, buffers)
-        if frame.type == wire.ERROR:
-            raise client_error(frame.meta)
+        frame = session.ask(meta, buffers)
         return self._sessions.incoming(frame.meta.get("v"), frame.buffers)
 
     def reference(self) -> Dict[str, Any]:
@@ -212,7 +217,5 @@ class Sessions:
         session = self.current()
         if session is None:
             raise PermissionError("the client can be reached only during a call from it")
-        frame = session.call_client(meta, buffers)
-        if frame.type == wire.ERROR:
-            raise client_error(frame.meta)
+        frame = session.ask(meta, buffers)
         return frame.meta, frame.buffers

@@ -23,6 +23,8 @@ import sys
 import sysconfig
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from radium_interposer import codec
+
 #: The most one read or write moves through the connection.
 CHUNK = 8 << 20
 #: Buffer size of the buffered file over a client file (one round trip per buffer).
@@ -46,14 +48,15 @@ def connect(call: CallClient) -> None:
 
 
 def ask(meta: Dict[str, Any], buffers: Optional[List[Any]] = None) -> Any:
-    """A file request to the client: its answer (bytes, or a plain value)."""
+    """A file request to the client: its answer, decoded (bytes, a stat's fields and times)."""
     if _call is None:
         raise PermissionError("this worker cannot reach its client's files")
     reply, received = _call(meta, buffers or [])
-    value = reply.get("v")
-    if isinstance(value, dict) and value.get("$") == "b":
-        return bytes(received[value["i"]])
-    return value
+    return codec.decode(reply.get("v"), received, _no_references)
+
+
+def _no_references(node: Dict[str, Any]) -> Any:
+    raise ValueError("a file answer holds values only, not references")
 
 
 def _local_roots() -> Tuple[str, ...]:
@@ -92,8 +95,12 @@ class ClientFile(io.RawIOBase):
         self.name, self.mode = path, mode
         self._id = ask({"op": "open", "path": path, "mode": mode})
 
-    def _method(self, method: str, *args: Any) -> Any:
-        return ask({"op": "file", "f": self._id, "m": method, "a": list(args)})
+    def _method(self, method: str, *args: Any, data: Any = None) -> Any:
+        """``method(*args)`` on the client's file; ``data`` (a write's bytes) as buffer 0."""
+        buffers = None if data is None else [data]
+        if data is not None:
+            args = ({"$": "b", "i": 0},)
+        return ask({"op": "file", "f": self._id, "m": method, "a": list(args)}, buffers)
 
     def readable(self) -> bool:
         return "r" in self.mode or "+" in self.mode
@@ -111,10 +118,7 @@ class ClientFile(io.RawIOBase):
         return len(data)
 
     def write(self, data: Any) -> int:
-        view = memoryview(data).cast("B")[:CHUNK]
-        written: int = ask(
-            {"op": "file", "f": self._id, "m": "write", "a": [{"$": "b", "i": 0}]}, [view]
-        )
+        written: int = self._method("write", data=memoryview(data).cast("B")[:CHUNK])
         return written
 
     def seek(self, offset: int, whence: int = 0) -> int:

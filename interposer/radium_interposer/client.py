@@ -147,14 +147,13 @@ class Connection:
         """The next answer; the worker's callbacks that come first are run and answered."""
         while True:
             frame = wire.read(self.reader.readinto, LIMITS)
-            if frame is None or frame.type != wire.CALL:
-                if frame is not None and "cbrel" in frame.meta:
-                    from radium_interposer import callbacks
+            if frame is None or (frame.type != wire.CALL and "cbrel" not in frame.meta):
+                return frame  # the common case: no callback involved
+            from radium_interposer import callbacks  # it imports this module
 
-                    callbacks.drop(frame.meta["cbrel"])
+            if frame.type != wire.CALL:
+                callbacks.drop(frame.meta["cbrel"])
                 return frame
-            from radium_interposer import callbacks
-
             callbacks.serve(self, frame)
 
     def answer(self, kind: int, call_id: int, meta: Dict[str, Any], buffers: List[Any]) -> None:

@@ -185,11 +185,15 @@ _environment: List[str] = []
 
 def _context() -> Dict[str, Any]:
     """What a split-file function sees of this program: its arguments and allowed variables."""
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if any(fnmatch.fnmatchcase(key, pattern) for pattern in _environment)
-    }
+    env = (
+        {
+            key: value
+            for key, value in os.environ.items()
+            if any(fnmatch.fnmatchcase(key, pattern) for pattern in _environment)
+        }
+        if _environment
+        else {}
+    )
     return {"argv": list(sys.argv), "env": env}
 
 

@@ -76,7 +76,12 @@ def _cwd() -> Optional[str]:
 
 
 def _may_name_a_file(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> bool:
-    return any(isinstance(a, (str, os.PathLike)) for a in (*args, *kwargs.values()))
+    """A path, or a string that looks like one (a directory or a suffix: "ckpt.pt"). Device,
+    dtype and mode strings ("cuda:0", "mean", "ij,jk->ik") do not, and keep pipelining."""
+    return any(
+        isinstance(a, os.PathLike) or (isinstance(a, str) and ("/" in a or "." in a))
+        for a in (*args, *kwargs.values())
+    )
 
 
 def refer_for(conn: Connection) -> codec.Refer:

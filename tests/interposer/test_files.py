@@ -145,6 +145,27 @@ def test_large_files_move_in_bounded_chunks(
     assert max(fake.sizes) <= client_files.CHUNK and len(fake.sizes) >= 3
 
 
+def test_a_stat_of_the_client_s_file_keeps_its_exact_times(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker's os.stat of a client path, through the client's real fs service and the
+    codec both ways: nanosecond times survive (os.path.getmtime, make-style checks)."""
+    from radium_interposer import codec, file_service, worker_files
+
+    def client(meta: dict[str, Any], buffers: list[Any]) -> tuple[dict[str, Any], list[Any]]:
+        out: list[Any] = []
+        return {"v": codec.encode(file_service.use_fs(meta), out, lambda _: None)}, out
+
+    monkeypatch.setattr(client_files, "_call", client)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "x.pt").write_bytes(b"x")
+    os.utime(tmp_path / "x.pt", ns=(1_500_000_123, 2_500_000_456))
+    info = worker_files._stat("x.pt")
+    assert info.st_mtime_ns == 2_500_000_456 == os.stat("x.pt").st_mtime_ns
+    assert info.st_mtime == os.stat("x.pt").st_mtime
+    assert info.st_size == 1
+
+
 @pytest.mark.parametrize(
     ("path", "client"),
     [
@@ -187,3 +208,25 @@ def test_the_client_refuses_malformed_filesystem_requests(
     with pytest.raises(ValueError):
         file_service.use_fs(meta)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "named"),
+    [
+        (("ckpt.pt",), {}, True),
+        (("data/train",), {}, True),
+        ((Path("weights"),), {}, True),
+        ((), {"f": "model.pt"}, True),
+        (("cuda:0",), {}, False),
+        ((1, 2), {"reduction": "mean"}, False),
+        (("ij,jk->ik",), {}, False),
+    ],
+)
+def test_calls_that_may_name_a_file_are_not_pipelined(
+    args: tuple[Any, ...], kwargs: dict[str, Any], named: bool
+) -> None:
+    """They wait, so a missing file raises at the call; device and mode strings keep
+    pipelining."""
+    from radium_interposer import proxy
+
+    assert proxy._may_name_a_file(args, kwargs) is named

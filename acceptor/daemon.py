@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import socket
 from typing import Any, Callable
@@ -66,6 +67,7 @@ class Acceptor:
             data_address=self.data_address,
             devices=self.backend.devices(),
             labels={"backend": self.backend.name},
+            cpu_milli=len(os.sched_getaffinity(0)) * 1000,
         )
 
     async def session(self, stub: pb_grpc.AcceptorsStub) -> None:

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from radium.pool.model import AcceptorState, Device, DeviceState, ImageStatus, Lease, Request
+from radium.pool.model import (
+    AcceptorState,
+    Device,
+    DeviceState,
+    ImageStatus,
+    Lease,
+    Queue,
+    Request,
+)
 from radium.proto import pool_pb2 as pb
 
 
@@ -19,6 +27,8 @@ def request_from_pb(message: pb.AllocateRequest) -> Request:
         wait=message.wait_seconds,
         image=message.image,
         worker=message.worker,
+        priority=message.priority,
+        cpu_milli=message.cpu_milli,
     )
 
 
@@ -33,13 +43,39 @@ def lease_to_pb(lease: Lease) -> pb.Lease:
         credential=lease.credential,
         ttl_seconds=int(lease.ttl),
         holder=lease.holder,
-        state=lease.state,
+        state=lease.shown_state,
         expires_at=lease.expires_at,
         queue=lease.queue,
         cpu_percent=lease.cpu_percent,
         rss_bytes=lease.rss_bytes,
         image=lease.image,
         worker=lease.worker,
+        priority=lease.priority,
+        preempted_at=lease.preempted_at,
+        preempted_for=lease.preempted_for,
+        cpu_milli=lease.cpu_milli,
+    )
+
+
+def queue_to_pb(queue: Queue) -> pb.Queue:
+    return pb.Queue(
+        name=queue.name,
+        deserved=queue.deserved,
+        weight=queue.weight,
+        limit=queue.limit,
+        priority=queue.priority,
+        parent=queue.parent,
+    )
+
+
+def queue_from_pb(message: pb.Queue) -> Queue:
+    return Queue(
+        name=message.name,
+        deserved=message.deserved,
+        weight=message.weight,
+        limit=message.limit,
+        priority=message.priority,
+        parent=message.parent,
     )
 
 
@@ -80,4 +116,10 @@ def acceptor_from_pb(message: pb.Acceptor) -> AcceptorState:
         d.id: DeviceState(Device(d.id, d.vendor, d.model, d.memory_mib, dict(d.labels)))
         for d in message.devices
     }
-    return AcceptorState(message.name, message.data_address, dict(message.labels), devices)
+    return AcceptorState(
+        message.name,
+        message.data_address,
+        dict(message.labels),
+        devices,
+        cpu_milli=message.cpu_milli,
+    )

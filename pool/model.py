@@ -6,6 +6,10 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 ACTIVE, RELEASED, EXPIRED, REVOKED = "active", "released", "expired", "revoked"
+#: An active lease under notice (shown, not stored: it is active with ``preempted_at`` set),
+#: and the state it ends in when the grace period is over.
+PREEMPTING, PREEMPTED = "preempting", "preempted"
+DEFAULT_QUEUE = "default"
 MAX_GPUS = 1024
 
 
@@ -40,6 +44,9 @@ class AcceptorState:
     devices: dict[str, DeviceState]
     up: bool = True
     last_heartbeat: float = 0.0
+    #: CPU the acceptor offers its workers, in thousandths of a core (0: not accounted).
+    cpu_milli: int = 0
+    cpu_used: int = 0
     #: Registered with this pool process. A record restored from the store keeps its leases
     #: but gets no new one, and counts as down, until its acceptor registers again: until then
     #: its data address may be a dead process's.
@@ -49,6 +56,49 @@ class AcceptorState:
     def serving(self) -> bool:
         return self.up and self.registered
 
+    @property
+    def cpu_free(self) -> int:
+        """Thousandths of a core still free; -1 when the acceptor does not account CPU."""
+        return self.cpu_milli - self.cpu_used if self.cpu_milli else -1
+
+
+@dataclass(frozen=True)
+class Queue:
+    """A team's share of the pool, in GPUs (a fraction of one counts as that fraction)."""
+
+    name: str
+    #: Guaranteed: the queue gets this back by reclaiming when it asks for it.
+    deserved: float = 0.0
+    #: Idle GPUs are lent to queues over their quota in proportion to this.
+    weight: float = 1.0
+    #: The most the queue may hold at once; -1: no limit.
+    limit: float = -1.0
+    #: Higher is given its deserved quota, and then idle GPUs, first.
+    priority: int = 0
+    #: A department this project queue belongs to ("" for a top-level queue).
+    parent: str = ""
+
+
+@dataclass(frozen=True)
+class PriorityClass:
+    name: str
+    value: int
+    preemptible: bool
+
+
+#: KAI-Scheduler's classes, and "batch" for batch inference. Non-preemptible leases only use
+#: their queue's deserved quota; preemptible ones may borrow and may be preempted.
+PRIORITY_CLASSES = {
+    c.name: c
+    for c in (
+        PriorityClass("inference", 125, False),
+        PriorityClass("build", 100, False),
+        PriorityClass("train", 50, True),
+        PriorityClass("batch", 25, True),
+    )
+}
+DEFAULT_PRIORITY = "train"
+
 
 @dataclass(frozen=True)
 class Request:
@@ -57,7 +107,11 @@ class Request:
     memory_mib: int = 0
     selector: Mapping[str, str] = field(default_factory=dict)
     min_memory_mib: int = 0
+    #: Thousandths of a CPU core the lease's worker needs on the acceptor.
+    cpu_milli: int = 0
     queue: str = ""
+    #: A name from PRIORITY_CLASSES; "" is DEFAULT_PRIORITY.
+    priority: str = ""
     holder: str = ""
     ttl: float = 0.0
     wait: float = 0.0
@@ -103,6 +157,11 @@ class Lease:
     #: The container's image and the worker mode asked for (the acceptor decides the rest).
     image: str = ""
     worker: str = ""
+    cpu_milli: int = 0
+    priority: str = DEFAULT_PRIORITY
+    #: When the lease was told it is preempted (0: never), and for which queue.
+    preempted_at: float = 0.0
+    preempted_for: str = ""
     #: From the acceptor's last heartbeat (not stored: it is refreshed every few seconds).
     cpu_percent: float = 0.0
     rss_bytes: int = 0
@@ -110,6 +169,10 @@ class Lease:
     @property
     def memory_mib(self) -> int:
         return max(self.devices.values(), default=0)
+
+    @property
+    def shown_state(self) -> str:
+        return PREEMPTING if self.state == ACTIVE and self.preempted_at else self.state
 
 
 #: An image's state on an acceptor before it reported anything.

@@ -1,9 +1,7 @@
-"""Placement: which devices of which acceptor serve a request. Pure: no I/O, no clock.
+"""Checking a request and placing it, with an error that says why when it cannot be placed.
 
-Whole GPUs go to the up acceptor whose matching free devices fit the count most tightly (so big
-requests keep finding room); fractions and memory go to the device whose free memory fits most
-tightly (bin-packing). Memory is never over-committed. Queues, quotas and preemption will
-replace this module, not grow it.
+Where it goes is :mod:`radium.pool.placement`'s job, scored by a policy from
+:mod:`radium.pool.policies`. Memory and CPU are never over-committed.
 """
 
 from __future__ import annotations
@@ -13,6 +11,8 @@ from typing import Iterable
 
 from radium.errors import CapacityError, InvalidRequestError
 from radium.pool.model import MAX_GPUS, AcceptorState, DeviceState, Placement, Request
+from radium.pool.placement import Placer, value_matches
+from radium.pool.policies import BestFit
 
 
 def validate(request: Request) -> None:
@@ -47,73 +47,35 @@ def _matches(acceptor: AcceptorState, state: DeviceState, request: Request) -> b
         have = {"vendor": device.vendor, "model": device.model, "acceptor": acceptor.name}.get(key)
         if have is None:
             have = device.labels.get(key, acceptor.labels.get(key))
-        if have != wanted:
+        if not value_matches(wanted, have):
             return False
     return True
 
 
-def _need(state: DeviceState, request: Request) -> int:
-    if request.memory_mib:
-        return request.memory_mib
-    return max(1, math.ceil(request.fraction * state.device.memory_mib))
+def place(
+    request: Request, acceptors: Iterable[AcceptorState], placer: Placer | None = None
+) -> Placement:
+    """The placement for ``request``; CapacityError saying what is free when there is none.
 
-
-def place(request: Request, acceptors: Iterable[AcceptorState]) -> Placement:
-    """The placement for ``request``; CapacityError saying what is free when there is none."""
+    ``placer`` is the pool's standing index over the same acceptors; without one, a best-fit
+    index is built for this call.
+    """
     validate(request)
-    candidates = [
-        (acceptor, state)
-        for acceptor in acceptors
-        for state in acceptor.devices.values()
-        if _matches(acceptor, state, request)
-    ]
-    if not candidates:
-        raise InvalidRequestError(f"no device in the pool matches {request.describe()}")
-    up = [(a, s) for a, s in candidates if a.serving]
-    placement = _place_whole(request, up) if request.gpus else _place_part(request, up)
-    if placement is None:
-        raise CapacityError(f"no capacity for {request.describe()}: {_free_summary(up)}")
-    return placement
-
-
-def _place_whole(
-    request: Request, candidates: list[tuple[AcceptorState, DeviceState]]
-) -> Placement | None:
-    free: dict[str, list[DeviceState]] = {}
-    for acceptor, state in candidates:
-        if state.used_mib == 0:
-            free.setdefault(acceptor.name, []).append(state)
-    fitting = [
-        (len(states) - request.gpus, name)
-        for name, states in free.items()
-        if len(states) >= request.gpus
-    ]
-    if not fitting:
-        return None
-    _, name = min(fitting)
-    chosen = sorted(free[name], key=lambda s: s.device.id)[: request.gpus]
-    return Placement(name, {s.device.id: s.device.memory_mib for s in chosen}, 1.0)
-
-
-def _place_part(
-    request: Request, candidates: list[tuple[AcceptorState, DeviceState]]
-) -> Placement | None:
-    fitting = [
-        (state.free_mib - _need(state, request), acceptor.name, state.device.id, state)
-        for acceptor, state in candidates
-        if state.free_mib >= _need(state, request)
-    ]
-    if not fitting:
-        return None
-    _, name, device_id, state = min(fitting, key=lambda f: f[:3])
-    need = _need(state, request)
-    return Placement(name, {device_id: need}, need / state.device.memory_mib)
-
-
-def _free_summary(candidates: list[tuple[AcceptorState, DeviceState]]) -> str:
-    if not candidates:
-        return "no matching acceptor is up"
-    whole = sum(1 for _, s in candidates if s.used_mib == 0)
-    best = max(s.free_mib for _, s in candidates)
+    if placer is None:
+        placer = Placer(BestFit())
+        acceptors = list(acceptors)
+        for acceptor in acceptors:
+            placer.update(acceptor)
+    placement = placer.place(request)
+    if placement is not None:
+        return placement
+    matching, whole, best = placer.free_summary(request)
+    if not matching:
+        if not any(_matches(a, s, request) for a in acceptors for s in a.devices.values()):
+            raise InvalidRequestError(f"no device in the pool matches {request.describe()}")
+        raise CapacityError(f"no capacity for {request.describe()}: no matching acceptor is up")
     plural = "s" if whole != 1 else ""
-    return f"{whole} matching GPU{plural} wholly free, at most {best} MiB free on one"
+    raise CapacityError(
+        f"no capacity for {request.describe()}: {whole} matching GPU{plural} wholly free,"
+        f" at most {best} MiB free on one"
+    )

@@ -12,6 +12,8 @@ import grpc.aio
 from radium import rpc
 from radium.config import Config
 from radium.errors import ConfigError, UnavailableError
+from radium.pool.policies import POLICIES
+from radium.pool.queue_service import QueueService
 from radium.pool.service import AcceptorService, Pool, PoolService
 from radium.pool.state import PoolState
 from radium.pool.store import SQLiteStore
@@ -20,6 +22,7 @@ from radium.proto import pool_pb2_grpc as pb_grpc
 log = logging.getLogger(__name__)
 POOL_SERVICE = "radium.v1.Pool"
 ACCEPTOR_SERVICE = "radium.v1.Acceptors"
+QUEUES_SERVICE = "radium.v1.Queues"
 
 
 async def serve(config: Config, *, ready: asyncio.Event | None = None) -> None:
@@ -37,18 +40,25 @@ async def serve(config: Config, *, ready: asyncio.Event | None = None) -> None:
         lease_ttl=settings.lease_ttl,
         heartbeat_timeout=settings.heartbeat_timeout,
         now=time.time(),
+        policy=POLICIES[settings.placement](),
     )
-    pool = Pool(state)
+    pool = Pool(state, grace=settings.preempt_grace)
     if tls:
         from radium.certs import SERVICE_ROLES
 
         check = rpc.role_check(SERVICE_ROLES)
     else:
         check = rpc.token_check(
-            {POOL_SERVICE: settings.agent_tokens, ACCEPTOR_SERVICE: settings.acceptor_tokens}
+            {
+                POOL_SERVICE: settings.agent_tokens,
+                ACCEPTOR_SERVICE: settings.acceptor_tokens,
+                # Whoever may lease may administer queues; with TLS only the admin role may.
+                QUEUES_SERVICE: settings.agent_tokens,
+            }
         )
     server = grpc.aio.server(interceptors=[rpc.CallGuard(check)])
     pb_grpc.add_PoolServicer_to_server(PoolService(pool), server)
+    pb_grpc.add_QueuesServicer_to_server(QueueService(pool), server)
     heartbeat = min(2.0, settings.heartbeat_timeout / 3)
     pb_grpc.add_AcceptorsServicer_to_server(AcceptorService(pool, heartbeat), server)
     try:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import deque
 from typing import Any, AsyncIterator, Callable
 
 from radium import __version__, rpc
@@ -14,6 +13,7 @@ from radium.pool import convert
 from radium.pool.images import DONE_ADDING, DONE_REMOVING, REMOVING, Images, check_ref
 from radium.pool.model import Lease, Request
 from radium.pool.state import PoolState
+from radium.pool.waiting import WaitingRoom
 from radium.proto import pool_pb2 as pb
 from radium.proto import pool_pb2_grpc as pb_grpc
 
@@ -31,10 +31,12 @@ PRUNE_EVERY = 3600.0
 class Pool:
     """State plus what the services share: waiting requests and acceptor watch streams."""
 
-    def __init__(self, state: PoolState, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, state: PoolState, clock: Callable[[], float] = time.time, grace: float = 30.0
+    ) -> None:
         self.state = state
         self.clock = clock
-        self.waiters: deque[tuple[Request, asyncio.Future[Lease]]] = deque()
+        self.waiters = WaitingRoom(state, self.grant, self.preempted, clock, grace)
         self.watchers: dict[str, asyncio.Queue[pb.Assignment]] = {}
         self.images = Images(state.store)
 
@@ -64,20 +66,10 @@ class Pool:
         self.serve_waiters()
 
     def serve_waiters(self) -> None:
-        while self.waiters:
-            request, future = self.waiters[0]
-            if future.done():
-                self.waiters.popleft()
-                continue
-            try:
-                lease = self.grant(request)
-            except CapacityError:
-                return  # strict order: nobody overtakes the head of the queue
-            except RadiumError as exc:
-                future.set_exception(exc)
-            else:
-                future.set_result(lease)
-            self.waiters.popleft()
+        self.waiters.serve()
+
+    def preempted(self, leases: list[Lease]) -> None:
+        self.notify(pb.Assignment.PREEMPTED, leases)
 
     def grant(self, request: Request) -> Lease:
         lease = self.state.allocate(request, self.clock())
@@ -103,6 +95,13 @@ class Pool:
                 self.ended(ended)
 
 
+def preemption_notice(lease: Lease) -> str:
+    return (
+        f"lease {lease.id} of queue {lease.queue!r} was preempted for queue"
+        f" {lease.preempted_for!r}; its worker stops at {lease.expires_at:.0f}"
+    )
+
+
 class PoolService(pb_grpc.PoolServicer):
     def __init__(self, pool: Pool) -> None:
         self.pool = pool
@@ -119,7 +118,7 @@ class PoolService(pb_grpc.PoolServicer):
                     if wanted.wait <= 0:
                         raise
             future: asyncio.Future[Lease] = asyncio.get_running_loop().create_future()
-            self.pool.waiters.append((wanted, future))
+            self.pool.waiters.add(wanted, future)
             self.pool.serve_waiters()
             try:
                 lease = await asyncio.wait_for(asyncio.shield(future), timeout=wanted.wait)
@@ -134,8 +133,12 @@ class PoolService(pb_grpc.PoolServicer):
 
     async def KeepAlive(self, request: pb.LeaseRef, context: Context) -> pb.KeepAliveResponse:
         try:
+            expires_at = self.pool.state.keep_alive(request.lease_id, self.pool.clock())
+            lease = self.pool.state.leases[request.lease_id]
             return pb.KeepAliveResponse(
-                expires_at=self.pool.state.keep_alive(request.lease_id, self.pool.clock())
+                expires_at=expires_at,
+                state=lease.shown_state,
+                message=preemption_notice(lease) if lease.preempted_at else "",
             )
         except RadiumError as exc:
             await rpc.abort(context, exc)

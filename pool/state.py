@@ -8,20 +8,27 @@ from __future__ import annotations
 
 import logging
 import secrets
-from typing import Iterable
+from collections import defaultdict
+from typing import Iterable, Mapping
 
-from radium.errors import LeaseNotFoundError
-from radium.pool import scheduler
+from radium.errors import CapacityError, InvalidRequestError, LeaseNotFoundError, QuotaError
+from radium.pool import queues, scheduler
 from radium.pool.model import (
     ACTIVE,
     EXPIRED,
+    PREEMPTED,
     RELEASED,
     REVOKED,
     AcceptorState,
     DeviceState,
     Lease,
+    PriorityClass,
+    Queue,
     Request,
 )
+from radium.pool.placement import Placer, Policy
+from radium.pool.policies import FGD
+from radium.pool.queues import Queues
 from radium.pool.store import Store
 
 log = logging.getLogger(__name__)
@@ -29,11 +36,23 @@ log = logging.getLogger(__name__)
 
 class PoolState:
     def __init__(
-        self, store: Store, *, lease_ttl: float, heartbeat_timeout: float, now: float
+        self,
+        store: Store,
+        *,
+        lease_ttl: float,
+        heartbeat_timeout: float,
+        now: float,
+        policy: Policy | None = None,
     ) -> None:
         self.store = store
+        self.placer = Placer(policy or FGD())
         self.lease_ttl = lease_ttl
         self.heartbeat_timeout = heartbeat_timeout
+        self.queues = Queues(store.load_queues())
+        #: GPUs held per queue (ancestors included), all and non-preemptible: kept as leases
+        #: come and go, because a quota check must not walk every lease.
+        self.used: defaultdict[str, float] = defaultdict(float)
+        self.used_firm: defaultdict[str, float] = defaultdict(float)
         acceptors, leases = store.load()
         self.acceptors = {a.name: a for a in acceptors}
         self.leases: dict[str, Lease] = {}
@@ -42,28 +61,93 @@ class PoolState:
         for acceptor in self.acceptors.values():
             acceptor.last_heartbeat = now
         for lease in leases:
-            lease.expires_at = max(lease.expires_at, now + lease_ttl)
+            if not lease.preempted_at:  # under notice: the notice stands
+                lease.expires_at = max(lease.expires_at, now + lease_ttl)
             self._occupy(lease)
             self.leases[lease.id] = lease
+        for acceptor in self.acceptors.values():
+            self.placer.update(acceptor)
         log.info("loaded %d acceptors, %d active leases", len(self.acceptors), len(self.leases))
 
+    def _count(self, lease: Lease, sign: int) -> None:
+        firm = not queues.priority_class(lease.priority).preemptible
+        for queue in self.queues.chain(self.queues.owner(lease).name):
+            self.used[queue.name] += sign * queues.lease_size(lease)
+            if firm:
+                self.used_firm[queue.name] += sign * queues.lease_size(lease)
+
+    def set_queues(self, configured: Queues) -> None:
+        """New queue definitions (usage is recounted: parents may have changed)."""
+        self.queues = configured
+        self.used.clear()
+        self.used_firm.clear()
+        for lease in self.leases.values():
+            self._count(lease, +1)
+
     def _occupy(self, lease: Lease) -> None:
+        self._count(lease, +1)
         acceptor = self.acceptors.get(lease.acceptor)
         for device_id, mib in lease.devices.items():
             state = acceptor.devices.get(device_id) if acceptor else None
             if state is not None:
                 state.used_mib += mib
                 state.holders[lease.id] = mib
+        if acceptor is not None:
+            acceptor.cpu_used += lease.cpu_milli
+            self.placer.update(acceptor)
 
     def _vacate(self, lease: Lease) -> None:
+        self._count(lease, -1)
         acceptor = self.acceptors.get(lease.acceptor)
         for device_id in lease.devices:
             state = acceptor.devices.get(device_id) if acceptor else None
             if state is not None and lease.id in state.holders:
                 state.used_mib -= state.holders.pop(lease.id)
+        if acceptor is not None:
+            acceptor.cpu_used = max(0, acceptor.cpu_used - lease.cpu_milli)
+            self.placer.update(acceptor)
+
+    def capacity(self) -> float:
+        """GPUs on acceptors that can take leases."""
+        return float(sum(len(a.devices) for a in self.placer.acceptors.values()))
+
+    def size_of(self, request: Request) -> float:
+        """GPUs a request will hold (memory counts against the largest device: a floor)."""
+        if request.gpus or request.fraction:
+            return float(request.gpus or request.fraction)
+        largest = max((s.device.memory_mib for _, s in self.device_states()), default=0)
+        return request.memory_mib / largest if largest else 0.0
+
+    def check_quota(self, queue: Queue, cls: PriorityClass, size: float) -> None:
+        """InvalidRequestError when the queue can never hold this much; QuotaError (wait and
+        it may pass) when its limit, or for a non-preemptible lease its deserved quota, is
+        reached now."""
+        for q in self.queues.chain(queue.name):
+            if q.limit >= 0 and size > q.limit + queues.EPSILON:
+                raise InvalidRequestError(
+                    f"{size:g} GPUs is more than queue {q.name!r} may ever hold ({q.limit:g})"
+                )
+            if q.limit >= 0 and self.used[q.name] + size > q.limit + queues.EPSILON:
+                raise QuotaError(
+                    f"queue {q.name!r} is at its limit: {self.used[q.name]:g} of {q.limit:g}"
+                    " GPUs held",
+                    hint="wait (--wait) for its leases to end, or raise its limit",
+                )
+            if not cls.preemptible:
+                deserved = self.queues.deserved(q, self.capacity())
+                if self.used_firm[q.name] + size > deserved + queues.EPSILON:
+                    raise QuotaError(
+                        f"a {cls.name} lease is not preemptible, so it only uses queue"
+                        f" {q.name!r}'s deserved {deserved:g} GPUs, and"
+                        f" {self.used_firm[q.name]:g} are held by such leases",
+                        hint="ask with a preemptible priority (train, batch), or wait",
+                    )
 
     def allocate(self, request: Request, now: float) -> Lease:
-        placement = scheduler.place(request, self.acceptors.values())
+        queue = self.queues.resolve(request.queue)
+        cls = queues.priority_class(request.priority)
+        placement = scheduler.place(request, self.acceptors.values(), self.placer)
+        self.check_quota(queue, cls, placement.fraction * len(placement.devices))
         acceptor = self.acceptors[placement.acceptor]
         ttl = request.ttl or self.lease_ttl
         lease = Lease(
@@ -73,13 +157,15 @@ class PoolState:
             devices=dict(placement.devices),
             fraction=placement.fraction,
             holder=request.holder,
-            queue=request.queue,
+            queue=queue.name,
+            priority=cls.name,
             credential=secrets.token_urlsafe(32),
             ttl=ttl,
             expires_at=now + ttl,
             created_at=now,
             image=request.image,
             worker=request.worker,
+            cpu_milli=request.cpu_milli,
         )
         self.store.add_lease(lease)
         self._occupy(lease)
@@ -90,7 +176,8 @@ class PoolState:
         lease = self.leases.get(lease_id)
         if lease is None:
             raise LeaseNotFoundError(f"lease {lease_id} is not active", hint="allocate a new one")
-        lease.expires_at = now + lease.ttl
+        if not lease.preempted_at:  # under notice, the lease ends when its grace does
+            lease.expires_at = now + lease.ttl
         return lease.expires_at
 
     def end(self, leases: Iterable[Lease], state: str, now: float) -> list[Lease]:
@@ -116,6 +203,7 @@ class PoolState:
         acceptor.up, acceptor.last_heartbeat = True, now
         self.store.save_acceptor(acceptor)
         self.acceptors[acceptor.name] = acceptor
+        self.placer.update(acceptor)
         mine = [lease for lease in self.leases.values() if lease.acceptor == acceptor.name]
         lost = [lease for lease in mine if not set(lease.devices) <= set(acceptor.devices)]
         revoked = self.end(lost, REVOKED, now)
@@ -147,17 +235,63 @@ class PoolState:
 
     def reap(self, now: float) -> list[Lease]:
         """End expired leases and those of acceptors that stopped heartbeating."""
-        ended = self.end(
-            [lease for lease in self.leases.values() if lease.expires_at < now], EXPIRED, now
-        )
+        due = [lease for lease in self.leases.values() if lease.expires_at < now]
+        ended = self.end([x for x in due if x.preempted_at], PREEMPTED, now)
+        ended += self.end([x for x in due if not x.preempted_at], EXPIRED, now)
         for acceptor in self.acceptors.values():
             if acceptor.up and now - acceptor.last_heartbeat > self.heartbeat_timeout:
                 acceptor.up = False
+                self.placer.forget(acceptor.name)
                 self.store.set_up(acceptor.name, False)
                 log.warning("acceptor %s missed its heartbeats: marked down", acceptor.name)
                 mine = [lease for lease in self.leases.values() if lease.acceptor == acceptor.name]
                 ended += self.end(mine, REVOKED, now)
         return ended
+
+    def reclaim(
+        self, request: Request, now: float, grace: float, waiting: Mapping[str, float]
+    ) -> list[Lease]:
+        """Put under notice the fewest leases whose end lets ``request`` be placed, by the
+        rules of :mod:`radium.pool.queues`; none when no such set exists. ``waiting`` is
+        GPUs asked for per queue by requests waiting (this one included)."""
+        queue = self.queues.resolve(request.queue)
+        cls = queues.priority_class(request.priority)
+        size = self.size_of(request)
+        self.check_quota(queue, cls, size)
+        capacity = self.capacity()
+        standing = [lease for lease in self.leases.values() if not lease.preempted_at]
+        candidates = queues.victims(self.queues, queue, cls, size, standing, capacity, waiting)
+        taken: list[Lease] = []
+        placement = None
+        try:
+            for lease in candidates:
+                self._vacate(lease)
+                taken.append(lease)
+                try:
+                    placement = scheduler.place(request, self.acceptors.values(), self.placer)
+                    break
+                except CapacityError:
+                    continue
+        finally:
+            for lease in taken:
+                self._occupy(lease)
+        if placement is None:
+            return []
+        # Only those whose devices (or CPU) the placement needs; the rest were tried in vain.
+        chosen = [lease for lease in taken if lease.acceptor == placement.acceptor]
+        for lease in chosen:
+            lease.preempted_at, lease.preempted_for = now, queue.name
+            lease.expires_at = min(lease.expires_at, now + grace)
+        self.store.mark_preempted(chosen)
+        for lease in chosen:
+            log.info(
+                "lease %s (queue %s) preempted for queue %s: ends in %gs",
+                lease.id,
+                lease.queue,
+                queue.name,
+                grace,
+            )
+        return chosen
 
     def device_states(self) -> list[tuple[AcceptorState, DeviceState]]:
         return [(a, s) for a in self.acceptors.values() for s in a.devices.values()]

@@ -12,7 +12,16 @@ import os
 import sqlite3
 from typing import Iterable, Protocol
 
-from radium.pool.model import ACTIVE, AcceptorState, Device, DeviceState, ImageStatus, Lease
+from radium.pool.model import (
+    ACTIVE,
+    DEFAULT_PRIORITY,
+    AcceptorState,
+    Device,
+    DeviceState,
+    ImageStatus,
+    Lease,
+    Queue,
+)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS acceptors (
@@ -46,6 +55,14 @@ CREATE TABLE IF NOT EXISTS leases (
     ended_at REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS leases_by_state ON leases (state, ended_at);
+CREATE TABLE IF NOT EXISTS queues (
+    name TEXT PRIMARY KEY,
+    deserved REAL NOT NULL,
+    weight REAL NOT NULL,
+    "limit" REAL NOT NULL,
+    priority INTEGER NOT NULL,
+    parent TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS images (
     ref TEXT PRIMARY KEY,
     added_at REAL NOT NULL
@@ -64,6 +81,11 @@ CREATE TABLE IF NOT EXISTS image_status (
 _ADDED_COLUMNS = (
     ("leases", "image", "TEXT NOT NULL DEFAULT ''"),
     ("leases", "worker", "TEXT NOT NULL DEFAULT ''"),
+    ("leases", "cpu_milli", "INTEGER NOT NULL DEFAULT 0"),
+    ("leases", "priority", f"TEXT NOT NULL DEFAULT '{DEFAULT_PRIORITY}'"),
+    ("leases", "preempted_at", "REAL NOT NULL DEFAULT 0"),
+    ("leases", "preempted_for", "TEXT NOT NULL DEFAULT ''"),
+    ("acceptors", "cpu_milli", "INTEGER NOT NULL DEFAULT 0"),
 )
 
 
@@ -74,6 +96,10 @@ class Store(Protocol):
     def add_lease(self, lease: Lease) -> None: ...
     def end_leases(self, leases: Iterable[Lease]) -> None: ...
     def extend_active(self, expires_at: float) -> None: ...
+    def mark_preempted(self, leases: Iterable[Lease]) -> None: ...
+    def load_queues(self) -> list[Queue]: ...
+    def save_queue(self, queue: Queue) -> None: ...
+    def drop_queue(self, name: str) -> None: ...
     def ended_leases(self, limit: int) -> list[Lease]: ...
     def prune(self, ended_before: float) -> int: ...
     def load_images(self) -> tuple[list[str], list[ImageStatus]]: ...
@@ -101,6 +127,10 @@ def _lease(row: sqlite3.Row) -> Lease:
         ended_at=row["ended_at"],
         image=row["image"],
         worker=row["worker"],
+        cpu_milli=row["cpu_milli"],
+        priority=row["priority"],
+        preempted_at=row["preempted_at"],
+        preempted_for=row["preempted_for"],
     )
 
 
@@ -137,6 +167,7 @@ class SQLiteStore:
                 json.loads(row["labels"]),
                 {},
                 bool(row["up"]),
+                cpu_milli=row["cpu_milli"],
                 registered=False,
             )
             for row in self._db.execute("SELECT * FROM acceptors")
@@ -156,12 +187,14 @@ class SQLiteStore:
     def save_acceptor(self, acceptor: AcceptorState) -> None:
         statements: list[tuple[str, tuple[object, ...]]] = [
             (
-                "INSERT OR REPLACE INTO acceptors VALUES (?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO acceptors (name, data_address, labels, up, cpu_milli)"
+                " VALUES (?, ?, ?, ?, ?)",
                 (
                     acceptor.name,
                     acceptor.data_address,
                     json.dumps(dict(acceptor.labels)),
                     int(acceptor.up),
+                    acceptor.cpu_milli,
                 ),
             ),
             ("DELETE FROM devices WHERE acceptor = ?", (acceptor.name,)),
@@ -192,7 +225,8 @@ class SQLiteStore:
                 (
                     "INSERT INTO leases (id, acceptor, data_address, devices, fraction, holder,"
                     " queue, credential, ttl, expires_at, created_at, state, ended_at, image,"
-                    " worker) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " worker, cpu_milli, priority, preempted_at, preempted_for)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         lease.id,
                         lease.acceptor,
@@ -209,6 +243,10 @@ class SQLiteStore:
                         lease.ended_at,
                         lease.image,
                         lease.worker,
+                        lease.cpu_milli,
+                        lease.priority,
+                        lease.preempted_at,
+                        lease.preempted_for,
                     ),
                 )
             ]
@@ -229,11 +267,57 @@ class SQLiteStore:
         self._tx(
             [
                 (
-                    "UPDATE leases SET expires_at = MAX(expires_at, ?) WHERE state = ?",
+                    "UPDATE leases SET expires_at = MAX(expires_at, ?)"
+                    " WHERE state = ? AND preempted_at = 0",
                     (expires_at, ACTIVE),
                 )
             ]
         )
+
+    def mark_preempted(self, leases: Iterable[Lease]) -> None:
+        self._tx(
+            [
+                (
+                    "UPDATE leases SET preempted_at = ?, preempted_for = ?, expires_at = ?"
+                    " WHERE id = ?",
+                    (lease.preempted_at, lease.preempted_for, lease.expires_at, lease.id),
+                )
+                for lease in leases
+            ]
+        )
+
+    def load_queues(self) -> list[Queue]:
+        return [
+            Queue(
+                row["name"],
+                row["deserved"],
+                row["weight"],
+                row["limit"],
+                row["priority"],
+                row["parent"],
+            )
+            for row in self._db.execute("SELECT * FROM queues ORDER BY name")
+        ]
+
+    def save_queue(self, queue: Queue) -> None:
+        self._tx(
+            [
+                (
+                    "INSERT OR REPLACE INTO queues VALUES (?, ?, ?, ?, ?, ?)",
+                    (
+                        queue.name,
+                        queue.deserved,
+                        queue.weight,
+                        queue.limit,
+                        queue.priority,
+                        queue.parent,
+                    ),
+                )
+            ]
+        )
+
+    def drop_queue(self, name: str) -> None:
+        self._tx([("DELETE FROM queues WHERE name = ?", (name,))])
 
     def ended_leases(self, limit: int) -> list[Lease]:
         rows = self._db.execute(

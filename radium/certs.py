@@ -27,6 +27,7 @@ ROLES = ("pool", "acceptor", "agent", "admin")
 SERVICE_ROLES: Mapping[str, frozenset[str]] = {
     "radium.v1.Pool": frozenset({"agent", "admin"}),
     "radium.v1.Acceptors": frozenset({"acceptor"}),
+    "radium.v1.Queues": frozenset({"admin"}),
 }
 POOL_NAME = "radium-pool"
 _SCHEME = "spiffe://radium/"

@@ -90,6 +90,11 @@ class PoolConfig:
     synchronous: str = "normal"
     lease_ttl: float = 30.0
     heartbeat_timeout: float = 10.0
+    #: Where leases go: "fgd" (fragmentation gradient descent: fractions pack so that the
+    #: requests the pool sees keep fitting) or "bestfit" (docs/scheduling.md).
+    placement: str = "fgd"
+    #: Seconds a preempted lease keeps its worker after its notice.
+    preempt_grace: float = 30.0
     #: Tokens accepted from node agents and the CLI (leases, status).
     agent_tokens: tuple[str, ...] = ()
     #: Tokens accepted from acceptors (register, heartbeat, watch).
@@ -216,8 +221,13 @@ class Config:
                 'config key acceptor.engine must be "", "docker" or "containerd", '
                 f"got {self.acceptor.engine!r}"
             )
+        if self.pool.placement not in ("fgd", "bestfit"):
+            raise ConfigError(
+                f'config key pool.placement must be "fgd" or "bestfit", got {self.pool.placement!r}'
+            )
         for key, number in (
             ("pool.lease_ttl", self.pool.lease_ttl),
+            ("pool.preempt_grace", self.pool.preempt_grace),
             ("pool.heartbeat_timeout", self.pool.heartbeat_timeout),
             ("client.timeout", self.client.timeout),
             ("acceptor.heartbeat_interval", self.acceptor.heartbeat_interval),

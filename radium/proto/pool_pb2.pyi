@@ -29,7 +29,7 @@ class Device(_message.Message):
     def __init__(self, id: _Optional[str] = ..., vendor: _Optional[str] = ..., model: _Optional[str] = ..., memory_mib: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class Acceptor(_message.Message):
-    __slots__ = ("name", "data_address", "devices", "labels")
+    __slots__ = ("name", "data_address", "devices", "labels", "cpu_milli")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -41,14 +41,16 @@ class Acceptor(_message.Message):
     DATA_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     DEVICES_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
+    CPU_MILLI_FIELD_NUMBER: _ClassVar[int]
     name: str
     data_address: str
     devices: _containers.RepeatedCompositeFieldContainer[Device]
     labels: _containers.ScalarMap[str, str]
-    def __init__(self, name: _Optional[str] = ..., data_address: _Optional[str] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    cpu_milli: int
+    def __init__(self, name: _Optional[str] = ..., data_address: _Optional[str] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., labels: _Optional[_Mapping[str, str]] = ..., cpu_milli: _Optional[int] = ...) -> None: ...
 
 class AllocateRequest(_message.Message):
-    __slots__ = ("gpus", "fraction", "memory_mib", "selector", "min_memory_mib", "queue", "holder", "ttl_seconds", "wait_seconds", "image", "worker")
+    __slots__ = ("gpus", "fraction", "memory_mib", "selector", "min_memory_mib", "queue", "holder", "ttl_seconds", "wait_seconds", "image", "worker", "priority", "cpu_milli")
     class SelectorEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -67,6 +69,8 @@ class AllocateRequest(_message.Message):
     WAIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
     IMAGE_FIELD_NUMBER: _ClassVar[int]
     WORKER_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    CPU_MILLI_FIELD_NUMBER: _ClassVar[int]
     gpus: int
     fraction: float
     memory_mib: int
@@ -78,10 +82,12 @@ class AllocateRequest(_message.Message):
     wait_seconds: float
     image: str
     worker: str
-    def __init__(self, gpus: _Optional[int] = ..., fraction: _Optional[float] = ..., memory_mib: _Optional[int] = ..., selector: _Optional[_Mapping[str, str]] = ..., min_memory_mib: _Optional[int] = ..., queue: _Optional[str] = ..., holder: _Optional[str] = ..., ttl_seconds: _Optional[int] = ..., wait_seconds: _Optional[float] = ..., image: _Optional[str] = ..., worker: _Optional[str] = ...) -> None: ...
+    priority: str
+    cpu_milli: int
+    def __init__(self, gpus: _Optional[int] = ..., fraction: _Optional[float] = ..., memory_mib: _Optional[int] = ..., selector: _Optional[_Mapping[str, str]] = ..., min_memory_mib: _Optional[int] = ..., queue: _Optional[str] = ..., holder: _Optional[str] = ..., ttl_seconds: _Optional[int] = ..., wait_seconds: _Optional[float] = ..., image: _Optional[str] = ..., worker: _Optional[str] = ..., priority: _Optional[str] = ..., cpu_milli: _Optional[int] = ...) -> None: ...
 
 class Lease(_message.Message):
-    __slots__ = ("id", "acceptor", "data_address", "device_ids", "fraction", "memory_mib", "credential", "ttl_seconds", "holder", "state", "expires_at", "queue", "cpu_percent", "rss_bytes", "image", "worker")
+    __slots__ = ("id", "acceptor", "data_address", "device_ids", "fraction", "memory_mib", "credential", "ttl_seconds", "holder", "state", "expires_at", "queue", "cpu_percent", "rss_bytes", "image", "worker", "priority", "preempted_at", "preempted_for", "cpu_milli")
     ID_FIELD_NUMBER: _ClassVar[int]
     ACCEPTOR_FIELD_NUMBER: _ClassVar[int]
     DATA_ADDRESS_FIELD_NUMBER: _ClassVar[int]
@@ -98,6 +104,10 @@ class Lease(_message.Message):
     RSS_BYTES_FIELD_NUMBER: _ClassVar[int]
     IMAGE_FIELD_NUMBER: _ClassVar[int]
     WORKER_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    PREEMPTED_AT_FIELD_NUMBER: _ClassVar[int]
+    PREEMPTED_FOR_FIELD_NUMBER: _ClassVar[int]
+    CPU_MILLI_FIELD_NUMBER: _ClassVar[int]
     id: str
     acceptor: str
     data_address: str
@@ -114,7 +124,11 @@ class Lease(_message.Message):
     rss_bytes: int
     image: str
     worker: str
-    def __init__(self, id: _Optional[str] = ..., acceptor: _Optional[str] = ..., data_address: _Optional[str] = ..., device_ids: _Optional[_Iterable[str]] = ..., fraction: _Optional[float] = ..., memory_mib: _Optional[int] = ..., credential: _Optional[str] = ..., ttl_seconds: _Optional[int] = ..., holder: _Optional[str] = ..., state: _Optional[str] = ..., expires_at: _Optional[float] = ..., queue: _Optional[str] = ..., cpu_percent: _Optional[float] = ..., rss_bytes: _Optional[int] = ..., image: _Optional[str] = ..., worker: _Optional[str] = ...) -> None: ...
+    priority: str
+    preempted_at: float
+    preempted_for: str
+    cpu_milli: int
+    def __init__(self, id: _Optional[str] = ..., acceptor: _Optional[str] = ..., data_address: _Optional[str] = ..., device_ids: _Optional[_Iterable[str]] = ..., fraction: _Optional[float] = ..., memory_mib: _Optional[int] = ..., credential: _Optional[str] = ..., ttl_seconds: _Optional[int] = ..., holder: _Optional[str] = ..., state: _Optional[str] = ..., expires_at: _Optional[float] = ..., queue: _Optional[str] = ..., cpu_percent: _Optional[float] = ..., rss_bytes: _Optional[int] = ..., image: _Optional[str] = ..., worker: _Optional[str] = ..., priority: _Optional[str] = ..., preempted_at: _Optional[float] = ..., preempted_for: _Optional[str] = ..., cpu_milli: _Optional[int] = ...) -> None: ...
 
 class LeaseRef(_message.Message):
     __slots__ = ("lease_id",)
@@ -123,10 +137,14 @@ class LeaseRef(_message.Message):
     def __init__(self, lease_id: _Optional[str] = ...) -> None: ...
 
 class KeepAliveResponse(_message.Message):
-    __slots__ = ("expires_at",)
+    __slots__ = ("expires_at", "state", "message")
     EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
     expires_at: float
-    def __init__(self, expires_at: _Optional[float] = ...) -> None: ...
+    state: str
+    message: str
+    def __init__(self, expires_at: _Optional[float] = ..., state: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
 
 class ReleaseResponse(_message.Message):
     __slots__ = ("released",)
@@ -191,6 +209,62 @@ class StatusResponse(_message.Message):
     active_leases: int
     version: str
     def __init__(self, devices: _Optional[_Iterable[_Union[DeviceStatus, _Mapping]]] = ..., acceptors: _Optional[_Iterable[_Union[AcceptorStatus, _Mapping]]] = ..., active_leases: _Optional[int] = ..., version: _Optional[str] = ...) -> None: ...
+
+class Queue(_message.Message):
+    __slots__ = ("name", "deserved", "weight", "limit", "priority", "parent")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DESERVED_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    PARENT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    deserved: float
+    weight: float
+    limit: float
+    priority: int
+    parent: str
+    def __init__(self, name: _Optional[str] = ..., deserved: _Optional[float] = ..., weight: _Optional[float] = ..., limit: _Optional[float] = ..., priority: _Optional[int] = ..., parent: _Optional[str] = ...) -> None: ...
+
+class QueueChange(_message.Message):
+    __slots__ = ("queue", "create")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    CREATE_FIELD_NUMBER: _ClassVar[int]
+    queue: Queue
+    create: bool
+    def __init__(self, queue: _Optional[_Union[Queue, _Mapping]] = ..., create: _Optional[bool] = ...) -> None: ...
+
+class QueueRef(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class QueueStatus(_message.Message):
+    __slots__ = ("queue", "allocated", "fair_share", "deserved", "leases", "waiting")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATED_FIELD_NUMBER: _ClassVar[int]
+    FAIR_SHARE_FIELD_NUMBER: _ClassVar[int]
+    DESERVED_FIELD_NUMBER: _ClassVar[int]
+    LEASES_FIELD_NUMBER: _ClassVar[int]
+    WAITING_FIELD_NUMBER: _ClassVar[int]
+    queue: Queue
+    allocated: float
+    fair_share: float
+    deserved: float
+    leases: int
+    waiting: int
+    def __init__(self, queue: _Optional[_Union[Queue, _Mapping]] = ..., allocated: _Optional[float] = ..., fair_share: _Optional[float] = ..., deserved: _Optional[float] = ..., leases: _Optional[int] = ..., waiting: _Optional[int] = ...) -> None: ...
+
+class ListQueuesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListQueuesResponse(_message.Message):
+    __slots__ = ("queues",)
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    queues: _containers.RepeatedCompositeFieldContainer[QueueStatus]
+    def __init__(self, queues: _Optional[_Iterable[_Union[QueueStatus, _Mapping]]] = ...) -> None: ...
 
 class ImageRef(_message.Message):
     __slots__ = ("ref",)
@@ -282,10 +356,12 @@ class Assignment(_message.Message):
         REVOKED: _ClassVar[Assignment.Kind]
         PULL_IMAGE: _ClassVar[Assignment.Kind]
         REMOVE_IMAGE: _ClassVar[Assignment.Kind]
+        PREEMPTED: _ClassVar[Assignment.Kind]
     GRANTED: Assignment.Kind
     REVOKED: Assignment.Kind
     PULL_IMAGE: Assignment.Kind
     REMOVE_IMAGE: Assignment.Kind
+    PREEMPTED: Assignment.Kind
     KIND_FIELD_NUMBER: _ClassVar[int]
     LEASE_FIELD_NUMBER: _ClassVar[int]
     IMAGE_FIELD_NUMBER: _ClassVar[int]

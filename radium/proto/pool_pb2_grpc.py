@@ -402,6 +402,168 @@ class Pool:
             _registered_method=True)
 
 
+class QueuesStub:
+    """Queue administration (`radium queues`). Served with the Pool service's tokens for now.
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.SetQueue = channel.unary_unary(
+                '/radium.v1.Queues/SetQueue',
+                request_serializer=radium_dot_proto_dot_pool__pb2.QueueChange.SerializeToString,
+                response_deserializer=radium_dot_proto_dot_pool__pb2.Queue.FromString,
+                _registered_method=True)
+        self.RemoveQueue = channel.unary_unary(
+                '/radium.v1.Queues/RemoveQueue',
+                request_serializer=radium_dot_proto_dot_pool__pb2.QueueRef.SerializeToString,
+                response_deserializer=radium_dot_proto_dot_pool__pb2.Queue.FromString,
+                _registered_method=True)
+        self.ListQueues = channel.unary_unary(
+                '/radium.v1.Queues/ListQueues',
+                request_serializer=radium_dot_proto_dot_pool__pb2.ListQueuesRequest.SerializeToString,
+                response_deserializer=radium_dot_proto_dot_pool__pb2.ListQueuesResponse.FromString,
+                _registered_method=True)
+
+
+class QueuesServicer:
+    """Queue administration (`radium queues`). Served with the Pool service's tokens for now.
+    """
+
+    def SetQueue(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RemoveQueue(self, request, context):
+        """the queue removed
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListQueues(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_QueuesServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'SetQueue': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetQueue,
+                    request_deserializer=radium_dot_proto_dot_pool__pb2.QueueChange.FromString,
+                    response_serializer=radium_dot_proto_dot_pool__pb2.Queue.SerializeToString,
+            ),
+            'RemoveQueue': grpc.unary_unary_rpc_method_handler(
+                    servicer.RemoveQueue,
+                    request_deserializer=radium_dot_proto_dot_pool__pb2.QueueRef.FromString,
+                    response_serializer=radium_dot_proto_dot_pool__pb2.Queue.SerializeToString,
+            ),
+            'ListQueues': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListQueues,
+                    request_deserializer=radium_dot_proto_dot_pool__pb2.ListQueuesRequest.FromString,
+                    response_serializer=radium_dot_proto_dot_pool__pb2.ListQueuesResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'radium.v1.Queues', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('radium.v1.Queues', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class Queues:
+    """Queue administration (`radium queues`). Served with the Pool service's tokens for now.
+    """
+
+    @staticmethod
+    def SetQueue(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/radium.v1.Queues/SetQueue',
+            radium_dot_proto_dot_pool__pb2.QueueChange.SerializeToString,
+            radium_dot_proto_dot_pool__pb2.Queue.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RemoveQueue(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/radium.v1.Queues/RemoveQueue',
+            radium_dot_proto_dot_pool__pb2.QueueRef.SerializeToString,
+            radium_dot_proto_dot_pool__pb2.Queue.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListQueues(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/radium.v1.Queues/ListQueues',
+            radium_dot_proto_dot_pool__pb2.ListQueuesRequest.SerializeToString,
+            radium_dot_proto_dot_pool__pb2.ListQueuesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
 class AcceptorsStub:
     """Used by acceptors.
     """

@@ -1,0 +1,85 @@
+"""The Alibaba GPU-sharing trace (cluster-trace-gpu-v2023, "openb") as pool objects.
+
+Nodes become acceptors with their GPUs and CPU; pods become allocation requests. Device memory
+is 1,000 MiB per GPU times a whole number, so every ``gpu_milli`` share is a whole number of
+MiB and no rounding makes a pod fit or miss where the paper's simulator (which counts in
+thousandths of a GPU) would not.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from radium.pool.model import AcceptorState, Device, DeviceState, Request
+
+_HERE = Path(__file__).resolve().parent
+TRACE = Path(
+    os.environ.get("RADIUM_TRACE", _HERE.parent.parent / "shared/traces/alibaba-gpu-v2023")
+)
+#: GPU memory by model, in GB (the trace gives models only): 1 GB = 1,000 MiB here, see above.
+MEMORY_GB = {"G2": 16, "G3": 32, "T4": 16, "P100": 16, "V100M16": 16, "V100M32": 32, "A10": 24}
+
+
+@dataclass(frozen=True)
+class Pod:
+    name: str
+    cpu_milli: int
+    gpus: int
+    gpu_milli: int
+    models: str
+    created: float
+    deleted: float
+
+    @property
+    def gpu_share(self) -> float:
+        """GPUs this pod takes: a part of one, or whole ones."""
+        return self.gpus * self.gpu_milli / 1000
+
+    def request(self, **extra: object) -> Request:
+        selector = {"model": self.models} if self.models else {}
+        if self.gpus == 1 and self.gpu_milli < 1000:
+            return Request(
+                fraction=self.gpu_milli / 1000,
+                cpu_milli=self.cpu_milli,
+                selector=selector,
+                **extra,  # type: ignore[arg-type]
+            )
+        return Request(gpus=self.gpus, cpu_milli=self.cpu_milli, selector=selector, **extra)  # type: ignore[arg-type]
+
+
+def nodes(name: str = "openb_node_list_gpu_node.csv") -> list[AcceptorState]:
+    acceptors = []
+    with open(TRACE / name, newline="") as f:
+        for row in csv.DictReader(f):
+            memory = MEMORY_GB.get(row["model"], 0) * 1000
+            devices = {
+                str(i): DeviceState(Device(str(i), "nvidia", row["model"], memory))
+                for i in range(int(row["gpu"]))
+            }
+            acceptors.append(
+                AcceptorState(row["sn"], "", {}, devices, cpu_milli=int(row["cpu_milli"]))
+            )
+    return acceptors
+
+
+def pods(name: str) -> list[Pod]:
+    with open(TRACE / f"openb_pod_list_{name}.csv", newline="") as f:
+        return [
+            Pod(
+                row["name"],
+                int(row["cpu_milli"]),
+                int(row["num_gpu"]),
+                int(row["gpu_milli"]),
+                row.get("gpu_spec") or "",
+                float(row.get("creation_time") or 0),
+                float(row.get("deletion_time") or 0),
+            )
+            for row in csv.DictReader(f)
+        ]
+
+
+def pod_lists() -> list[str]:
+    return sorted(p.name[len("openb_pod_list_") : -4] for p in TRACE.glob("openb_pod_list_*.csv"))

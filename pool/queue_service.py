@@ -1,0 +1,87 @@
+"""`radium queues`: the Queues gRPC service (docs/scheduling.md)."""
+
+from __future__ import annotations
+
+from radium import rpc
+from radium.errors import AlreadyExistsError, InvalidRequestError, RadiumError
+from radium.pool import convert, queues
+from radium.pool.model import DEFAULT_QUEUE
+from radium.pool.service import Context, Pool
+from radium.proto import pool_pb2 as pb
+from radium.proto import pool_pb2_grpc as pb_grpc
+
+
+class QueueService(pb_grpc.QueuesServicer):
+    def __init__(self, pool: Pool) -> None:
+        self.pool = pool
+
+    async def SetQueue(self, request: pb.QueueChange, context: Context) -> pb.Queue:
+        state = self.pool.state
+        try:
+            configured = dict(state.queues.by_name)
+            queue = queues.checked(convert.queue_from_pb(request.queue), configured)
+            exists = queue.name in configured or queue.name == DEFAULT_QUEUE
+            if request.create and queue.name in configured:
+                raise AlreadyExistsError(
+                    f"queue {queue.name!r} exists", hint="change it with `radium queues set`"
+                )
+            if not request.create and not exists:
+                raise InvalidRequestError(
+                    f"no queue {queue.name!r}", hint="add it with `radium queues add`"
+                )
+            configured[queue.name] = queue
+            state.store.save_queue(queue)
+            state.set_queues(queues.Queues(configured.values()))
+        except RadiumError as exc:
+            await rpc.abort(context, exc)
+        self.pool.serve_waiters()  # a larger share or limit may let someone in
+        return convert.queue_to_pb(queue)
+
+    async def RemoveQueue(self, request: pb.QueueRef, context: Context) -> pb.Queue:
+        state = self.pool.state
+        try:
+            queue = state.queues.by_name.get(request.name)
+            if queue is None:
+                raise InvalidRequestError(f"no queue {request.name!r} to remove")
+            if any(q.parent == queue.name for q in state.queues.by_name.values()):
+                raise InvalidRequestError(
+                    f"queue {queue.name!r} has child queues", hint="remove them first"
+                )
+            if any(lease.queue == queue.name for lease in state.leases.values()):
+                raise InvalidRequestError(
+                    f"queue {queue.name!r} still holds leases", hint="wait for them to end"
+                )
+            if any(w.queue == queue.name for w in self.pool.waiters.waiters):
+                raise InvalidRequestError(f"requests are waiting in queue {queue.name!r}")
+            state.store.drop_queue(queue.name)
+            state.set_queues(
+                queues.Queues(q for q in state.queues.by_name.values() if q.name != queue.name)
+            )
+        except RadiumError as exc:
+            await rpc.abort(context, exc)
+        return convert.queue_to_pb(queue)
+
+    async def ListQueues(
+        self, request: pb.ListQueuesRequest, context: Context
+    ) -> pb.ListQueuesResponse:
+        state = self.pool.state
+        capacity = state.capacity()
+        demand = self.pool.waiters.waiting()
+        for lease in state.leases.values():
+            name = state.queues.owner(lease).name
+            demand[name] = demand.get(name, 0.0) + queues.lease_size(lease)
+        fair = state.queues.fair_shares(capacity, demand)
+        waiting = [w.queue for w in self.pool.waiters.waiters if not w.future.done()]
+        return pb.ListQueuesResponse(
+            queues=[
+                pb.QueueStatus(
+                    queue=convert.queue_to_pb(q),
+                    allocated=state.used[q.name],
+                    fair_share=fair.get(q.name, 0.0),
+                    deserved=state.queues.deserved(q, capacity),
+                    leases=sum(1 for x in state.leases.values() if state.queues.owner(x) == q),
+                    waiting=waiting.count(q.name),
+                )
+                for q in sorted(state.queues.all(), key=lambda q: (q.parent, q.name))
+            ]
+        )

@@ -3,12 +3,13 @@
 Drives the pool's own ``PoolState`` (placement index, policies, store in memory), not a copy.
 
 Fragmentation (the method of Weng et al., USENIX ATC '23, "Beware of Fragmentation"): the
-trace's 1,523 nodes (1,213 with 6,212 GPUs); its pods shuffled by seed, then drawn again at
-random once the list runs out, arrive one at a time with no departures until the GPUs they
-asked for reach 130 % of the cluster's; a pod that fits nowhere is skipped. Printed per pod list and policy, mean over the
-seeds: the share of GPU capacity allocated when 100 % has arrived, the share left unallocated
-at 130 %, and the cost of one decision. CPU-only pods (which no Radium lease is) take their CPU
-through the same placer, as in the paper's simulator.
+trace's 1,523 nodes (1,213 with 6,212 GPUs); its pods, shuffled by seed and then drawn again
+at random once the list runs out, arrive one at a time with no departures until the GPUs they
+asked for reach 130 % of the cluster's; a pod that fits nowhere is skipped. Printed per pod
+list and policy, mean over the seeds: the share of GPU capacity allocated when 100 % has
+arrived, the share left unallocated at 130 %, and the cost of one decision. CPU-only pods
+(which no Radium lease is) take their CPU through the same placer, as in the paper's
+simulator.
 
     .venv/bin/python -m benchmarks.scheduler [--seeds 10] [--lists default,gpushare40,...]
 """

@@ -38,16 +38,13 @@ class Pod:
         """GPUs this pod takes: a part of one, or whole ones."""
         return self.gpus * self.gpu_milli / 1000
 
-    def request(self, **extra: object) -> Request:
+    def request(self) -> Request:
         selector = {"model": self.models} if self.models else {}
         if self.gpus == 1 and self.gpu_milli < 1000:
             return Request(
-                fraction=self.gpu_milli / 1000,
-                cpu_milli=self.cpu_milli,
-                selector=selector,
-                **extra,  # type: ignore[arg-type]
+                fraction=self.gpu_milli / 1000, cpu_milli=self.cpu_milli, selector=selector
             )
-        return Request(gpus=self.gpus, cpu_milli=self.cpu_milli, selector=selector, **extra)  # type: ignore[arg-type]
+        return Request(gpus=self.gpus, cpu_milli=self.cpu_milli, selector=selector)
 
 
 def nodes(name: str = "openb_node_list_gpu_node.csv") -> list[AcceptorState]:

@@ -10,50 +10,17 @@ integers because a tuple's hash is recomputed on every lookup.
 
 from __future__ import annotations
 
-import math
-from typing import Iterable, Mapping, Protocol
+from typing import Protocol
 
+from radium.pool.demand import Demand, Kind, demand_of, kind_matches, kind_of, named, need_mib
 from radium.pool.model import AcceptorState, Placement, Request
 
-#: (vendor, model, memory_mib, label items): what a selector can ask of a device.
-Kind = tuple[str, str, int, tuple[tuple[str, str], ...]]
 #: (kind id, free MiB) of each device, sorted.
 Slots = tuple[tuple[int, int], ...]
 #: (acceptor labels id, free CPU in thousandths of a core or -1, device slots).
 Shape = tuple[int, int, Slots]
-#: What a request asks, without who asks: (gpus, fraction, memory_mib, cpu_milli,
-#: min_memory_mib, selector items without "acceptor").
-Demand = tuple[int, float, int, int, int, tuple[tuple[str, str], ...]]
 #: Indices into a shape's slots that a placement takes.
 Option = tuple[int, ...]
-
-
-def demand_of(request: Request) -> Demand:
-    selector = tuple(sorted((k, v) for k, v in request.selector.items() if k != "acceptor"))
-    return (
-        request.gpus,
-        request.fraction,
-        request.memory_mib,
-        request.cpu_milli,
-        request.min_memory_mib,
-        selector,
-    )
-
-
-def need_mib(demand: Demand, memory_mib: int) -> int:
-    """MiB a demand takes on one device of this size (all of it for whole GPUs)."""
-    gpus, fraction, memory, _, _, _ = demand
-    if gpus:
-        return memory_mib
-    if memory:
-        return memory
-    # The epsilon keeps float noise (0.47 * 16000 = 7520.000000000001) from costing a MiB.
-    return max(1, math.ceil(fraction * memory_mib - 1e-6))
-
-
-def value_matches(wanted: str, have: str | None) -> bool:
-    """A selector value may list alternatives: ``model=T4|A10``."""
-    return have is not None and (have == wanted or ("|" in wanted and have in wanted.split("|")))
 
 
 class Interner:
@@ -139,9 +106,7 @@ class Placer:
     def shape(self, acceptor: AcceptorState) -> Shape:
         slots = []
         for state in acceptor.devices.values():
-            d = state.device
-            kind = (d.vendor, d.model, d.memory_mib, tuple(sorted(d.labels.items())))
-            slots.append((self.kinds(kind), state.free_mib))
+            slots.append((self.kinds(kind_of(state.device)), state.free_mib))
         labels = self.labels(tuple(sorted(acceptor.labels.items())))
         return (labels, acceptor.cpu_free, tuple(sorted(slots)))
 
@@ -157,8 +122,7 @@ class Placer:
             self._memo.clear()
             self._epoch = self.policy.epoch
         memo = self._memo.setdefault(self.demands(demand), {})
-        wanted = request.selector.get("acceptor")
-        only = set(wanted.split("|")) if wanted is not None else None
+        only = named(request)
         best: tuple[float, Option] | None = None
         tied: list[int] = []
         for sid, names in self.members.items():
@@ -185,8 +149,13 @@ class Placer:
         """(matching devices, wholly free ones, most MiB free on one) on serving acceptors."""
         demand = demand_of(request)
         memo = self._free.setdefault(self.demands(demand), {})
+        only = named(request)
         matching = whole = best = 0
         for sid, names in self.members.items():
+            if only is not None:
+                names = names & only
+                if not names:
+                    continue
             found = memo.get(sid)
             if found is None:
                 found = memo[sid] = self._free_on(self.shapes.values[sid], demand)  # type: ignore[arg-type]
@@ -200,7 +169,7 @@ class Placer:
         matching = whole = best = 0
         for kind_id, free in shape[2]:
             kind = self.kind(kind_id)
-            if self.matches(kind, labels, demand[4], demand[5]):
+            if kind_matches(kind, labels, demand[4], demand[5]):
                 matching += 1
                 whole += free == kind[2]
                 best = max(best, free)
@@ -228,7 +197,7 @@ class Placer:
         seen: set[tuple[int, int]] = set()
         for i, (kind_id, free) in enumerate(slots):
             kind = self.kind(kind_id)
-            if not self.matches(kind, labels, min_memory, selector):
+            if not kind_matches(kind, labels, min_memory, selector):
                 continue
             if free < need_mib(demand, kind[2]):
                 continue
@@ -240,27 +209,6 @@ class Placer:
         if gpus:
             return [tuple(fits[:gpus])] if len(fits) >= gpus else []
         return [(i,) for i in fits]
-
-    @staticmethod
-    def matches(
-        kind: Kind,
-        labels: Mapping[str, str],
-        min_memory: int,
-        selector: Iterable[tuple[str, str]],
-    ) -> bool:
-        vendor, model, memory, device_labels = kind
-        if memory < min_memory:
-            return False
-        for key, wanted in selector:
-            if key == "vendor":
-                have: str | None = vendor
-            elif key == "model":
-                have = model
-            else:
-                have = dict(device_labels).get(key, labels.get(key))
-            if not value_matches(wanted, have):
-                return False
-        return True
 
     def after(self, shape: Shape, option: Option, demand: Demand) -> Shape:
         """The shape once the option is taken."""

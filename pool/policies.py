@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Callable
 
-from radium.pool.placement import Demand, Option, Placer, Shape, need_mib
+from radium.pool.demand import Demand, kind_matches, need_mib
+from radium.pool.placement import Option, Placer, Shape
 
 
 class BestFit:
@@ -35,7 +36,7 @@ class BestFit:
                 1
                 for kind_id, free in slots
                 if free == placer.kind(kind_id)[2]
-                and placer.matches(placer.kind(kind_id), labels, demand[4], demand[5])
+                and kind_matches(placer.kind(kind_id), labels, demand[4], demand[5])
             )
             return whole - demand[0]
         if not option:
@@ -154,7 +155,7 @@ class FGD:
                     demand[3],
                     [
                         need_mib(demand, kind[2])
-                        if placer.matches(kind, labels, demand[4], demand[5])
+                        if kind_matches(kind, labels, demand[4], demand[5])
                         else -1
                         for kind in map(placer.kind, range(kinds))
                     ],

@@ -66,10 +66,7 @@ class QueueService(pb_grpc.QueuesServicer):
     ) -> pb.ListQueuesResponse:
         state = self.pool.state
         capacity = state.capacity()
-        demand = self.pool.waiters.waiting()
-        for lease in state.leases.values():
-            name = state.queues.owner(lease).name
-            demand[name] = demand.get(name, 0.0) + queues.lease_size(lease)
+        demand = state.queues.demand(state.leases.values(), self.pool.waiters.waiting())
         fair = state.queues.fair_shares(capacity, demand)
         waiting = [w.queue for w in self.pool.waiters.waiters if not w.future.done()]
         return pb.ListQueuesResponse(

@@ -112,6 +112,14 @@ class Queues:
         except InvalidRequestError:  # a lease whose queue was removed counts as default's
             return self.chain(DEFAULT_QUEUE)
 
+    def demand(self, leases: Iterable[Lease], waiting: Mapping[str, float]) -> dict[str, float]:
+        """GPUs each queue asks for: what its leases hold plus what its requests wait for."""
+        asked = dict(waiting)
+        for lease in leases:
+            name = self.owner(lease).name
+            asked[name] = asked.get(name, 0.0) + lease_size(lease)
+        return asked
+
     def fair_shares(self, capacity: float, demand: Mapping[str, float]) -> dict[str, float]:
         """GPUs each queue (and department) is entitled to now, given what each asks for."""
         wanted: dict[str, float] = {}
@@ -188,11 +196,7 @@ def victims(
     """
     leases = list(leases)
     usage = queues.usage(leases)
-    demand = dict(waiting)
-    for lease in leases:
-        name = queues.owner(lease).name
-        demand[name] = demand.get(name, 0.0) + lease_size(lease)
-    fair = queues.fair_shares(capacity, demand)
+    fair = queues.fair_shares(capacity, queues.demand(leases, waiting))
     mine = {q.name for q in queues.chain(queue.name)}
     reclaiming = all(
         usage.get(q.name, 0.0) + size <= fair.get(q.name, 0.0) + EPSILON

@@ -10,8 +10,9 @@ import math
 from typing import Iterable
 
 from radium.errors import CapacityError, InvalidRequestError
-from radium.pool.model import MAX_GPUS, AcceptorState, DeviceState, Placement, Request
-from radium.pool.placement import Placer, value_matches
+from radium.pool.demand import matches
+from radium.pool.model import MAX_GPUS, AcceptorState, Placement, Request
+from radium.pool.placement import Placer
 from radium.pool.policies import BestFit
 
 
@@ -39,19 +40,6 @@ def validate(request: Request) -> None:
         raise InvalidRequestError("wait and ttl must be finite and not negative")
 
 
-def _matches(acceptor: AcceptorState, state: DeviceState, request: Request) -> bool:
-    device = state.device
-    if device.memory_mib < request.min_memory_mib:
-        return False
-    for key, wanted in request.selector.items():
-        have = {"vendor": device.vendor, "model": device.model, "acceptor": acceptor.name}.get(key)
-        if have is None:
-            have = device.labels.get(key, acceptor.labels.get(key))
-        if not value_matches(wanted, have):
-            return False
-    return True
-
-
 def place(
     request: Request, acceptors: Iterable[AcceptorState], placer: Placer | None = None
 ) -> Placement:
@@ -71,7 +59,7 @@ def place(
         return placement
     matching, whole, best = placer.free_summary(request)
     if not matching:
-        if not any(_matches(a, s, request) for a in acceptors for s in a.devices.values()):
+        if not any(matches(a, s.device, request) for a in acceptors for s in a.devices.values()):
             raise InvalidRequestError(f"no device in the pool matches {request.describe()}")
         raise CapacityError(f"no capacity for {request.describe()}: no matching acceptor is up")
     plural = "s" if whole != 1 else ""

@@ -8,84 +8,17 @@ answers, so a restart (even after SIGKILL) rebuilds exactly the leases it had gr
 from __future__ import annotations
 
 import json
-import os
-import sqlite3
 from typing import Iterable, Protocol
 
+from radium.pool import sqlite_tables as tables
 from radium.pool.model import (
     ACTIVE,
-    DEFAULT_PRIORITY,
     AcceptorState,
     Device,
     DeviceState,
     ImageStatus,
     Lease,
     Queue,
-)
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS acceptors (
-    name TEXT PRIMARY KEY,
-    data_address TEXT NOT NULL,
-    labels TEXT NOT NULL,
-    up INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS devices (
-    acceptor TEXT NOT NULL,
-    id TEXT NOT NULL,
-    vendor TEXT NOT NULL,
-    model TEXT NOT NULL,
-    memory_mib INTEGER NOT NULL,
-    labels TEXT NOT NULL,
-    PRIMARY KEY (acceptor, id)
-);
-CREATE TABLE IF NOT EXISTS leases (
-    id TEXT PRIMARY KEY,
-    acceptor TEXT NOT NULL,
-    data_address TEXT NOT NULL,
-    devices TEXT NOT NULL,
-    fraction REAL NOT NULL,
-    holder TEXT NOT NULL,
-    queue TEXT NOT NULL,
-    credential TEXT NOT NULL,
-    ttl REAL NOT NULL,
-    expires_at REAL NOT NULL,
-    created_at REAL NOT NULL,
-    state TEXT NOT NULL,
-    ended_at REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS leases_by_state ON leases (state, ended_at);
-CREATE TABLE IF NOT EXISTS queues (
-    name TEXT PRIMARY KEY,
-    deserved REAL NOT NULL,
-    weight REAL NOT NULL,
-    "limit" REAL NOT NULL,
-    priority INTEGER NOT NULL,
-    parent TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS images (
-    ref TEXT PRIMARY KEY,
-    added_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS image_status (
-    ref TEXT NOT NULL,
-    acceptor TEXT NOT NULL,
-    state TEXT NOT NULL,
-    progress REAL NOT NULL,
-    digest TEXT NOT NULL,
-    error TEXT NOT NULL,
-    PRIMARY KEY (ref, acceptor)
-);
-"""
-#: Columns added after the first release: (table, column, definition).
-_ADDED_COLUMNS = (
-    ("leases", "image", "TEXT NOT NULL DEFAULT ''"),
-    ("leases", "worker", "TEXT NOT NULL DEFAULT ''"),
-    ("leases", "cpu_milli", "INTEGER NOT NULL DEFAULT 0"),
-    ("leases", "priority", f"TEXT NOT NULL DEFAULT '{DEFAULT_PRIORITY}'"),
-    ("leases", "preempted_at", "REAL NOT NULL DEFAULT 0"),
-    ("leases", "preempted_for", "TEXT NOT NULL DEFAULT ''"),
-    ("acceptors", "cpu_milli", "INTEGER NOT NULL DEFAULT 0"),
 )
 
 
@@ -110,44 +43,9 @@ class Store(Protocol):
     def close(self) -> None: ...
 
 
-def _lease(row: sqlite3.Row) -> Lease:
-    return Lease(
-        id=row["id"],
-        acceptor=row["acceptor"],
-        data_address=row["data_address"],
-        devices=json.loads(row["devices"]),
-        fraction=row["fraction"],
-        holder=row["holder"],
-        queue=row["queue"],
-        credential=row["credential"],
-        ttl=row["ttl"],
-        expires_at=row["expires_at"],
-        created_at=row["created_at"],
-        state=row["state"],
-        ended_at=row["ended_at"],
-        image=row["image"],
-        worker=row["worker"],
-        cpu_milli=row["cpu_milli"],
-        priority=row["priority"],
-        preempted_at=row["preempted_at"],
-        preempted_for=row["preempted_for"],
-    )
-
-
 class SQLiteStore:
     def __init__(self, path: str, synchronous: str = "normal") -> None:
-        if path != ":memory:":
-            os.makedirs(os.path.dirname(os.path.abspath(path)), mode=0o700, exist_ok=True)
-            _private(path)
-        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        self._db.row_factory = sqlite3.Row
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute(f"PRAGMA synchronous={'FULL' if synchronous == 'full' else 'NORMAL'}")
-        self._db.executescript(_SCHEMA)
-        for table, column, definition in _ADDED_COLUMNS:
-            columns = {row["name"] for row in self._db.execute(f"PRAGMA table_info({table})")}
-            if column not in columns:
-                self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
+        self._db = tables.connect(path, synchronous)
 
     def _tx(self, statements: Iterable[tuple[str, tuple[object, ...]]]) -> None:
         self._db.execute("BEGIN IMMEDIATE")
@@ -179,7 +77,7 @@ class SQLiteStore:
             if row["acceptor"] in acceptors:
                 acceptors[row["acceptor"]].devices[device.id] = DeviceState(device)
         leases = [
-            _lease(row)
+            tables.lease(row)
             for row in self._db.execute("SELECT * FROM leases WHERE state = ?", (ACTIVE,))
         ]
         return list(acceptors.values()), leases
@@ -323,7 +221,7 @@ class SQLiteStore:
         rows = self._db.execute(
             "SELECT * FROM leases WHERE state != ? ORDER BY ended_at DESC LIMIT ?", (ACTIVE, limit)
         )
-        return [_lease(row) for row in rows]
+        return [tables.lease(row) for row in rows]
 
     def prune(self, ended_before: float) -> int:
         """Forget leases that ended before this time; how many."""
@@ -375,12 +273,3 @@ class SQLiteStore:
 
     def close(self) -> None:
         self._db.close()
-
-
-def _private(path: str) -> None:
-    """The database holds every lease's credential: 0600, and so its WAL files (SQLite gives
-    them the database's mode). An older, wider database is narrowed."""
-    os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
-    for name in (path, f"{path}-wal", f"{path}-shm"):
-        if os.path.exists(name):
-            os.chmod(name, 0o600)

@@ -106,12 +106,6 @@ class QuotaError(CapacityError):
     """A queue's limit, or its deserved quota for non-preemptible leases, is reached now."""
 
 
-class LeasePreemptedError(RadiumError):
-    """The lease was preempted (reclaimed for another queue, or for a higher priority)."""
-
-    kind = Kind.UNAVAILABLE
-
-
 class LeaseNotFoundError(RadiumError):
     """No such lease, or it has ended (expired, revoked, released)."""
 

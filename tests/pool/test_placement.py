@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from radium.pool.demand import demand_of
 from radium.pool.model import AcceptorState, Device, DeviceState, Request
-from radium.pool.placement import Placer, demand_of
+from radium.pool.placement import Placer
 from radium.pool.policies import FGD, BestFit, Workload
 
 
@@ -54,3 +55,10 @@ def test_identical_acceptors_share_one_shape_and_the_first_name_wins() -> None:
     assert len(p.members) == 1
     chosen = p.place(Request(fraction=0.5))
     assert chosen is not None and chosen.acceptor == "n0"
+
+
+def test_what_is_free_counts_only_the_acceptors_a_request_names() -> None:
+    p = placer(BestFit(), acceptor("a", [0, 0]), acceptor("b", [1000, 1000]))
+    assert p.free_summary(Request(gpus=1, selector={"acceptor": "a"})) == (2, 0, 0)
+    assert p.free_summary(Request(gpus=1)) == (4, 2, 1000)
+    assert p.free_summary(Request(gpus=1, selector={"acceptor": "gone"})) == (0, 0, 0)

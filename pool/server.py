@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import signal
 import time
+from typing import Mapping
 
 import grpc.aio
 
 from radium import rpc
-from radium.config import Config
-from radium.errors import ConfigError, UnavailableError
+from radium.config import Config, QueueConfig
+from radium.errors import ConfigError, InvalidRequestError, UnavailableError
+from radium.pool import queues
+from radium.pool.model import Queue
 from radium.pool.policies import POLICIES
 from radium.pool.queue_service import QueueService
 from radium.pool.service import AcceptorService, Pool, PoolService
@@ -23,6 +27,20 @@ log = logging.getLogger(__name__)
 POOL_SERVICE = "radium.v1.Pool"
 ACCEPTOR_SERVICE = "radium.v1.Acceptors"
 QUEUES_SERVICE = "radium.v1.Queues"
+
+
+def configure_queues(state: PoolState, configured: Mapping[str, QueueConfig]) -> None:
+    """The config file's queues, over those ``radium queues`` stored; checked as one tree."""
+    merged = dict(state.queues.by_name)
+    merged.update({name: Queue(name, **dataclasses.asdict(q)) for name, q in configured.items()})
+    for name in configured:
+        try:
+            queues.checked(merged[name], merged)
+        except InvalidRequestError as exc:
+            raise ConfigError(f"config key pool.queues.{name}: {exc.message}") from exc
+    for name in configured:
+        state.store.save_queue(merged[name])
+    state.set_queues(queues.Queues(merged.values()))
 
 
 async def serve(config: Config, *, ready: asyncio.Event | None = None) -> None:
@@ -42,6 +60,11 @@ async def serve(config: Config, *, ready: asyncio.Event | None = None) -> None:
         now=time.time(),
         policy=POLICIES[settings.placement](),
     )
+    try:
+        configure_queues(state, settings.queues)
+    except ConfigError:
+        store.close()
+        raise
     pool = Pool(state, grace=settings.preempt_grace)
     if tls:
         from radium.certs import SERVICE_ROLES

@@ -6,6 +6,7 @@ optional; an unknown key or a value of the wrong type is an error that names the
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import os
 import typing
@@ -79,6 +80,18 @@ class TlsConfig:
 
 
 @dataclass(frozen=True)
+class QueueConfig:
+    """A queue fixed by the config file (``[pool.queues.NAME]``), as ``radium queues add``."""
+
+    deserved: float = 0.0
+    weight: float = 1.0
+    #: GPUs; -1: no limit.
+    limit: float = -1.0
+    priority: int = 0
+    parent: str = ""
+
+
+@dataclass(frozen=True)
 class PoolConfig:
     """``radium pool serve``: where it listens, where its state lives, whom it trusts."""
 
@@ -95,6 +108,8 @@ class PoolConfig:
     placement: str = "fgd"
     #: Seconds a preempted lease keeps its worker after its notice.
     preempt_grace: float = 30.0
+    #: Queues set at every start (over what `radium queues` stored); others stay as stored.
+    queues: Mapping[str, QueueConfig] = field(default_factory=dict)
     #: Tokens accepted from node agents and the CLI (leases, status).
     agent_tokens: tuple[str, ...] = ()
     #: Tokens accepted from acceptors (register, heartbeat, watch).
@@ -285,6 +300,11 @@ def _convert(hint: Any, value: Any, dotted: str) -> Any:
         if not isinstance(value, dict):
             raise ConfigError(f"config key {dotted!r} must be a table")
         return _build(hint, value, f"{dotted}.")  # type: ignore[arg-type]
+    if typing.get_origin(hint) in (Mapping, collections.abc.Mapping):
+        if not isinstance(value, dict):
+            raise ConfigError(f"config key {dotted!r} must be a table")
+        item = typing.get_args(hint)[1]
+        return {str(k): _convert(item, v, f"{dotted}.{k}") for k, v in value.items()}
     if typing.get_origin(hint) is tuple:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise ConfigError(f"config key {dotted!r} must be a list of strings")

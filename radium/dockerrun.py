@@ -28,8 +28,9 @@ DOCKER_FAILED = 125
 SPLIT_TARGET = "/etc/radium/split.toml"
 HELP = "see radium run -h"
 USAGE = (
-    "radium run [--gpus N] [--fraction F | --memory MiB] [--queue Q] [--remote MOD]... "
-    "[--split FILE] [--worker process|container] [-v] [docker run options] IMAGE [CMD...]"
+    "radium run [--gpus N] [--fraction F | --memory MiB] [--queue Q] [--priority CLASS] "
+    "[--wait S] [--remote MOD]... [--split FILE] [--worker process|container] [-v] "
+    "[docker run options] IMAGE [CMD...]"
 )
 #: docker run flags that take no value (every other flag takes one, unless written --flag=value)
 _DOCKER_FLAGS = {
@@ -54,6 +55,8 @@ _VALUED = {
     "--fraction": "fraction",
     "--memory": "memory",
     "--queue": "queue",
+    "--priority": "priority",
+    "--wait": "wait",
     "--worker": "worker",
 }
 

@@ -21,6 +21,7 @@ class PoolClient:
         self._tls = tls is not None and tls.enabled
         self._channel = rpc.channel(address, tls)
         self._stub = pb_grpc.PoolStub(self._channel)
+        self._queues = pb_grpc.QueuesStub(self._channel)
         self._metadata = rpc.metadata(token)
         self._timeout = timeout
 
@@ -29,9 +30,11 @@ class PoolClient:
         """The client a node's ``[client]`` config describes."""
         return cls(settings.pool, settings.token, settings.timeout, settings.tls)
 
-    def _call(self, method: str, request: object, timeout: float | None = None) -> object:
+    def _call(
+        self, method: str, request: object, timeout: float | None = None, stub: object = None
+    ) -> object:
         try:
-            return getattr(self._stub, method)(
+            return getattr(stub or self._stub, method)(
                 request, timeout=timeout or self._timeout, metadata=self._metadata
             )
         except grpc.RpcError as exc:
@@ -46,6 +49,7 @@ class PoolClient:
         selector: Mapping[str, str] | None = None,
         holder: str = "",
         queue: str = "",
+        priority: str = "",
         ttl: int = 0,
         wait: float = 0.0,
     ) -> pb.Lease:
@@ -56,6 +60,7 @@ class PoolClient:
             selector=dict(selector or {}),
             holder=holder,
             queue=queue,
+            priority=priority,
             ttl_seconds=ttl,
             wait_seconds=wait,
         )
@@ -106,6 +111,23 @@ class PoolClient:
         response = self._call("ListImages", pb.ListImagesRequest())
         assert isinstance(response, pb.ListImagesResponse)
         return list(response.images)
+
+    def set_queue(self, queue: pb.Queue, *, create: bool) -> pb.Queue:
+        """Add a queue (``create``: it must not exist) or change one (it must exist)."""
+        change = pb.QueueChange(queue=queue, create=create)
+        answer = self._call("SetQueue", change, stub=self._queues)
+        assert isinstance(answer, pb.Queue)
+        return answer
+
+    def remove_queue(self, name: str) -> pb.Queue:
+        answer = self._call("RemoveQueue", pb.QueueRef(name=name), stub=self._queues)
+        assert isinstance(answer, pb.Queue)
+        return answer
+
+    def queues(self) -> list[pb.QueueStatus]:
+        answer = self._call("ListQueues", pb.ListQueuesRequest(), stub=self._queues)
+        assert isinstance(answer, pb.ListQueuesResponse)
+        return list(answer.queues)
 
     def close(self) -> None:
         self._channel.close()

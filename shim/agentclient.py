@@ -14,6 +14,7 @@ import sys
 import time
 
 from radium.errors import RadiumError, UnavailableError
+from radium.shim.request import MAX_WAIT
 
 # Not typing.TYPE_CHECKING: importing typing costs milliseconds on every container start.
 TYPE_CHECKING = False
@@ -71,13 +72,22 @@ def acquire(
         "request": dict(request),
         "runtime_dir": runtime_dir,
     }
+    timeout = 30.0 + _wait(request)
     try:
-        reply = call(config.agent.socket, message)
+        reply = call(config.agent.socket, message, timeout)
     except UnavailableError:
         ensure_running(config)
-        reply = call(config.agent.socket, message)
+        reply = call(config.agent.socket, message, timeout)
     lease = reply.get("lease")
     return lease if isinstance(lease, dict) else None
+
+
+def _wait(request: Mapping[str, str]) -> float:
+    """How long the agent may wait for capacity (it checks the value; garbage waits not)."""
+    try:
+        return min(max(float(request.get("radium.io/wait", 0)), 0.0), MAX_WAIT)
+    except ValueError:
+        return 0.0
 
 
 def release(config: Config, container: str) -> None:

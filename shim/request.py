@@ -15,6 +15,8 @@ if TYPE_CHECKING:
     from typing import Any, Callable, Mapping, Optional
 
 ANNOTATION_PREFIX = "radium.io/"
+#: The longest a container start may wait for capacity, in seconds.
+MAX_WAIT = 3600.0
 
 
 def _whole(value: str) -> bool:
@@ -32,6 +34,13 @@ def _positive(value: str) -> bool:
     return value.isdigit() and int(value) > 0
 
 
+def _seconds(value: str) -> bool:
+    try:
+        return 0.0 <= float(value) <= MAX_WAIT
+    except ValueError:
+        return False
+
+
 def _any(value: str) -> bool:
     return True
 
@@ -40,12 +49,31 @@ def _worker(value: str) -> bool:
     return value in ("process", "container")
 
 
+#: The pool's priority classes (radium.pool.model.PRIORITY_CLASSES, not imported: the hook
+#: reads this module on every container start).
+PRIORITIES = ("inference", "build", "train", "batch")
+
+
+def _priority(value: str) -> bool:
+    return value in PRIORITIES
+
+
 #: request key -> (environment variable, validity check, what a valid value looks like)
 FIELDS: dict[str, tuple[str, Callable[[str], bool], str]] = {
     "gpus": ("RADIUM_GPUS", _whole, "a whole number of GPUs (0 or more)"),
     "fraction": ("RADIUM_FRACTION", _fraction, "a GPU fraction in (0, 1]"),
     "memory": ("RADIUM_MEMORY", _positive, "GPU memory in MiB (a positive whole number)"),
     "queue": ("RADIUM_QUEUE", _any, "a queue name"),
+    "priority": (
+        "RADIUM_PRIORITY",
+        _priority,
+        "a priority class: inference or build (never preempted), train or batch",
+    ),
+    "wait": (
+        "RADIUM_WAIT",
+        _seconds,
+        f"seconds to wait for capacity, 0 to {MAX_WAIT:.0f} (queued fairly, may reclaim)",
+    ),
     "remote": ("RADIUM_REMOTE", _any, "comma-separated module names"),
     "split": ("RADIUM_SPLIT", _any, "a split file path"),
     "image": ("RADIUM_IMAGE", _any, "the container's image reference"),
@@ -100,7 +128,7 @@ def allocation(request: Mapping[str, str]) -> Optional[dict[str, Any]]:
     """
     values = {
         key: checked(key, request[ANNOTATION_PREFIX + key], ANNOTATION_PREFIX + key)
-        for key in ("gpus", "fraction", "memory", "queue", "image", "worker")
+        for key in ("gpus", "fraction", "memory", "queue", "priority", "wait", "image", "worker")
         if ANNOTATION_PREFIX + key in request
     }
     fraction = float(values.get("fraction", 0))
@@ -116,6 +144,8 @@ def allocation(request: Mapping[str, str]) -> Optional[dict[str, Any]]:
         "fraction": fraction,
         "memory_mib": memory,
         "queue": values.get("queue", ""),
+        "priority": values.get("priority", ""),
+        "wait_seconds": float(values.get("wait", 0)),
         "image": values.get("image", ""),
         "worker": values.get("worker", ""),
     }

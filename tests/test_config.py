@@ -28,6 +28,16 @@ def test_full_file_is_read(tmp_path: Path) -> None:
     assert loaded.runtime.hook_command == ("/x/radium-hook",)
 
 
+def test_queues_are_tables_by_name(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text("[pool.queues.research]\ndeserved = 2\n[pool.queues.web]\nlimit = 1.5\n")
+    queues = config.load(path).pool.queues
+    assert queues == {
+        "research": config.QueueConfig(deserved=2.0),
+        "web": config.QueueConfig(limit=1.5),
+    }
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
@@ -40,6 +50,9 @@ def test_full_file_is_read(tmp_path: Path) -> None:
         ("[hook]\nstate_dir = 'relative'\n", "hook.state_dir must be an absolute path"),
         ("[bundles]\ndir = 7\n", "'bundles.dir' must be of type str"),
         ("[hook\n", "is not valid TOML"),
+        ("[pool]\nqueues = 3\n", "'pool.queues' must be a table"),
+        ("[pool.queues.a]\ndeserve = 1\n", "unknown config key 'pool.queues.a.deserve'"),
+        ("[pool.queues.a]\nlimit = 'x'\n", "'pool.queues.a.limit' must be of type float"),
     ],
 )
 def test_bad_files_name_the_problem(tmp_path: Path, text: str, message: str) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from radium.shim.request import PRIORITIES
+
 
 def _exec(args: argparse.Namespace) -> int:
     from radium import config as config_module
@@ -12,10 +14,9 @@ def _exec(args: argparse.Namespace) -> int:
     request = {"radium.io/gpus": str(args.gpus)}
     if args.fraction:
         request["radium.io/fraction"] = str(args.fraction)
-    if args.image:
-        request["radium.io/image"] = args.image
-    if args.worker:
-        request["radium.io/worker"] = args.worker
+    for key in ("queue", "priority", "wait", "image", "worker"):
+        if getattr(args, key):
+            request[f"radium.io/{key}"] = getattr(args, key)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     return execute.run(config_module.load(), command, args.remote, args.split, request)
 
@@ -26,6 +27,17 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     parser.add_argument("--gpus", type=int, default=1, help="devices to lease (default 1)")
     parser.add_argument("--fraction", type=float, default=0.0, help="a fraction of one device")
+    parser.add_argument("--queue", help="the pool queue to lease from (default: default)")
+    parser.add_argument(
+        "--priority",
+        choices=PRIORITIES,
+        help="inference or build: never preempted, within the queue's quota; "
+        "train (default) or batch: may borrow idle GPUs and be preempted",
+    )
+    parser.add_argument(
+        "--wait",
+        help="seconds to wait for capacity (queued fairly; may reclaim the queue's quota)",
+    )
     parser.add_argument(
         "--remote",
         action="append",

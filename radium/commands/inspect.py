@@ -85,6 +85,9 @@ def _leases(args: argparse.Namespace) -> int:
             le.id,
             le.state,
             le.holder or "-",
+            le.queue or "default",
+            le.priority or "train",
+            _preempted(le, now),
             le.acceptor,
             ",".join(le.device_ids),
             f"{le.fraction:.2f}",
@@ -101,6 +104,9 @@ def _leases(args: argparse.Namespace) -> int:
                 "LEASE",
                 "STATE",
                 "HOLDER",
+                "QUEUE",
+                "PRIORITY",
+                "PREEMPTED",
                 "ACCEPTOR",
                 "DEVICES",
                 "FRACTION",
@@ -113,6 +119,13 @@ def _leases(args: argparse.Namespace) -> int:
         )
     )
     return 0
+
+
+def _preempted(lease: Any, now: float) -> str:
+    """For which queue, and how long ago, a lease was told it is preempted."""
+    if not lease.preempted_at:
+        return "-"
+    return f"for {lease.preempted_for or 'default'}, {now - lease.preempted_at:.0f}s ago"
 
 
 def _status(args: argparse.Namespace) -> int:

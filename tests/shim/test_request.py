@@ -46,6 +46,9 @@ def test_annotation_wins_over_env_and_unknown_radium_annotations_are_kept() -> N
         ("RADIUM_FRACTION=1.5", "RADIUM_FRACTION must be a GPU fraction"),
         ("RADIUM_FRACTION=nan", "RADIUM_FRACTION must be a GPU fraction"),
         ("RADIUM_MEMORY=0", "RADIUM_MEMORY must be GPU memory in MiB"),
+        ("RADIUM_WAIT=-1", "RADIUM_WAIT must be seconds to wait for capacity, 0 to 3600"),
+        ("RADIUM_WAIT=nan", "RADIUM_WAIT must be seconds to wait"),
+        ("RADIUM_PRIORITY=urgent", "RADIUM_PRIORITY must be a priority class: inference or"),
     ],
 )
 def test_bad_values_are_named(env: str, message: str) -> None:
@@ -66,6 +69,11 @@ def test_bad_values_are_named(env: str, message: str) -> None:
             {"radium.io/gpus": "1", "radium.io/image": "reg/img:1", "radium.io/worker": "process"},
             {"gpus": 1, "image": "reg/img:1", "worker": "process"},
         ),
+        (
+            {"radium.io/fraction": "0.5", "radium.io/queue": "a", "radium.io/priority": "build"},
+            {"fraction": 0.5, "queue": "a", "priority": "build"},
+        ),
+        ({"radium.io/gpus": "1", "radium.io/wait": "90"}, {"gpus": 1, "wait_seconds": 90.0}),
     ],
 )
 def test_allocation_from_annotations(
@@ -73,7 +81,8 @@ def test_allocation_from_annotations(
 ) -> None:
     from radium.shim.request import allocation
 
-    defaults = {"gpus": 0, "fraction": 0.0, "memory_mib": 0, "queue": "", "image": "", "worker": ""}
+    defaults = {"gpus": 0, "fraction": 0.0, "memory_mib": 0, "queue": "", "priority": ""}
+    defaults.update(wait_seconds=0.0, image="", worker="")
     assert allocation(annotations) == (None if expected is None else {**defaults, **expected})
 
 
@@ -84,3 +93,10 @@ def test_allocation_checks_like_the_wrapper() -> None:
         SpecError, match=r"radium.io/fraction must be a GPU fraction in \(0, 1\], got '3'"
     ):
         allocation({"radium.io/fraction": "3"})
+
+
+def test_the_hook_knows_the_pool_s_priority_classes() -> None:
+    from radium.pool.model import PRIORITY_CLASSES
+    from radium.shim.request import PRIORITIES
+
+    assert sorted(PRIORITIES) == sorted(PRIORITY_CLASSES)

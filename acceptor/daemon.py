@@ -106,6 +106,8 @@ class Acceptor:
                 self.in_order(assignment.lease.id, self.slots.prepare, assignment.lease)
             elif assignment.kind == pb.Assignment.REVOKED:
                 self.in_order(assignment.lease.id, self.slots.teardown, assignment.lease.id)
+            elif assignment.kind == pb.Assignment.PREEMPTED:
+                self.in_order(assignment.lease.id, self.slots.preempt, assignment.lease)
             elif assignment.kind == pb.Assignment.PULL_IMAGE:
                 self.images.start(self.images.pull(assignment.image))
             elif assignment.kind == pb.Assignment.REMOVE_IMAGE:

@@ -4,6 +4,7 @@ Layout under ``<state_dir>/slots`` (0700, root; no worker ever sees it)::
 
     <lease>/lease.json   the lease, its data-plane credential and its worker uid (0600)
     <lease>/worker.pid   the worker's host pid (bubblewrap's, or the container's init)
+    <lease>/notice       the preemption notice, once the pool preempted the lease
     <lease>/home/        the worker's only writable directory, owned by the lease's uid (0711)
     <lease>/control/     container mode only: the socket the worker connects back to
 
@@ -41,12 +42,14 @@ from radium.acceptor.sandbox import Sandbox, Tenant
 from radium.acceptor.usage import Meter
 from radium.acceptor.workers import ContainerWorker, ProcessWorker
 from radium.errors import LeaseNotFoundError, RadiumError, SandboxError
+from radium.pool.model import preemption_notice
 from radium.proto import pool_pb2 as pb
 
 if TYPE_CHECKING:
     from radium.acceptor.devices import Backend
 
 log = logging.getLogger(__name__)
+NOTICE = "notice"
 _LEASE_ID = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 Worker = Union[ProcessWorker, ContainerWorker]
 
@@ -206,6 +209,8 @@ class Slots:
             worker, applied = self._start(record)
             with self.lock:
                 self.workers[record.id] = worker
+            with contextlib.suppress(FileNotFoundError):  # a replacement is told again
+                worker.notify((self._dir(record.id) / NOTICE).read_text())
         log.info(
             "lease %s: %s worker %s on %s as uid %d (%s)",
             record.id,
@@ -251,6 +256,20 @@ class Slots:
             worker = self._worker(record)
         worker.hand_over(connection)
 
+    def preempt(self, lease: pb.Lease) -> None:
+        """Tell the lease's worker it is preempted (it tells its clients); the pool revokes
+        the lease when the grace period is over."""
+        slot = self._dir(lease.id)
+        text = preemption_notice(lease.id, lease.queue, lease.preempted_for, lease.expires_at)
+        with self._starting(lease.id):
+            if not slot.is_dir():
+                return
+            (slot / NOTICE).write_text(text)
+            worker = self._live(lease.id)
+        if worker is not None:
+            worker.notify(text)
+        log.info("%s", text)
+
     def teardown(self, lease_id: str) -> None:
         slot = self._dir(lease_id)
         with self._starting(lease_id):
@@ -288,6 +307,8 @@ class Slots:
         for lease in leases:
             if not self._dir(lease.id).exists():
                 self.prepare(lease)
+            if lease.preempted_at:
+                self.preempt(lease)
 
     def usage(self) -> list[pb.LeaseUsage]:
         """CPU and RSS of each slot's worker (with its children)."""

@@ -26,8 +26,9 @@ from typing import Callable
 from radium.acceptor.engines import Docker
 from radium.acceptor.sandbox import HOME_TARGET, Sandbox, Tenant
 from radium.errors import RadiumError, UnavailableError
+from radium_interposer import control as control_messages
 from radium_interposer import wire
-from radium_interposer.worker import READY
+from radium_interposer.control import CONNECTION, READY
 
 log = logging.getLogger(__name__)
 WORKER = ["-m", "radium_interposer.worker"]
@@ -96,7 +97,10 @@ class ProcessWorker:
         return self.process.poll() is None
 
     def hand_over(self, connection: socket.socket) -> None:
-        wire.send_fd(self.control, b"c", connection.fileno())
+        wire.send_fd(self.control, CONNECTION, connection.fileno())
+
+    def notify(self, text: str) -> None:
+        self.control.sendall(control_messages.notice(text))
 
     def stop(self) -> None:
         self.control.close()  # the worker exits when its control socket closes
@@ -223,7 +227,12 @@ class ContainerWorker:
             raise UnavailableError(
                 f"the worker of lease {self.lease_id} in {self.image} did not start: {self.error}"
             )
-        wire.send_fd(self.control, b"c", connection.fileno())
+        wire.send_fd(self.control, CONNECTION, connection.fileno())
+
+    def notify(self, text: str) -> None:
+        self.ready.wait(START_TIMEOUT)
+        if self.control is not None:  # one that never started has no one to tell
+            self.control.sendall(control_messages.notice(text))
 
     def stop(self) -> None:
         if self.control is not None:

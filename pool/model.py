@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -187,3 +188,12 @@ class ImageStatus:
     progress: float = 0.0
     digest: str = ""
     error: str = ""
+
+
+def preemption_notice(lease_id: str, queue: str, preempted_for: str, ends_at: float) -> str:
+    """What a preempted lease's holder is told (KeepAlive, lease.json, ``LeasePreempted``)."""
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ends_at))
+    return (
+        f"lease {lease_id} of queue {queue or DEFAULT_QUEUE!r} was preempted for queue"
+        f" {preempted_for or DEFAULT_QUEUE!r}: save your work, its worker stops at {when}"
+    )

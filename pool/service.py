@@ -11,7 +11,7 @@ from radium import __version__, rpc
 from radium.errors import CapacityError, InvalidRequestError, NotRegisteredError, RadiumError
 from radium.pool import convert
 from radium.pool.images import DONE_ADDING, DONE_REMOVING, REMOVING, Images, check_ref
-from radium.pool.model import Lease, Request
+from radium.pool.model import Lease, Request, preemption_notice
 from radium.pool.state import PoolState
 from radium.pool.waiting import WaitingRoom
 from radium.proto import pool_pb2 as pb
@@ -95,13 +95,6 @@ class Pool:
                 self.ended(ended)
 
 
-def preemption_notice(lease: Lease) -> str:
-    return (
-        f"lease {lease.id} of queue {lease.queue!r} was preempted for queue"
-        f" {lease.preempted_for!r}; its worker stops at {lease.expires_at:.0f}"
-    )
-
-
 class PoolService(pb_grpc.PoolServicer):
     def __init__(self, pool: Pool) -> None:
         self.pool = pool
@@ -138,7 +131,11 @@ class PoolService(pb_grpc.PoolServicer):
             return pb.KeepAliveResponse(
                 expires_at=expires_at,
                 state=lease.shown_state,
-                message=preemption_notice(lease) if lease.preempted_at else "",
+                message=preemption_notice(
+                    lease.id, lease.queue, lease.preempted_for, lease.expires_at
+                )
+                if lease.preempted_at
+                else "",
             )
         except RadiumError as exc:
             await rpc.abort(context, exc)

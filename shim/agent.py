@@ -74,6 +74,8 @@ class Agent:
         self.state_file = Path(config.agent.state_file)
         self.held: dict[str, Held] = {}
         self.lock = asyncio.Lock()
+        #: Containers whose lease is being taken from the pool (it may wait for capacity).
+        self.acquiring: dict[str, asyncio.Task[dict[str, Any] | None]] = {}
         self.metadata = rpc.metadata(config.client.token)
         self.channel = rpc.aio_channel(config.client.pool, config.client.tls)
         self.pool = pb_grpc.PoolStub(self.channel)
@@ -112,42 +114,65 @@ class Agent:
 
     # -- operations ------------------------------------------------------------------------
     async def acquire(self, message: dict[str, Any]) -> dict[str, Any]:
+        """The container's lease: the one it holds, the one being taken for it, or a new one.
+
+        The pool call runs outside ``lock``: a request that waits for capacity (``wait``) must
+        not hold up other containers' starts, nor the releases that would make room for it.
+        """
         container = str(message.get("container", ""))
         annotations = message.get("request") or {}
         if not container or not isinstance(annotations, dict):
             raise InvalidRequestError("acquire needs a container id and its request")
+        if container in self.held:
+            return {"ok": True, "lease": self.held[container].lease}
+        taking = self.acquiring.get(container)
+        if taking is None:  # no await since the checks: no second task for the container
+            taking = asyncio.create_task(self._take(container, message, annotations))
+            self.acquiring[container] = taking
+            taking.add_done_callback(lambda _: self.acquiring.pop(container, None))
+        return {"ok": True, "lease": await asyncio.shield(taking)}
+
+    async def _take(
+        self, container: str, message: dict[str, Any], annotations: dict[Any, Any]
+    ) -> dict[str, Any] | None:
+        wanted = allocation({str(k): str(v) for k, v in annotations.items()})
+        if wanted is None:
+            return None
+        holder = f"{self.node}/{container}"
+        lease = await self._pool_call(
+            "Allocate",
+            pb.AllocateRequest(holder=holder, **wanted),
+            timeout=self.config.client.timeout + wanted["wait_seconds"],
+        )
+        pid = int(message.get("pid", 0))
+        summary = {
+            "id": lease.id,
+            "acceptor": lease.acceptor,
+            "data_address": lease.data_address,
+            "devices": list(lease.device_ids),
+            "fraction": lease.fraction,
+            "memory_mib": lease.memory_mib,
+            "holder": holder,
+            "queue": lease.queue,
+            "priority": lease.priority,
+            "state": lease.state,
+        }
+        held = Held(
+            container,
+            lease.id,
+            float(lease.ttl_seconds),
+            pid,
+            _started(pid),
+            str(message.get("runtime_dir", "")),
+            summary,
+            lease.credential,
+        )
         async with self.lock:
-            if container in self.held:
-                return {"ok": True, "lease": self.held[container].lease}
-            wanted = allocation({str(k): str(v) for k, v in annotations.items()})
-            if wanted is None:
-                return {"ok": True, "lease": None}
-            holder = f"{self.node}/{container}"
-            lease = await self._pool_call("Allocate", pb.AllocateRequest(holder=holder, **wanted))
-            pid = int(message.get("pid", 0))
-            summary = {
-                "id": lease.id,
-                "acceptor": lease.acceptor,
-                "data_address": lease.data_address,
-                "devices": list(lease.device_ids),
-                "fraction": lease.fraction,
-                "memory_mib": lease.memory_mib,
-                "holder": holder,
-            }
-            self.held[container] = Held(
-                container,
-                lease.id,
-                float(lease.ttl_seconds),
-                pid,
-                _started(pid),
-                str(message.get("runtime_dir", "")),
-                summary,
-                lease.credential,
-            )
+            self.held[container] = held
             self.save()
-        self._write_lease_file(self.held[container])
+        self._write_lease_file(held)
         try:
-            await self.open_data_socket(self.held[container])
+            await self.open_data_socket(held)
         except RadiumError:
             await self.release(container, "no data-plane socket")
             raise
@@ -156,14 +181,27 @@ class Agent:
             container,
             lease.id,
             lease.acceptor,
-            list(lease.device_ids),
+            summary["devices"],
         )
-        return {"ok": True, "lease": summary}
+        return summary
+
+    def _note_state(self, held: Held, state: str, message: str) -> None:
+        """A preemption notice goes into the container's lease.json (its worker says it too)."""
+        if not state or held.lease.get("state") == state:
+            return
+        held.lease.update(state=state, message=message)
+        log.warning(
+            "container %s: lease %s is %s: %s", held.container, held.lease_id, state, message
+        )
+        self.save()
+        self._write_lease_file(held)
 
     def _write_lease_file(self, held: Held) -> None:
         if held.runtime_dir and os.path.isdir(held.runtime_dir):
             path = Path(held.runtime_dir) / "lease.json"
-            path.write_text(json.dumps(held.lease, indent=2) + "\n")
+            tmp = path.with_suffix(".tmp")  # replaced whole: the container may be reading it
+            tmp.write_text(json.dumps(held.lease, indent=2) + "\n")
+            os.replace(tmp, path)
 
     # -- data plane ------------------------------------------------------------------------
     async def open_data_socket(self, held: Held) -> None:
@@ -296,11 +334,13 @@ class Agent:
                     continue
                 renewed[held.lease_id] = now
                 try:
-                    await self._pool_call("KeepAlive", pb.LeaseRef(lease_id=held.lease_id))
-                except LeaseNotFoundError:
+                    answer = await self._pool_call("KeepAlive", pb.LeaseRef(lease_id=held.lease_id))
+                    self._note_state(held, answer.state, answer.message)
+                except LeaseNotFoundError as exc:
                     log.warning(
                         "container %s: lease %s ended in the pool", held.container, held.lease_id
                     )
+                    self._note_state(held, "ended", exc.message)
                     async with self.lock:
                         self.held.pop(held.container, None)
                         self.save()

@@ -17,6 +17,12 @@ class WorkerGone(RemoteError):
     """The connection to the lease's worker broke: it crashed, or the lease ended."""
 
 
+class LeasePreempted(Exception):
+    """The pool took this lease back for another queue. Raised once per connection, at its
+    next call; calls still run until the grace period the message names is over, so a program
+    that catches it can save its work. Then the worker stops (``WorkerGone``)."""
+
+
 class RemoteTraceback(Exception):
     """Attached as ``__cause__`` to a remote exception: where it happened on the worker."""
 
@@ -62,7 +68,7 @@ def rebuild_error(meta: Dict[str, Any]) -> BaseException:
         except Exception:
             pass
         else:
-            if not message_has_tb:
+            if not message_has_tb and remote_tb:
                 error.__cause__ = RemoteTraceback(remote_tb)
             return error
     name = qualname.rpartition(".")[2]

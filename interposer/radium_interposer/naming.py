@@ -9,6 +9,7 @@ import types
 from typing import Any, Dict
 
 from radium_interposer import codec, structs
+from radium_interposer.errors import LeasePreempted
 
 _resolved: Dict[str, Any] = {}
 
@@ -65,5 +66,8 @@ def error_meta(error: BaseException) -> Dict[str, Any]:
         "module": kind.__module__,
         "builtin": structs.exception_kind(kind),
         "args": codec.encode(args, [], lambda _: None) if args is not None else None,
-        "tb": "".join(traceback.format_exception(kind, error, error.__traceback__)),
+        # A notice from Radium itself has no remote code to point at.
+        "tb": ""
+        if isinstance(error, LeasePreempted)
+        else "".join(traceback.format_exception(kind, error, error.__traceback__)),
     }

@@ -49,6 +49,8 @@ class Session:
         self.ids = itertools.count(1)
         self.closed = False
         self.calls = 0
+        #: The lease's preemption notice was raised at one of this connection's calls.
+        self.noticed = False
 
     def serve(self) -> None:
         """Run the client's calls until it closes the connection (or breaks the protocol)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import hashlib
 import importlib
 import importlib.util
@@ -27,15 +28,17 @@ import warnings
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from radium_interposer import client_files, codec, shipped, wire, worker_files
+from radium_interposer.control import READY, serve
+from radium_interposer.errors import LeasePreempted
 from radium_interposer.handles import Failure, HandleTable
 from radium_interposer.naming import directory_entry, error_meta, resolve_path
 from radium_interposer.session import ClientCallable, Session, Sessions
 
 log = logging.getLogger("radium.worker")
-#: Sent once on the control socket when the worker is up: the acceptor waits for it.
-READY = b"r"
 LIMITS = wire.Limits(max_meta=16 << 20)
 Reply = Tuple[Dict[str, Any], List[Any]]
+#: Operations a preemption notice is raised at.
+NOTICED_OPS = ("call", "fetch", "methods")
 
 
 class Capture(io.TextIOBase):
@@ -63,6 +66,8 @@ class Worker:
         self.stats = {"calls": 0, "bytes_in": 0, "bytes_out": 0, "busy_seconds": 0.0}
         self.stats_lock = threading.Lock()
         self.sessions = Sessions(self.local, self.outgoing, self.decode)
+        #: The acceptor's preemption notice, once it has sent one.
+        self.notice: Optional[str] = None
 
     # -- values ----------------------------------------------------------------------------
     def resolve(self, node: Dict[str, Any]) -> Any:
@@ -215,6 +220,20 @@ class Worker:
     def op_ping(self, meta: Dict[str, Any], buffers: List[Any]) -> Reply:
         return {}, []
 
+    # -- preemption ------------------------------------------------------------------------
+    def preempt(self, text: str) -> None:
+        """The pool preempted the lease: each connection's next call is told, once."""
+        self.notice = text
+        log.warning("%s", text)
+
+    def _tell_notice(self, session: Session, meta: Dict[str, Any]) -> None:
+        # Only the program's own calls: the interposer's bookkeeping must not fail, and calls
+        # after the notice run until the grace period ends (time to save work).
+        if self.notice is None or session.noticed or meta.get("op") not in NOTICED_OPS:
+            return
+        session.noticed = True
+        raise LeasePreempted(self.notice)
+
     # -- connections -----------------------------------------------------------------------
     def serve(self, sock: socket.socket) -> None:
         """One client connection until it ends; nothing it sends can stop the worker."""
@@ -240,6 +259,7 @@ class Worker:
         try:
             if operation is None:
                 raise ValueError(f"unknown operation {meta.get('op')!r}")
+            self._tell_notice(session, meta)
             reply, buffers = operation(meta, frame.buffers)
             kind = wire.RESULT
         # SystemExit and KeyboardInterrupt too: the tenant's code ends its call, not the worker.
@@ -280,21 +300,12 @@ def apply_context(context: Any) -> None:
     os.environ.update(env)
 
 
-def serve_control(control: socket.socket, worker: Worker) -> None:
-    """Take connections handed over on the control socket until the acceptor closes it."""
-    while True:
-        try:
-            data, fd = wire.recv_fd(control)
-        except OSError:  # the acceptor went away: as good as closing the socket
-            return
-        if not data:
-            return
-        if fd is None:
-            continue
-        sock = socket.socket(fileno=fd)
-        if sock.family != socket.AF_UNIX:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        threading.Thread(target=worker.serve, args=(sock,), daemon=True).start()
+def serve_connection(worker: Worker, fd: int) -> None:
+    """Serve a connection the acceptor handed over, in its own thread."""
+    sock = socket.socket(fileno=fd)
+    if sock.family != socket.AF_UNIX:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    threading.Thread(target=worker.serve, args=(sock,), daemon=True).start()
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -321,7 +332,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         control = socket.socket(fileno=args.control_fd)
     log.info("worker for lease %s ready", args.lease)
     control.sendall(READY)
-    serve_control(control, worker)
+    serve(control, functools.partial(serve_connection, worker), worker.preempt)
     log.info("control socket closed; worker exits")
     return 0
 

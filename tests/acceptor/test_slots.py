@@ -93,3 +93,36 @@ def test_one_worker_per_lease_whoever_asks_first(tmp_path: Path) -> None:
         slots.teardown("l-1")
     with pytest.raises(LeaseNotFoundError):
         slots._worker(record)  # torn down: no worker comes back for it
+
+
+class Told:
+    """A live worker that records what it is told."""
+
+    def __init__(self) -> None:
+        self.notices: list[str] = []
+
+    def alive(self) -> bool:
+        return True
+
+    def notify(self, text: str) -> None:
+        self.notices.append(text)
+
+    def stop(self) -> None:
+        pass
+
+
+def test_a_preempted_lease_s_worker_is_told_and_the_notice_kept(tmp_path: Path) -> None:
+    slots = Slots(str(tmp_path))
+    slots.prepare(lease("l-1"))
+    slots.prepare(lease("l-2"))
+    worker = Told()
+    slots.workers["l-1"] = worker  # type: ignore[assignment]
+    preempted = pb.Lease(id="l-1", queue="a", preempted_for="b", preempted_at=5, expires_at=35)
+    slots.preempt(preempted)
+    expected = "lease l-1 of queue 'a' was preempted for queue 'b': save your work, its worker"
+    assert len(worker.notices) == 1 and worker.notices[0].startswith(expected)
+    assert (slots.root / "l-1" / "notice").read_text() == worker.notices[0]  # for a successor
+    assert not (slots.root / "l-2" / "notice").exists()
+    slots.teardown("l-1")
+    slots.preempt(preempted)  # ended meanwhile: nothing to tell, no slot made again
+    assert slots.active() == ["l-2"] and len(worker.notices) == 1

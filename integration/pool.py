@@ -76,20 +76,28 @@ class PoolCluster:
         lease_ttl: float = 3,
         heartbeat_timeout: float = 3,
         tls: bool = False,
+        pool_extra: str = "",
     ) -> None:
+        """``pool_extra``: TOML lines for the ``[pool]`` table (and tables under it)."""
         self.root = root
         self.address = f"{host}:{free_port()}"
         self.config = root / "radium.toml"
         self.certs = root / "certs"
         if tls:
             certs.init(self.certs)
-            for role, name in (("pool", "pool"), ("acceptor", "acceptors"), ("agent", "agent")):
+            for role, name in (
+                ("pool", "pool"),
+                ("acceptor", "acceptors"),
+                ("agent", "agent"),
+                ("admin", "admin"),
+            ):
                 certs.issue(self.certs, role, name, [host] if role == "pool" else [])
         self.tls = tls
         self.config.write_text(
             f'[pool]\nlisten = "{self.address}"\ndb = "{root / "pool.db"}"\n'
             f"lease_ttl = {lease_ttl}\nheartbeat_timeout = {heartbeat_timeout}\n"
             f'agent_tokens = ["{AGENT_TOKEN}"]\nacceptor_tokens = ["{ACCEPTOR_TOKEN}"]\n'
+            + pool_extra
             + self.tls_table("pool.tls", "pool")
             + f'[acceptor]\npool = "{self.address}"\ntoken = "{ACCEPTOR_TOKEN}"\n'
             "heartbeat_interval = 0.5\n"
@@ -110,10 +118,11 @@ class PoolCluster:
             f'cert = "{self.certs / name}.pem"\nkey = "{self.certs / name}.key"\n'
         )
 
-    def client_table(self) -> str:
-        """The ``[client]`` table of a config that reaches this pool as an agent."""
+    def client_table(self, cert: str = "agent") -> str:
+        """The ``[client]`` table of a config that reaches this pool as an agent (or, with
+        TLS, as the holder of certificate ``cert``: "admin" may administer queues)."""
         return f'[client]\npool = "{self.address}"\ntoken = "{AGENT_TOKEN}"\n' + self.tls_table(
-            "client.tls", "agent"
+            "client.tls", cert
         )
 
     def tls_config(self, name: str) -> TlsConfig | None:

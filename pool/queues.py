@@ -189,7 +189,9 @@ def victims(
     capacity: float,
     waiting: Mapping[str, float],
 ) -> list[Lease]:
-    """Leases a request may take, in the order to take them (fewest, cheapest first).
+    """Leases a request may take, in the order to try them (most over its share, cheapest,
+    newest first). Each alone leaves its queue its deserved quota; a set of them is checked
+    with :func:`keep_deserved`.
 
     ``leases`` are the active ones not already under notice; ``waiting`` is GPUs asked for by
     queue, this request included.
@@ -202,7 +204,6 @@ def victims(
         usage.get(q.name, 0.0) + size <= fair.get(q.name, 0.0) + EPSILON
         for q in queues.chain(queue.name)
     )
-    taken: dict[str, float] = {}
     reclaim: list[tuple[float, int, float, Lease]] = []
     preempt: list[tuple[int, float, Lease]] = []
     for lease in leases:
@@ -217,22 +218,37 @@ def victims(
         if not reclaiming:
             continue
         theirs = [q for q in owner if q.name not in mine]
-        if all(usage.get(q.name, 0.0) > fair.get(q.name, 0.0) + EPSILON for q in theirs):
+        if all(usage.get(q.name, 0.0) > fair.get(q.name, 0.0) + EPSILON for q in theirs) and all(
+            usage.get(q.name, 0.0) - lease_size(lease) >= queues.deserved(q, capacity) - EPSILON
+            for q in theirs
+        ):
             over = usage.get(owner[0].name, 0.0) - fair.get(owner[0].name, 0.0)
             reclaim.append((-over, cls_v.value, -lease.created_at, lease))
-    chosen = []
-    for *_, lease in sorted(reclaim, key=lambda r: r[:3]):
-        owner = [q for q in queues._chain_or_default(lease.queue) if q.name not in mine]
-        left = {q.name: usage.get(q.name, 0.0) - taken.get(q.name, 0.0) for q in owner}
-        if all(
-            left[q.name] - lease_size(lease) >= queues.deserved(q, capacity) - EPSILON
-            for q in owner
-        ):
-            chosen.append(lease)
-            for q in owner:
-                taken[q.name] = taken.get(q.name, 0.0) + lease_size(lease)
-    chosen += [lease for *_, lease in sorted(preempt, key=lambda p: p[:2])]
-    return chosen
+    return [lease for *_, lease in sorted(reclaim, key=lambda r: r[:3])] + [
+        lease for *_, lease in sorted(preempt, key=lambda p: p[:2])
+    ]
+
+
+def keep_deserved(
+    queues: Queues,
+    queue: Queue,
+    taken: Iterable[Lease],
+    usage: Mapping[str, float],
+    capacity: float,
+) -> bool:
+    """Whether every other queue (and department) keeps its deserved quota when ``taken`` end
+    (``usage``: GPUs held per queue before)."""
+    mine = {q.name for q in queues.chain(queue.name)}
+    left = dict(usage)
+    for lease in taken:
+        for q in queues._chain_or_default(lease.queue):
+            if q.name not in mine:
+                left[q.name] = left.get(q.name, 0.0) - lease_size(lease)
+    return all(
+        left[name] >= queues.deserved(queues.resolve(name), capacity) - EPSILON
+        for name in left
+        if name not in mine and left[name] != usage.get(name)
+    )
 
 
 def checked(queue: Queue, existing: Mapping[str, Queue]) -> Queue:

@@ -261,29 +261,32 @@ class PoolState:
         capacity = self.capacity()
         standing = [lease for lease in self.leases.values() if not lease.preempted_at]
         candidates = queues.victims(self.queues, queue, cls, size, standing, capacity, waiting)
+        usage = self.queues.usage(standing)
         taken: list[Lease] = []
-        placement = None
-        try:
+        # One lease that makes room alone is the least to take; else the first that
+        # together do, each queue keeping its deserved quota.
+        alone = next((lease for lease in candidates if self._fits(request, [lease])), None)
+        if alone is not None:
+            taken = [alone]
+        else:
             for lease in candidates:
-                self._vacate(lease)
-                taken.append(lease)
-                try:
-                    placement = scheduler.place(request, self.acceptors.values(), self.placer)
-                    break
-                except CapacityError:
-                    continue
-        finally:
-            for lease in taken:
-                self._occupy(lease)
-        if placement is None:
-            return []
-        # Only those whose devices (or CPU) the placement needs; the rest were tried in vain.
-        chosen = [lease for lease in taken if lease.acceptor == placement.acceptor]
-        for lease in chosen:
+                if queues.keep_deserved(self.queues, queue, [*taken, lease], usage, capacity):
+                    taken.append(lease)
+                    if self._fits(request, taken):
+                        break
+            else:
+                return []
+            # Give back each the request can do without (tried in vain before the one
+            # that made room, say on another device).
+            for lease in list(taken):
+                rest = [other for other in taken if other is not lease]
+                if self._fits(request, rest):
+                    taken = rest
+        for lease in taken:
             lease.preempted_at, lease.preempted_for = now, queue.name
             lease.expires_at = min(lease.expires_at, now + grace)
-        self.store.mark_preempted(chosen)
-        for lease in chosen:
+        self.store.mark_preempted(taken)
+        for lease in taken:
             log.info(
                 "lease %s (queue %s) preempted for queue %s: ends in %gs",
                 lease.id,
@@ -291,7 +294,20 @@ class PoolState:
                 queue.name,
                 grace,
             )
-        return chosen
+        return taken
+
+    def _fits(self, request: Request, without: list[Lease]) -> bool:
+        """Whether ``request`` could be placed were the leases ``without`` gone."""
+        for lease in without:
+            self._vacate(lease)
+        try:
+            scheduler.place(request, self.acceptors.values(), self.placer)
+        except CapacityError:
+            return False
+        finally:
+            for lease in without:
+                self._occupy(lease)
+        return True
 
     def device_states(self) -> list[tuple[AcceptorState, DeviceState]]:
         return [(a, s) for a in self.acceptors.values() for s in a.devices.values()]

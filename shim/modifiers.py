@@ -7,6 +7,7 @@ they do not own alone, so fields newer than this code survive.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from dataclasses import dataclass
@@ -60,6 +61,8 @@ class AddHooks:
 
     command: Sequence[str]
     env: Sequence[str]
+    #: Seconds the engine lets the hook run (the prestart one may wait for capacity).
+    timeout: int = HOOK_TIMEOUT_SECONDS
 
     def __call__(self, spec: Spec) -> None:
         hooks = spec.setdefault("hooks", {})
@@ -72,7 +75,7 @@ class AddHooks:
                     "path": self.command[0],
                     "args": [*self.command, stage],
                     "env": list(self.env),
-                    "timeout": HOOK_TIMEOUT_SECONDS,
+                    "timeout": self.timeout,
                 }
             )
 
@@ -91,7 +94,9 @@ def for_request(
     request: Mapping[str, str], config: Config, environ: Mapping[str, str]
 ) -> list[Modifier]:
     """The modifiers for a container that asked for Radium with ``request``."""
-    return [AddAnnotations(request), AddHooks(hook_command(config), hook_env(environ))]
+    wait = math.ceil(float(request.get(request_module.ANNOTATION_PREFIX + "wait", 0)))
+    timeout = HOOK_TIMEOUT_SECONDS + wait
+    return [AddAnnotations(request), AddHooks(hook_command(config), hook_env(environ), timeout)]
 
 
 def for_spec(

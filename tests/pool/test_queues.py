@@ -204,6 +204,21 @@ def test_a_queue_below_its_quota_reclaims_borrowed_leases() -> None:
     usage_matches(state)
 
 
+def test_reclaim_takes_only_the_leases_the_request_needs_room_from() -> None:
+    # a: half a GPU it may not lose (build) and a borrowed half beside it on device 0, and a
+    # borrowed whole device 1. b's whole GPU needs device 1 only: the newer half, tried first,
+    # would not have made room (the build half stays), so it is given back.
+    state = pool(Queue("a", deserved=1), Queue("b", deserved=1), Queue("default"), gpus=2)
+    state.allocate(Request(fraction=0.5, queue="a", priority="build"), 0)
+    whole = state.allocate(Request(gpus=1, queue="a"), 1)
+    half = state.allocate(Request(fraction=0.5, queue="a"), 2)
+    assert set(half.devices) != set(whole.devices)
+    victims = state.reclaim(Request(gpus=1, queue="b"), 10, GRACE, {"b": 1})
+    assert [v.id for v in victims] == [whole.id]
+    assert not half.preempted_at
+    usage_matches(state)
+
+
 def test_reclaim_never_takes_a_queue_below_its_deserved_quota() -> None:
     state = pool(Queue("a", deserved=3), Queue("b", deserved=1), Queue("default", weight=0))
     for _ in range(3):

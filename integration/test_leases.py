@@ -77,15 +77,22 @@ def holders(cluster: PoolCluster) -> set[str]:
     return {le.holder for le in cluster.client().leases()}
 
 
-@pytest.fixture(scope="module")
-def leasing_dockerd(radium: RadiumEnv, leasing: tuple[PoolCluster, Path]) -> Iterator[Dockerd]:
-    daemon = Dockerd({"radium": radium.runtime}, radium.environ(leasing[1]))
+@contextlib.contextmanager
+def radium_dockerd(radium: RadiumEnv, config: Path, image: str) -> Iterator[Dockerd]:
+    """dockerd with the radium runtime using ``config``, Debian bookworm imported as ``image``."""
+    daemon = Dockerd({"radium": radium.runtime}, radium.environ(config))
     try:
         daemon.start()
-        daemon.import_image(images.debian_tar("bookworm"), IMAGE)
+        daemon.import_image(images.debian_tar("bookworm"), image)
         yield daemon
     finally:
         daemon.stop()
+
+
+@pytest.fixture(scope="module")
+def leasing_dockerd(radium: RadiumEnv, leasing: tuple[PoolCluster, Path]) -> Iterator[Dockerd]:
+    with radium_dockerd(radium, leasing[1], IMAGE) as daemon:
+        yield daemon
 
 
 def test_container_holds_a_lease_while_it_runs(

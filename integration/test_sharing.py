@@ -15,12 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from integration import images
 from integration.dockerd import Dockerd
 from integration.netns import Network
 from integration.pool import PoolCluster, wait_until
 from integration.radium_env import RadiumEnv
-from integration.test_leases import radium_run, stop_agent
+from integration.test_leases import radium_dockerd, radium_run, stop_agent
 
 IMAGE = "radium-test/bookworm:sharing"
 GRACE = 8
@@ -90,13 +89,8 @@ def sharing(
 
 @pytest.fixture(scope="module")
 def sharing_dockerd(radium: RadiumEnv, sharing: tuple[PoolCluster, Path]) -> Iterator[Dockerd]:
-    daemon = Dockerd({"radium": radium.runtime}, radium.environ(sharing[1]))
-    try:
-        daemon.start()
-        daemon.import_image(images.debian_tar("bookworm"), IMAGE)
+    with radium_dockerd(radium, sharing[1], IMAGE) as daemon:
         yield daemon
-    finally:
-        daemon.stop()
 
 
 def cli(cluster: PoolCluster, *args: str) -> subprocess.CompletedProcess[str]:

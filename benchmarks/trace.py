@@ -32,6 +32,16 @@ class Pod:
     models: str
     created: float
     deleted: float
+    #: Quality of service (LS, BE, Burstable, Guaranteed), phase (Running, Failed, Pending,
+    #: Succeeded) and when it was scheduled (-1: never); "" and -1 where the list has none.
+    qos: str = ""
+    phase: str = ""
+    scheduled: float = -1.0
+
+    @property
+    def lifetime(self) -> float:
+        """Seconds it ran: from being scheduled (else created) until deleted."""
+        return self.deleted - (self.scheduled if self.scheduled >= 0 else self.created)
 
     @property
     def gpu_share(self) -> float:
@@ -73,6 +83,9 @@ def pods(name: str) -> list[Pod]:
                 row.get("gpu_spec") or "",
                 float(row.get("creation_time") or 0),
                 float(row.get("deletion_time") or 0),
+                row.get("qos") or "",
+                row.get("pod_phase") or "",
+                float(row.get("scheduled_time") or -1),
             )
             for row in csv.DictReader(f)
         ]

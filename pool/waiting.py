@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from radium.errors import CapacityError, RadiumError
+from radium.pool import queues
 from radium.pool.model import Lease, Request
 from radium.pool.state import PoolState
 
@@ -17,6 +18,8 @@ class Waiter:
     request: Request
     future: asyncio.Future[Lease]
     queue: str
+    #: Not preemptible: it waits on its queue's deserved quota, not on idle GPUs.
+    firm: bool
     #: Leases put under notice for this request; no more are taken while any is still on.
     victims: set[str] = field(default_factory=set)
 
@@ -42,7 +45,8 @@ class WaitingRoom:
 
     def add(self, request: Request, future: asyncio.Future[Lease]) -> None:
         queue = self.state.queues.resolve(request.queue).name
-        self.waiters.append(Waiter(request, future, queue))
+        firm = not queues.priority_class(request.priority).preemptible
+        self.waiters.append(Waiter(request, future, queue, firm))
 
     def waiting(self) -> dict[str, float]:
         """GPUs asked for per queue by the requests still waiting."""
@@ -55,11 +59,13 @@ class WaitingRoom:
         return asked
 
     def heads(self) -> list[Waiter]:
-        """The first pending request of each queue, the queue furthest below its due first."""
+        """The first pending request of each queue's two lines, the queue furthest below its
+        due first. Non-preemptible requests wait in one line, preemptible ones in the other:
+        each waits on something else (the quota; idle GPUs), so neither blocks the other."""
         self.waiters = [w for w in self.waiters if not w.future.done()]
-        firsts: dict[str, Waiter] = {}
+        firsts: dict[tuple[str, bool], Waiter] = {}
         for waiter in self.waiters:
-            firsts.setdefault(waiter.queue, waiter)
+            firsts.setdefault((waiter.queue, waiter.firm), waiter)
 
         def due(waiter: Waiter) -> tuple[int, float]:
             queue = self.state.queues.resolve(waiter.queue)

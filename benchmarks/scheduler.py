@@ -28,7 +28,6 @@ from benchmarks import trace
 from radium.errors import CapacityError
 from radium.pool.policies import POLICIES
 from radium.pool.state import PoolState
-from radium.pool.store import SQLiteStore
 
 #: Published means on openb_pod_list_default.csv (allocated at 100 %, unallocated at 130 %).
 PUBLISHED = {"fgd": (95.23, 4.61), "bestfit": (92.86, 6.92), "packing": (91.78, None),
@@ -46,16 +45,7 @@ class Result:
 
 
 def fresh_state(policy: str) -> PoolState:
-    state = PoolState(
-        SQLiteStore(":memory:"),
-        lease_ttl=1e9,
-        heartbeat_timeout=1e9,
-        now=0.0,
-        policy=POLICIES[policy](),
-    )
-    for acceptor in trace.nodes(NODES):
-        state.register(acceptor, 0.0)
-    return state
+    return trace.pool_of(trace.nodes(NODES), policy)
 
 
 def arrivals(pods: list[trace.Pod], seed: int) -> Iterator[trace.Pod]:

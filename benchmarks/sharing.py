@@ -51,7 +51,6 @@ from radium.pool.model import AcceptorState, Queue, Request
 from radium.pool.policies import POLICIES
 from radium.pool.queues import Queues
 from radium.pool.state import PoolState
-from radium.pool.store import SQLiteStore
 
 #: Cluster sizes, in GPU nodes: loaded by the trace's arrivals, and the whole cluster.
 NODES = "6,12,24,all"
@@ -83,17 +82,8 @@ class Result:
 
 def cell(names: list[str], policy: str, teams: int = 0) -> PoolState:
     """A fresh pool of these trace nodes; with ``teams`` queues sharing its capacity."""
-    state = PoolState(
-        SQLiteStore(":memory:"),
-        lease_ttl=1e12,
-        heartbeat_timeout=1e12,
-        now=0.0,
-        policy=POLICIES[policy](),
-    )
     wanted = set(names)
-    for acceptor in trace.nodes():
-        if acceptor.name in wanted:
-            state.register(acceptor, 0.0)
+    state = trace.pool_of([a for a in trace.nodes() if a.name in wanted], policy)
     if teams:
         deserved = state.capacity() / teams
         state.set_queues(Queues(Queue(f"team{t}", deserved=deserved) for t in range(teams)))

@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from radium.pool.model import AcceptorState, Device, DeviceState, Request
+from radium.pool.policies import POLICIES
+from radium.pool.state import PoolState
+from radium.pool.store import SQLiteStore
 
 _HERE = Path(__file__).resolve().parent
 TRACE = Path(
@@ -93,3 +96,18 @@ def pods(name: str) -> list[Pod]:
 
 def pod_lists() -> list[str]:
     return sorted(p.name[len("openb_pod_list_") : -4] for p in TRACE.glob("openb_pod_list_*.csv"))
+
+
+def pool_of(acceptors: list[AcceptorState], policy: str) -> PoolState:
+    """The pool's own state, in memory, with ``acceptors`` registered and leases that never
+    expire (a benchmark's clock is its own)."""
+    state = PoolState(
+        SQLiteStore(":memory:"),
+        lease_ttl=1e12,
+        heartbeat_timeout=1e12,
+        now=0.0,
+        policy=POLICIES[policy](),
+    )
+    for acceptor in acceptors:
+        state.register(acceptor, 0.0)
+    return state

@@ -186,6 +186,7 @@ def victims(
     cls: PriorityClass,
     size: float,
     leases: Iterable[Lease],
+    usage: Mapping[str, float],
     capacity: float,
     waiting: Mapping[str, float],
 ) -> list[Lease]:
@@ -193,11 +194,11 @@ def victims(
     newest first). Each alone leaves its queue its deserved quota; a set of them is checked
     with :func:`keep_deserved`.
 
-    ``leases`` are the active ones not already under notice; ``waiting`` is GPUs asked for by
-    queue, this request included.
+    ``leases`` are the active ones not already under notice and ``usage`` what they hold per
+    queue (:meth:`Queues.usage`); ``waiting`` is GPUs asked for by queue, this request
+    included.
     """
     leases = list(leases)
-    usage = queues.usage(leases)
     fair = queues.fair_shares(capacity, queues.demand(leases, waiting))
     mine = {q.name for q in queues.chain(queue.name)}
     reclaiming = all(
@@ -218,10 +219,9 @@ def victims(
         if not reclaiming:
             continue
         theirs = [q for q in owner if q.name not in mine]
-        if all(usage.get(q.name, 0.0) > fair.get(q.name, 0.0) + EPSILON for q in theirs) and all(
-            usage.get(q.name, 0.0) - lease_size(lease) >= queues.deserved(q, capacity) - EPSILON
-            for q in theirs
-        ):
+        if all(
+            usage.get(q.name, 0.0) > fair.get(q.name, 0.0) + EPSILON for q in theirs
+        ) and keep_deserved(queues, queue, [lease], usage, capacity):
             over = usage.get(owner[0].name, 0.0) - fair.get(owner[0].name, 0.0)
             reclaim.append((-over, cls_v.value, -lease.created_at, lease))
     return [lease for *_, lease in sorted(reclaim, key=lambda r: r[:3])] + [

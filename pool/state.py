@@ -11,7 +11,7 @@ import secrets
 from collections import defaultdict
 from typing import Iterable, Mapping
 
-from radium.errors import CapacityError, InvalidRequestError, LeaseNotFoundError, QuotaError
+from radium.errors import InvalidRequestError, LeaseNotFoundError, QuotaError
 from radium.pool import queues, scheduler
 from radium.pool.model import (
     ACTIVE,
@@ -260,8 +260,10 @@ class PoolState:
         self.check_quota(queue, cls, size)
         capacity = self.capacity()
         standing = [lease for lease in self.leases.values() if not lease.preempted_at]
-        candidates = queues.victims(self.queues, queue, cls, size, standing, capacity, waiting)
         usage = self.queues.usage(standing)
+        candidates = queues.victims(
+            self.queues, queue, cls, size, standing, usage, capacity, waiting
+        )
         taken: list[Lease] = []
         # One lease that makes room alone is the least to take; else the first that
         # together do, each queue keeping its deserved quota.
@@ -300,14 +302,11 @@ class PoolState:
         """Whether ``request`` could be placed were the leases ``without`` gone."""
         for lease in without:
             self._vacate(lease)
-        try:
-            scheduler.place(request, self.acceptors.values(), self.placer)
-        except CapacityError:
-            return False
+        try:  # the placer alone: no error message to build for each set tried
+            return self.placer.place(request) is not None
         finally:
             for lease in without:
                 self._occupy(lease)
-        return True
 
     def device_states(self) -> list[tuple[AcceptorState, DeviceState]]:
         return [(a, s) for a in self.acceptors.values() for s in a.devices.values()]

@@ -93,13 +93,12 @@ class WaitingRoom:
         self._reclaim()
 
     def _reclaim(self) -> None:
+        waiting = self.waiting()  # no request is served here: it stays the same
         for waiter in self.heads():
             if any(lease_id in self.state.leases for lease_id in waiter.victims):
                 continue  # its notices are running; their end serves it
             try:
-                victims = self.state.reclaim(
-                    waiter.request, self.clock(), self.grace, self.waiting()
-                )
+                victims = self.state.reclaim(waiter.request, self.clock(), self.grace, waiting)
             except RadiumError:
                 continue  # over its limit or quota: it waits for its own leases to end
             if victims:

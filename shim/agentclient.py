@@ -14,7 +14,7 @@ import sys
 import time
 
 from radium.errors import RadiumError, UnavailableError
-from radium.shim.request import MAX_WAIT
+from radium.shim.request import wait_seconds
 
 # Not typing.TYPE_CHECKING: importing typing costs milliseconds on every container start.
 TYPE_CHECKING = False
@@ -72,7 +72,7 @@ def acquire(
         "request": dict(request),
         "runtime_dir": runtime_dir,
     }
-    timeout = 30.0 + _wait(request)
+    timeout = 30.0 + wait_seconds(request)
     try:
         reply = call(config.agent.socket, message, timeout)
     except UnavailableError:
@@ -80,14 +80,6 @@ def acquire(
         reply = call(config.agent.socket, message, timeout)
     lease = reply.get("lease")
     return lease if isinstance(lease, dict) else None
-
-
-def _wait(request: Mapping[str, str]) -> float:
-    """How long the agent may wait for capacity (it checks the value; garbage waits not)."""
-    try:
-        return min(max(float(request.get("radium.io/wait", 0)), 0.0), MAX_WAIT)
-    except ValueError:
-        return 0.0
 
 
 def release(config: Config, container: str) -> None:

@@ -94,8 +94,7 @@ def for_request(
     request: Mapping[str, str], config: Config, environ: Mapping[str, str]
 ) -> list[Modifier]:
     """The modifiers for a container that asked for Radium with ``request``."""
-    wait = math.ceil(float(request.get(request_module.ANNOTATION_PREFIX + "wait", 0)))
-    timeout = HOOK_TIMEOUT_SECONDS + wait
+    timeout = HOOK_TIMEOUT_SECONDS + math.ceil(request_module.wait_seconds(request))
     return [AddAnnotations(request), AddHooks(hook_command(config), hook_env(environ), timeout)]
 
 

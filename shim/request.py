@@ -119,6 +119,13 @@ def from_spec(spec: Mapping[str, Any]) -> Optional[dict[str, str]]:
     return {**others, **request}
 
 
+def wait_seconds(request: Mapping[str, str]) -> float:
+    """The seconds ``request`` (annotations) may wait for capacity; 0 when it names none or a
+    malformed one (the agent's :func:`allocation` refuses that with its reason)."""
+    value = request.get(ANNOTATION_PREFIX + "wait", "")
+    return float(value) if _seconds(value) else 0.0
+
+
 def allocation(request: Mapping[str, str]) -> Optional[dict[str, Any]]:
     """Pool Allocate arguments for a request's ``radium.io/`` annotations.
 

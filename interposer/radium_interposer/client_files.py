@@ -97,9 +97,9 @@ class ClientFile(io.RawIOBase):
 
     def _method(self, method: str, *args: Any, data: Any = None) -> Any:
         """``method(*args)`` on the client's file; ``data`` (a write's bytes) as buffer 0."""
-        buffers = None if data is None else [data]
+        buffers = None
         if data is not None:
-            args = ({"$": "b", "i": 0},)
+            args, buffers = ({"$": "b", "i": 0},), [data]
         return ask({"op": "file", "f": self._id, "m": method, "a": list(args)}, buffers)
 
     def readable(self) -> bool:

@@ -100,3 +100,20 @@ def test_the_hook_knows_the_pool_s_priority_classes() -> None:
     from radium.shim.request import PRIORITIES
 
     assert sorted(PRIORITIES) == sorted(PRIORITY_CLASSES)
+
+
+@pytest.mark.parametrize(
+    ("annotations", "seconds"),
+    [({"radium.io/wait": "90"}, 90.0), ({}, 0.0), ({"radium.io/wait": "soon"}, 0.0),
+     ({"radium.io/wait": "7200"}, 0.0)],
+)  # fmt: skip
+def test_the_wait_the_hook_and_wrapper_allow_for(
+    annotations: dict[str, str], seconds: float
+) -> None:
+    from radium.shim import modifiers
+    from radium.shim.request import wait_seconds
+
+    assert wait_seconds(annotations) == seconds
+    hooks = modifiers.for_request(annotations, modifiers.config_module.Config(), {})[1]
+    assert isinstance(hooks, modifiers.AddHooks)
+    assert hooks.timeout == modifiers.HOOK_TIMEOUT_SECONDS + seconds

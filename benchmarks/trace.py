@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from radium.pool import heap
 from radium.pool.model import AcceptorState, Device, DeviceState, Request
 from radium.pool.policies import POLICIES
 from radium.pool.state import PoolState
@@ -110,4 +111,5 @@ def pool_of(acceptors: list[AcceptorState], policy: str) -> PoolState:
     )
     for acceptor in acceptors:
         state.register(acceptor, 0.0)
+    heap.settle()  # as a running pool does every few minutes
     return state

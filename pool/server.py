@@ -14,7 +14,7 @@ import grpc.aio
 from radium import rpc
 from radium.config import Config, QueueConfig
 from radium.errors import ConfigError, InvalidRequestError, UnavailableError
-from radium.pool import queues
+from radium.pool import heap, queues
 from radium.pool.model import Queue
 from radium.pool.policies import POLICIES
 from radium.pool.queue_service import QueueService
@@ -106,6 +106,8 @@ async def serve(config: Config, *, ready: asyncio.Event | None = None) -> None:
         settings.db,
     )
     reaper = asyncio.create_task(pool.reap_forever(min(1.0, settings.lease_ttl / 4)))
+    heap.settle()
+    settler = asyncio.create_task(heap.settle_forever())
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -116,6 +118,7 @@ async def serve(config: Config, *, ready: asyncio.Event | None = None) -> None:
         await stop.wait()
     finally:
         reaper.cancel()
+        settler.cancel()
         await server.stop(grace=2)
         store.close()
         log.info("pool stopped")

@@ -134,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--policies", default=",".join(sorted(POLICIES)))
     args = parser.parse_args(argv)
     lists = trace.pod_lists() if args.lists == "all" else args.lists.split(",")
+    trace.require(*lists)
     fragmentation_table(lists, args.policies.split(","), args.seeds)
     return 0
 

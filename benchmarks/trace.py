@@ -4,6 +4,10 @@ Nodes become acceptors with their GPUs and CPU; pods become allocation requests.
 is 1,000 MiB per GPU times a whole number, so every ``gpu_milli`` share is a whole number of
 MiB and no rounding makes a pod fit or miss where the paper's simulator (which counts in
 thousandths of a GPU) would not.
+
+The trace is not in the repository (its terms allow research and study use only): its files
+go in ``benchmarks/traces/alibaba-gpu-v2023`` (ignored by git), or in the directory named by
+``RADIUM_TRACE``. benchmarks/traces/README.md says where to get them and how to check them.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import csv
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from radium.pool import heap
 from radium.pool.model import AcceptorState, Device, DeviceState, Request
@@ -20,11 +25,33 @@ from radium.pool.state import PoolState
 from radium.pool.store import SQLiteStore
 
 _HERE = Path(__file__).resolve().parent
-TRACE = Path(
-    os.environ.get("RADIUM_TRACE", _HERE.parent.parent / "shared/traces/alibaba-gpu-v2023")
-)
+TRACE = Path(os.environ.get("RADIUM_TRACE") or _HERE / "traces" / "alibaba-gpu-v2023")
 #: GPU memory by model, in GB (the trace gives models only): 1 GB = 1,000 MiB here, see above.
 MEMORY_GB = {"G2": 16, "G3": 32, "T4": 16, "P100": 16, "V100M16": 16, "V100M32": 32, "A10": 24}
+
+
+def _missing(what: Path) -> SystemExit:
+    """One line saying what is missing and how to get it: running a benchmark without the trace
+    is a setup mistake, not a crash."""
+    return SystemExit(
+        f"benchmarks: the Alibaba trace's {what} is missing; download cluster-trace-gpu-v2023"
+        " as benchmarks/traces/README.md says, or set RADIUM_TRACE to its directory"
+    )
+
+
+def require(*pod_lists: str) -> None:
+    """Exit now, before a benchmark prints anything, if the GPU node list or one of these pod
+    lists is missing."""
+    for name in ["openb_node_list_gpu_node.csv", *(f"openb_pod_list_{n}.csv" for n in pod_lists)]:
+        if not (TRACE / name).is_file():
+            raise _missing(TRACE / name)
+
+
+def _open(name: str) -> IO[str]:
+    try:
+        return open(TRACE / name, newline="")
+    except FileNotFoundError:
+        raise _missing(TRACE / name) from None
 
 
 @dataclass(frozen=True)
@@ -63,7 +90,7 @@ class Pod:
 
 def nodes(name: str = "openb_node_list_gpu_node.csv") -> list[AcceptorState]:
     acceptors = []
-    with open(TRACE / name, newline="") as f:
+    with _open(name) as f:
         for row in csv.DictReader(f):
             memory = MEMORY_GB.get(row["model"], 0) * 1000
             devices = {
@@ -77,7 +104,7 @@ def nodes(name: str = "openb_node_list_gpu_node.csv") -> list[AcceptorState]:
 
 
 def pods(name: str) -> list[Pod]:
-    with open(TRACE / f"openb_pod_list_{name}.csv", newline="") as f:
+    with _open(f"openb_pod_list_{name}.csv") as f:
         return [
             Pod(
                 row["name"],
@@ -96,7 +123,10 @@ def pods(name: str) -> list[Pod]:
 
 
 def pod_lists() -> list[str]:
-    return sorted(p.name[len("openb_pod_list_") : -4] for p in TRACE.glob("openb_pod_list_*.csv"))
+    names = sorted(p.name[len("openb_pod_list_") : -4] for p in TRACE.glob("openb_pod_list_*.csv"))
+    if not names:
+        raise _missing(TRACE / "openb_pod_list_*.csv")
+    return names
 
 
 def pool_of(acceptors: list[AcceptorState], policy: str) -> PoolState:

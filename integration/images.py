@@ -1,4 +1,4 @@
-"""Root filesystems for the integration tests (DESIGN.md section 7).
+"""Root filesystems for the integration tests (docs/design.md section 7).
 
 The integration tests run real runc / dockerd / containerd / podman, so they need
 real root filesystems to import as images:
@@ -7,8 +7,9 @@ real root filesystems to import as images:
   ``python3`` -- three distributions, three Python versions (3.9, 3.11, 3.13);
   optionally with ``python3-numpy``.  Built with ``debootstrap`` from
   deb.debian.org and cached as an uncompressed tar.
-* ``alpine_tar()``: the Alpine (musl) minirootfs shipped in the shared fixtures,
-  checked against ``SHA512SUMS``.
+* ``alpine_tar()``: the Alpine (musl) minirootfs kept in this repository
+  (``tests/fixtures/alpine``, with its ``SHA512SUMS``, source and licences;
+  ``$RADIUM_FIXTURES`` names another directory), checked against ``SHA512SUMS``.
 * ``busybox_tar()``: a "no distro" rootfs: a static busybox and its applet
   links, no ``/etc/os-release``, no python.
 
@@ -375,11 +376,13 @@ def python_version(suite: str) -> str:
 
 
 def _fixtures_dir() -> Path:
+    """Where the Alpine tarball and its ``SHA512SUMS`` are: ``$RADIUM_FIXTURES``, else the
+    repository's own copy, so a fresh clone runs the suite with nothing beside it."""
     override = os.environ.get("RADIUM_FIXTURES")
     if override:
         return Path(override)
     repo_root = Path(__file__).resolve().parent.parent
-    return repo_root.parent / "shared" / "fixtures"
+    return repo_root / "tests" / "fixtures" / "alpine"
 
 
 def _sha512(path: Path) -> str:
@@ -399,7 +402,9 @@ def alpine_tar() -> Path:
     tarball = fixtures / ALPINE_TARBALL
     sums = fixtures / "SHA512SUMS"
     if not tarball.is_file():
-        raise ImageBuildError(f"Alpine fixture {tarball} is missing")
+        raise ImageBuildError(
+            f"Alpine fixture {tarball} is missing; see tests/fixtures/alpine/README.md"
+        )
     try:
         sums_text = sums.read_text()
     except OSError as exc:

@@ -17,12 +17,13 @@ from typing import Any, Callable
 import grpc
 import grpc.aio
 
-from radium import rpc
+from radium import metrics, rpc
 from radium.acceptor import engines
 from radium.acceptor.dataplane import DataPlane
 from radium.acceptor.devices import Backend, choose
 from radium.acceptor.images import ImageKeeper
 from radium.acceptor.limits import Cgroups
+from radium.acceptor.metrics import AcceptorCollector
 from radium.acceptor.sandbox import Sandbox
 from radium.acceptor.slots import Slots
 from radium.config import AcceptorConfig
@@ -174,6 +175,8 @@ def confinement(config: AcceptorConfig) -> Sandbox | None:
 
 
 async def serve(config: AcceptorConfig) -> None:
+    if config.metrics:
+        metrics.parse_address(config.metrics, "acceptor.metrics")  # before anything starts
     acceptor = Acceptor(config)
     log.info(
         "acceptor %s: %d %s devices, data plane %s",
@@ -182,8 +185,16 @@ async def serve(config: AcceptorConfig) -> None:
         acceptor.backend.name,
         config.data_address,
     )
+    registry = metrics.new_registry()
+    registry.register(AcceptorCollector(acceptor.slots, acceptor.backend))
+    endpoint = metrics.serve(config.metrics, registry, "acceptor.metrics")
     plane = DataPlane(config.data_address, acceptor.slots)
-    plane.start()
+    try:
+        plane.start()
+    except BaseException:
+        if endpoint is not None:
+            endpoint.close()
+        raise
     acceptor.data_address = plane.address
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -193,4 +204,6 @@ async def serve(config: AcceptorConfig) -> None:
         await acceptor.run(stop)
     finally:
         plane.stop()
+        if endpoint is not None:
+            endpoint.close()
         acceptor.slots.close()

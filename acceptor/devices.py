@@ -36,6 +36,11 @@ class Backend(Protocol):
         """The host device nodes a worker of these devices needs, and no other (the sandbox)."""
         ...
 
+    def utilization(self) -> dict[str, tuple[float, int]] | None:
+        """Device id -> (share busy, memory used in bytes), measured by the vendor's library;
+        None when the backend has none (the metrics then use the workers' figures)."""
+        ...
+
 
 class CpuBackend:
     name = "cpu"
@@ -66,6 +71,9 @@ class CpuBackend:
 
     def device_nodes(self, device_ids: list[str]) -> list[str]:
         return []
+
+    def utilization(self) -> dict[str, tuple[float, int]] | None:
+        return None
 
 
 class NvmlBackend:
@@ -119,6 +127,14 @@ class NvmlBackend:
             for i in device_ids
         ]
         return nvidia_nodes(minors)
+
+    def utilization(self) -> dict[str, tuple[float, int]] | None:
+        nvml, measured = self._nvml, {}
+        for index in range(nvml.nvmlDeviceGetCount()):
+            handle = nvml.nvmlDeviceGetHandleByIndex(index)
+            busy = nvml.nvmlDeviceGetUtilizationRates(handle).gpu / 100
+            measured[str(index)] = (busy, int(nvml.nvmlDeviceGetMemoryInfo(handle).used))
+        return measured
 
 
 def nvidia_nodes(minors: list[int], dev: Path = Path("/dev")) -> list[str]:

@@ -44,6 +44,7 @@ from radium.acceptor.workers import ContainerWorker, ProcessWorker
 from radium.errors import LeaseNotFoundError, RadiumError, SandboxError
 from radium.pool.model import preemption_notice
 from radium.proto import pool_pb2 as pb
+from radium_interposer.control import Counters
 
 if TYPE_CHECKING:
     from radium.acceptor.devices import Backend
@@ -82,6 +83,10 @@ class Slots:
         #: Notified (under lock) when a slot is prepared: a connection may arrive first.
         self.prepared = threading.Condition(self.lock)
         self.meter = Meter()
+        #: lease id -> the counters its worker last answered (heartbeat thread; see usage)
+        self.counted: dict[str, Counters] = {}
+        #: what the last heartbeat reported, for scrapes (which must not ask workers again)
+        self.reported: list[pb.LeaseUsage] = []
 
     def _dir(self, lease_id: str) -> Path:
         if not _LEASE_ID.match(lease_id):
@@ -289,6 +294,7 @@ class Slots:
             shutil.rmtree(slot, ignore_errors=True)
             with self.lock:
                 self.starting.pop(lease_id, None)
+            self.counted.pop(lease_id, None)
         log.info("slot of lease %s torn down", lease_id)
 
     def close(self) -> None:
@@ -311,11 +317,24 @@ class Slots:
                 self.preempt(lease)
 
     def usage(self) -> list[pb.LeaseUsage]:
-        """CPU and RSS of each slot's worker (with its children)."""
+        """What each slot's worker uses: CPU and RSS (with its children) measured here, and
+        the data-plane counters it answered since the last call (docs/data-plane.md)."""
         report = []
         for lease_id in self.active():
             cpu, rss = self.meter.measure(_worker_pid(self.root / lease_id))
-            report.append(pb.LeaseUsage(lease_id=lease_id, cpu_percent=cpu, rss_bytes=rss))
+            worker = self._live(lease_id)
+            counters = worker.counters() if worker is not None else None
+            if counters is not None:
+                self.counted[lease_id] = counters
+            report.append(
+                pb.LeaseUsage(
+                    lease_id=lease_id,
+                    cpu_percent=cpu,
+                    rss_bytes=rss,
+                    **self.counted.get(lease_id, {}),  # type: ignore[arg-type]
+                )
+            )
+        self.reported = report
         return report
 
 

@@ -28,7 +28,7 @@ from radium.acceptor.sandbox import HOME_TARGET, Sandbox, Tenant
 from radium.errors import RadiumError, UnavailableError
 from radium_interposer import control as control_messages
 from radium_interposer import wire
-from radium_interposer.control import CONNECTION, READY
+from radium_interposer.control import CONNECTION, READY, Counters, CountersReader
 
 log = logging.getLogger(__name__)
 WORKER = ["-m", "radium_interposer.worker"]
@@ -52,6 +52,7 @@ class ProcessWorker:
         """Start the worker confined by ``sandbox`` (``join(pid)`` applies the lease's cgroups
         before it runs), or unconfined as this process's user when there is none."""
         self.control, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.reader = CountersReader()
         argv = [sys.executable, *WORKER, "--lease", tenant.lease_id]
         argv += ["--control-fd", str(child.fileno())]
         with child:
@@ -102,6 +103,9 @@ class ProcessWorker:
     def notify(self, text: str) -> None:
         self.control.sendall(control_messages.notice(text))
 
+    def counters(self) -> Counters | None:
+        return self.reader.poll(self.control)
+
     def stop(self) -> None:
         self.control.close()  # the worker exits when its control socket closes
         with contextlib.suppress(ProcessLookupError):
@@ -128,6 +132,7 @@ class ContainerWorker:
         self.lease_id = tenant.lease_id
         self.container = ""
         self.control: socket.socket | None = None
+        self.reader = CountersReader()
         self.error = ""
         self.ready = threading.Event()
         # Only the socket's directory and the lease's home are bound in, never the slot (the
@@ -233,6 +238,9 @@ class ContainerWorker:
         self.ready.wait(START_TIMEOUT)
         if self.control is not None:  # one that never started has no one to tell
             self.control.sendall(control_messages.notice(text))
+
+    def counters(self) -> Counters | None:
+        return self.reader.poll(self.control) if self.control is not None else None
 
     def stop(self) -> None:
         if self.control is not None:

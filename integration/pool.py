@@ -81,6 +81,10 @@ class PoolCluster:
         """``pool_extra``: TOML lines for the ``[pool]`` table (and tables under it)."""
         self.root = root
         self.address = f"{host}:{free_port()}"
+        #: Where the pool and each acceptor serve /metrics (free ports: never 7410's default,
+        #: which a `radium up` of another test may hold).
+        self.pool_metrics = f"127.0.0.1:{free_port()}"
+        self.acceptor_metrics: dict[str, str] = {}
         self.config = root / "radium.toml"
         self.certs = root / "certs"
         if tls:
@@ -97,6 +101,7 @@ class PoolCluster:
             f'[pool]\nlisten = "{self.address}"\ndb = "{root / "pool.db"}"\n'
             f"lease_ttl = {lease_ttl}\nheartbeat_timeout = {heartbeat_timeout}\n"
             f'agent_tokens = ["{AGENT_TOKEN}"]\nacceptor_tokens = ["{ACCEPTOR_TOKEN}"]\n'
+            f'metrics = "{self.pool_metrics}"\n'
             + pool_extra
             + self.tls_table("pool.tls", "pool")
             + f'[acceptor]\npool = "{self.address}"\ntoken = "{ACCEPTOR_TOKEN}"\n'
@@ -179,7 +184,9 @@ class PoolCluster:
             "--state-dir",
             str(self.root / name),
         ]
-        argv += ["--data-address", data_address or f"127.0.0.1:{free_port()}", *(extra or [])]
+        self.acceptor_metrics[name] = f"127.0.0.1:{free_port()}"
+        argv += ["--data-address", data_address or f"127.0.0.1:{free_port()}"]
+        argv += ["--metrics", self.acceptor_metrics[name], *(extra or [])]
         env = {**self.env, "RADIUM_CONFIG": str(config)} if config else self.env
         service = Service(argv, env, self.root / f"{name}.log")
         service.start()

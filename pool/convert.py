@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from radium.pool.model import (
     AcceptorState,
     Device,
@@ -10,6 +12,7 @@ from radium.pool.model import (
     Lease,
     Queue,
     Request,
+    Usage,
 )
 from radium.proto import pool_pb2 as pb
 
@@ -32,6 +35,18 @@ def request_from_pb(message: pb.AllocateRequest) -> Request:
     )
 
 
+def usage_from_pb(message: pb.LeaseUsage) -> Usage:
+    return Usage(
+        cpu_percent=message.cpu_percent,
+        rss_bytes=message.rss_bytes,
+        calls=message.calls,
+        bytes_in=message.bytes_in,
+        bytes_out=message.bytes_out,
+        busy_seconds=message.busy_seconds,
+        errors=message.errors,
+    )
+
+
 def lease_to_pb(lease: Lease) -> pb.Lease:
     return pb.Lease(
         id=lease.id,
@@ -46,8 +61,8 @@ def lease_to_pb(lease: Lease) -> pb.Lease:
         state=lease.shown_state,
         expires_at=lease.expires_at,
         queue=lease.queue,
-        cpu_percent=lease.cpu_percent,
-        rss_bytes=lease.rss_bytes,
+        created_at=lease.created_at,
+        **dataclasses.asdict(lease.usage),
         image=lease.image,
         worker=lease.worker,
         priority=lease.priority,

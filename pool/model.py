@@ -140,6 +140,21 @@ class Placement:
     fraction: float
 
 
+@dataclass(frozen=True)
+class Usage:
+    """What a lease's worker used, from its acceptor's last heartbeat: CPU and RSS the acceptor
+    measured, and the data-plane counters the worker reported (it runs the tenant's code, so
+    they are the tenant's word; the acceptor only bounds them)."""
+
+    cpu_percent: float = 0.0
+    rss_bytes: int = 0
+    calls: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    busy_seconds: float = 0.0
+    errors: int = 0
+
+
 @dataclass
 class Lease:
     id: str
@@ -164,8 +179,7 @@ class Lease:
     preempted_at: float = 0.0
     preempted_for: str = ""
     #: From the acceptor's last heartbeat (not stored: it is refreshed every few seconds).
-    cpu_percent: float = 0.0
-    rss_bytes: int = 0
+    usage: Usage = Usage()
 
     @property
     def memory_mib(self) -> int:

@@ -68,7 +68,7 @@ class QueueService(pb_grpc.QueuesServicer):
         capacity = state.capacity()
         demand = state.queues.demand(state.leases.values(), self.pool.waiters.waiting())
         fair = state.queues.fair_shares(capacity, demand)
-        waiting = [w.queue for w in self.pool.waiters.waiters if not w.future.done()]
+        waiting = [w.queue for w in self.pool.waiters.pending()]
         return pb.ListQueuesResponse(
             queues=[
                 pb.QueueStatus(

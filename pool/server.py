@@ -11,10 +11,11 @@ from typing import Mapping
 
 import grpc.aio
 
-from radium import rpc
+from radium import metrics, rpc
 from radium.config import Config, QueueConfig
 from radium.errors import ConfigError, InvalidRequestError, UnavailableError
 from radium.pool import heap, queues
+from radium.pool.metrics import PoolMetrics, on_loop
 from radium.pool.model import Queue
 from radium.pool.policies import POLICIES
 from radium.pool.queue_service import QueueService
@@ -52,6 +53,8 @@ async def serve(config: Config, *, ready: asyncio.Event | None = None) -> None:
             hint="the pool refuses every unauthenticated call; 'radium up' generates tokens, "
             "radium certs makes certificates for [pool.tls]",
         )
+    if settings.metrics:
+        metrics.parse_address(settings.metrics, "pool.metrics")  # before anything starts
     store = SQLiteStore(settings.db, settings.synchronous)
     state = PoolState(
         store,
@@ -66,6 +69,8 @@ async def serve(config: Config, *, ready: asyncio.Event | None = None) -> None:
         store.close()
         raise
     pool = Pool(state, grace=settings.preempt_grace)
+    registry = metrics.new_registry()
+    pool.observer = PoolMetrics(pool, registry, on_loop(asyncio.get_running_loop()))
     if tls:
         from radium.certs import SERVICE_ROLES
 
@@ -98,6 +103,11 @@ async def serve(config: Config, *, ready: asyncio.Event | None = None) -> None:
         raise UnavailableError(
             f"cannot listen on {settings.listen}: {failure}", hint="is another pool running?"
         )
+    try:
+        endpoint = metrics.serve(settings.metrics, registry, "pool.metrics")
+    except UnavailableError:
+        store.close()
+        raise
     await server.start()
     log.info(
         "pool listening on %s (%s; database %s)",
@@ -120,5 +130,7 @@ async def serve(config: Config, *, ready: asyncio.Event | None = None) -> None:
         reaper.cancel()
         settler.cancel()
         await server.stop(grace=2)
+        if endpoint is not None:
+            endpoint.close()
         store.close()
         log.info("pool stopped")

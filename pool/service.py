@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, AsyncIterator, Callable
+from typing import Any, AsyncIterator, Callable, Protocol
 
 from radium import __version__, rpc
 from radium.errors import CapacityError, InvalidRequestError, NotRegisteredError, RadiumError
@@ -28,14 +28,35 @@ ENDED_RETENTION = 7 * 24 * 3600.0
 PRUNE_EVERY = 3600.0
 
 
+class Observer(Protocol):
+    """Told of what the pool does, as it does it (its metrics)."""
+
+    def allocation(self, error: BaseException | None, waited: bool, seconds: float) -> None: ...
+
+    def lease_ended(self, state: str) -> None: ...
+
+
+class Unobserved:
+    def allocation(self, error: BaseException | None, waited: bool, seconds: float) -> None:
+        pass
+
+    def lease_ended(self, state: str) -> None:
+        pass
+
+
 class Pool:
     """State plus what the services share: waiting requests and acceptor watch streams."""
 
     def __init__(
-        self, state: PoolState, clock: Callable[[], float] = time.time, grace: float = 30.0
+        self,
+        state: PoolState,
+        clock: Callable[[], float] = time.time,
+        grace: float = 30.0,
+        observer: Observer | None = None,
     ) -> None:
         self.state = state
         self.clock = clock
+        self.observer: Observer = observer or Unobserved()
         self.waiters = WaitingRoom(state, self.grant, self.preempted, clock, grace)
         self.watchers: dict[str, asyncio.Queue[pb.Assignment]] = {}
         self.images = Images(state.store)
@@ -62,6 +83,8 @@ class Pool:
 
     def ended(self, leases: list[Lease]) -> None:
         """Tell acceptors, then give the freed capacity to waiting requests, in order."""
+        for lease in leases:
+            self.observer.lease_ended(lease.state)
         self.notify(pb.Assignment.REVOKED, leases)
         self.serve_waiters()
 
@@ -101,28 +124,38 @@ class PoolService(pb_grpc.PoolServicer):
 
     async def Allocate(self, request: pb.AllocateRequest, context: Context) -> pb.Lease:
         wanted = convert.request_from_pb(request)
+        began = time.perf_counter()
+        error: BaseException | None = None
         try:
-            if len(wanted.holder) > _NAME_LIMIT or len(wanted.queue) > _NAME_LIMIT:
-                raise InvalidRequestError("holder and queue names are limited to 253 characters")
-            if not self.pool.waiters:
-                try:
-                    return convert.lease_to_pb(self.pool.grant(wanted))
-                except CapacityError:
-                    if wanted.wait <= 0:
-                        raise
-            future: asyncio.Future[Lease] = asyncio.get_running_loop().create_future()
-            self.pool.waiters.add(wanted, future)
-            self.pool.serve_waiters()
-            try:
-                lease = await asyncio.wait_for(asyncio.shield(future), timeout=wanted.wait)
-            except asyncio.TimeoutError:
-                future.cancel()
-                raise CapacityError(
-                    f"no capacity for {wanted.describe()} within {wanted.wait:g}s"
-                ) from None
-            return convert.lease_to_pb(lease)
+            return convert.lease_to_pb(await self._allocate(wanted))
         except RadiumError as exc:
+            error = exc
             await rpc.abort(context, exc)
+        except asyncio.CancelledError as exc:  # the client went away
+            error = exc
+            raise
+        finally:
+            self.pool.observer.allocation(error, wanted.wait > 0, time.perf_counter() - began)
+
+    async def _allocate(self, wanted: Request) -> Lease:
+        if len(wanted.holder) > _NAME_LIMIT or len(wanted.queue) > _NAME_LIMIT:
+            raise InvalidRequestError("holder and queue names are limited to 253 characters")
+        if not self.pool.waiters:
+            try:
+                return self.pool.grant(wanted)
+            except CapacityError:
+                if wanted.wait <= 0:
+                    raise
+        future: asyncio.Future[Lease] = asyncio.get_running_loop().create_future()
+        self.pool.waiters.add(wanted, future)
+        self.pool.serve_waiters()
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), timeout=wanted.wait)
+        except asyncio.TimeoutError:
+            future.cancel()
+            raise CapacityError(
+                f"no capacity for {wanted.describe()} within {wanted.wait:g}s"
+            ) from None
 
     async def KeepAlive(self, request: pb.LeaseRef, context: Context) -> pb.KeepAliveResponse:
         try:
@@ -270,7 +303,7 @@ class AcceptorService(pb_grpc.AcceptorsServicer):
     async def Heartbeat(
         self, request: pb.HeartbeatRequest, context: Context
     ) -> pb.HeartbeatResponse:
-        usage = [(u.lease_id, u.cpu_percent, u.rss_bytes) for u in request.usage]
+        usage = [(u.lease_id, convert.usage_from_pb(u)) for u in request.usage]
         if not self.pool.state.heartbeat(request.name, self.pool.clock(), usage):
             await rpc.abort(
                 context,

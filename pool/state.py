@@ -25,6 +25,7 @@ from radium.pool.model import (
     PriorityClass,
     Queue,
     Request,
+    Usage,
 )
 from radium.pool.placement import Placer, Policy
 from radium.pool.policies import FGD
@@ -219,18 +220,16 @@ class PoolState:
         )
         return [lease for lease in mine if lease.state == ACTIVE], revoked
 
-    def heartbeat(
-        self, name: str, now: float, usage: Iterable[tuple[str, float, int]] = ()
-    ) -> bool:
-        """Note that the acceptor lives, with its leases' (id, cpu %, rss bytes)."""
+    def heartbeat(self, name: str, now: float, usage: Iterable[tuple[str, Usage]] = ()) -> bool:
+        """Note that the acceptor lives, with what its leases' workers use."""
         acceptor = self.acceptors.get(name)
         if acceptor is None or not acceptor.serving:
             return False  # it must register (again) first
         acceptor.last_heartbeat = now
-        for lease_id, cpu, rss in usage:
+        for lease_id, used in usage:
             lease = self.leases.get(lease_id)
             if lease is not None and lease.acceptor == name:
-                lease.cpu_percent, lease.rss_bytes = cpu, rss
+                lease.usage = used
         return True
 
     def reap(self, now: float) -> list[Lease]:

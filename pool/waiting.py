@@ -48,6 +48,9 @@ class WaitingRoom:
         firm = not queues.priority_class(request.priority).preemptible
         self.waiters.append(Waiter(request, future, queue, firm))
 
+    def pending(self) -> list[Waiter]:
+        return [w for w in self.waiters if not w.future.done()]
+
     def waiting(self) -> dict[str, float]:
         """GPUs asked for per queue by the requests still waiting."""
         asked: dict[str, float] = {}

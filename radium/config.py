@@ -108,6 +108,8 @@ class PoolConfig:
     placement: str = "fgd"
     #: Seconds a preempted lease keeps its worker after its notice.
     preempt_grace: float = 30.0
+    #: host:port of its Prometheus /metrics endpoint (docs/metrics.md); "" serves none.
+    metrics: str = "127.0.0.1:7410"
     #: Queues set at every start (over what `radium queues` stored); others stay as stored.
     queues: Mapping[str, QueueConfig] = field(default_factory=dict)
     #: Tokens accepted from node agents and the CLI (leases, status).
@@ -145,6 +147,9 @@ class AgentConfig:
     autostart: bool = True
     #: Lease holders are "<node>/<container id>"; "" means this host's name.
     node: str = ""
+    #: host:port of its Prometheus /metrics endpoint (docs/metrics.md); "" (the default
+    #: outside `radium up`) serves none.
+    metrics: str = ""
 
 
 @dataclass(frozen=True)
@@ -183,6 +188,8 @@ class AcceptorConfig:
     cpu_memory_mib: int = 16384
     state_dir: str = "/var/lib/radium/acceptor"
     heartbeat_interval: float = 2.0
+    #: host:port of its Prometheus /metrics endpoint (docs/metrics.md); "" serves none.
+    metrics: str = "127.0.0.1:7411"
     #: The local container engine ("docker" or "containerd"; "" = none): it pulls registered
     #: images and runs container-mode workers.
     engine: str = ""

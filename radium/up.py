@@ -44,6 +44,10 @@ def default_state_dir() -> Path:
     )
 
 
+#: Where each service of the embedded pool serves Prometheus metrics (docs/metrics.md).
+METRICS = {"pool": "127.0.0.1:7410", "acceptor": "127.0.0.1:7411", "agent": "127.0.0.1:7412"}
+
+
 def write_config(state: Path, listen: str, cpu_devices: int) -> Path:
     """The config of this embedded pool; tokens are generated once and kept (0600)."""
     state.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -63,13 +67,16 @@ def write_config(state: Path, listen: str, cpu_devices: int) -> Path:
         "# Written by `radium up`; its tokens are kept between runs.\n"
         f'[pool]\nlisten = "{listen}"\ndb = "{state / "pool.db"}"\n'
         f'agent_tokens = ["{agent}"]\nacceptor_tokens = ["{acceptor}"]\n'
+        f'metrics = "{METRICS["pool"]}"\n'
         f'[client]\npool = "{listen}"\ntoken = "{agent}"\n'
         f'[acceptor]\nname = "local"\npool = "{listen}"\ntoken = "{acceptor}"\nbackend = "auto"\n'
         f'cpu_devices = {cpu_devices}\nstate_dir = "{state / "acceptor"}"\n'
         # Port 0: the acceptor listens on a free port and registers the one it got.
         'data_address = "127.0.0.1:0"\n'
+        f'metrics = "{METRICS["acceptor"]}"\n'
         f'[agent]\nenabled = true\nsocket = "{state / "agent.sock"}"\n'
         f'state_file = "{state / "agent-state.json"}"\nlog_file = "{state / "agent.log"}"\n'
+        f'metrics = "{METRICS["agent"]}"\n'
     )
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
@@ -229,6 +236,9 @@ def _supervise(
             f"Radium is up: pool at {listen}, acceptor 'local' with {devices} devices.\n"
             f"Use it{'' if detach else ' from another shell'}: export RADIUM_CONFIG={config}\n"
             f"Logs: {state}/pool.log, acceptor.log, agent.log. {how_to_stop} stops all three.\n"
+            "Metrics: "
+            + ", ".join(f"http://{address}/metrics ({s})" for s, address in METRICS.items())
+            + "\n"
         )
         out.flush()
         if detach:

@@ -23,14 +23,15 @@ import logging
 import os
 import signal
 import socket
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import grpc
 import psutil
 
-from radium import rpc
+from radium import metrics, rpc
 from radium.config import Config
 from radium.errors import (
     AuthError,
@@ -41,6 +42,7 @@ from radium.errors import (
 )
 from radium.proto import pool_pb2 as pb
 from radium.proto import pool_pb2_grpc as pb_grpc
+from radium.shim.agent_metrics import AgentMetrics
 from radium.shim.request import allocation
 from radium_interposer import handshake, wire
 
@@ -80,6 +82,8 @@ class Agent:
         self.channel = rpc.aio_channel(config.client.pool, config.client.tls)
         self.pool = pb_grpc.PoolStub(self.channel)
         self.data_servers: dict[str, asyncio.AbstractServer] = {}
+        #: Told of each request answered: (op, error kind or "", seconds); the metrics.
+        self.answered: Callable[[str, str, float], None] = lambda op, kind, seconds: None
 
     # -- state on disk ---------------------------------------------------------------------
     def load(self) -> None:
@@ -291,6 +295,7 @@ class Agent:
     async def serve_client(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
+        began, op = time.perf_counter(), ""
         try:
             line = await asyncio.wait_for(reader.readline(), timeout=10)
             if len(line) > MAX_REQUEST:
@@ -301,6 +306,7 @@ class Agent:
                 raise InvalidRequestError("a request is one JSON object per line") from exc
             if not isinstance(message, dict):
                 raise InvalidRequestError("a request is one JSON object per line")
+            op = str(message.get("op"))
             reply = await self.handle(message)
         except RadiumError as exc:
             reply = {"ok": False, "error": exc.message, "hint": exc.hint, "kind": exc.kind}
@@ -314,6 +320,8 @@ class Agent:
         except Exception as exc:  # never leave a caller (a container's hook) waiting
             log.exception("agent request failed")
             reply = {"ok": False, "error": f"node agent internal error: {exc}"}
+        kind = "" if reply.get("ok") else str(reply.get("kind", "internal"))
+        self.answered(op, kind, time.perf_counter() - began)
         with contextlib.suppress(ConnectionError):
             writer.write(json.dumps(reply).encode() + b"\n")
             await writer.drain()
@@ -421,6 +429,9 @@ async def serve(config: Config) -> None:
         return
     agent = Agent(config)
     agent.load()
+    registry = metrics.new_registry()
+    agent.answered = AgentMetrics(registry, lambda: len(agent.held)).request
+    endpoint = metrics.serve(config.agent.metrics, registry, "agent.metrics")
     socket_path = config.agent.socket
     os.makedirs(os.path.dirname(socket_path), exist_ok=True)
     with contextlib.suppress(FileNotFoundError):
@@ -448,6 +459,8 @@ async def serve(config: Config) -> None:
         for container in list(agent.data_servers):
             agent.close_data_socket(container)
         await agent.channel.close()
+        if endpoint is not None:
+            endpoint.close()
         with contextlib.suppress(FileNotFoundError):
             os.unlink(socket_path)
         lock.close()

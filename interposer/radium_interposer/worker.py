@@ -28,7 +28,7 @@ import warnings
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from radium_interposer import client_files, codec, shipped, wire, worker_files
-from radium_interposer.control import READY, serve
+from radium_interposer.control import COUNTER_NAMES, READY, Counters, serve
 from radium_interposer.errors import LeasePreempted
 from radium_interposer.handles import Failure, HandleTable
 from radium_interposer.naming import directory_entry, error_meta, resolve_path
@@ -63,7 +63,8 @@ class Worker:
         self.table = HandleTable()
         self.local = threading.local()
         self.shipped: Dict[str, str] = {}
-        self.stats = {"calls": 0, "bytes_in": 0, "bytes_out": 0, "busy_seconds": 0.0}
+        self.stats: Dict[str, Any] = dict.fromkeys(COUNTER_NAMES, 0)
+        self.stats["busy_seconds"] = 0.0
         self.stats_lock = threading.Lock()
         self.sessions = Sessions(self.local, self.outgoing, self.decode)
         #: The acceptor's preemption notice, once it has sent one.
@@ -256,6 +257,7 @@ class Worker:
         operation: Optional[Callable[[Dict[str, Any], List[Any]], Reply]] = getattr(
             self, f"op_{meta.get('op')}", None
         )
+        failed = False
         try:
             if operation is None:
                 raise ValueError(f"unknown operation {meta.get('op')!r}")
@@ -264,6 +266,7 @@ class Worker:
             kind = wire.RESULT
         # SystemExit and KeyboardInterrupt too: the tenant's code ends its call, not the worker.
         except BaseException as exc:
+            failed = True
             if meta.get("nr"):
                 if isinstance(meta.get("r"), int):
                     self.table.put(meta["r"], Failure(exc))
@@ -282,6 +285,11 @@ class Worker:
             self.stats["bytes_out"] += sent
             self.stats["bytes_in"] += received
             self.stats["busy_seconds"] += time.perf_counter() - started
+            self.stats["errors"] += failed
+
+    def counters(self) -> Counters:
+        with self.stats_lock:
+            return dict(self.stats)
 
 
 def apply_context(context: Any) -> None:
@@ -332,7 +340,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         control = socket.socket(fileno=args.control_fd)
     log.info("worker for lease %s ready", args.lease)
     control.sendall(READY)
-    serve(control, functools.partial(serve_connection, worker), worker.preempt)
+    serve(control, functools.partial(serve_connection, worker), worker.preempt, worker.counters)
     log.info("control socket closed; worker exits")
     return 0
 

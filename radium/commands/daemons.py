@@ -42,6 +42,7 @@ def _acceptor_serve(args: argparse.Namespace) -> int:
             ("state_dir", args.state_dir),
             ("engine", args.engine),
             ("engine_address", args.engine_address),
+            ("metrics", args.metrics),
         )
         if value is not None
     }
@@ -80,5 +81,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--engine", choices=("docker", "containerd"), help="pulls registered images, runs workers"
     )
     serve.add_argument("--engine-address", help="the engine's socket (default: its usual one)")
+    serve.add_argument(
+        "--metrics", help='host:port of /metrics (default: acceptor.metrics; "" for none)'
+    )
     serve.add_argument("--log-file", default="", help="also log to this file")
     serve.set_defaults(func=_acceptor_serve)

@@ -87,7 +87,7 @@ class AllocateRequest(_message.Message):
     def __init__(self, gpus: _Optional[int] = ..., fraction: _Optional[float] = ..., memory_mib: _Optional[int] = ..., selector: _Optional[_Mapping[str, str]] = ..., min_memory_mib: _Optional[int] = ..., queue: _Optional[str] = ..., holder: _Optional[str] = ..., ttl_seconds: _Optional[int] = ..., wait_seconds: _Optional[float] = ..., image: _Optional[str] = ..., worker: _Optional[str] = ..., priority: _Optional[str] = ..., cpu_milli: _Optional[int] = ...) -> None: ...
 
 class Lease(_message.Message):
-    __slots__ = ("id", "acceptor", "data_address", "device_ids", "fraction", "memory_mib", "credential", "ttl_seconds", "holder", "state", "expires_at", "queue", "cpu_percent", "rss_bytes", "image", "worker", "priority", "preempted_at", "preempted_for", "cpu_milli")
+    __slots__ = ("id", "acceptor", "data_address", "device_ids", "fraction", "memory_mib", "credential", "ttl_seconds", "holder", "state", "expires_at", "queue", "cpu_percent", "rss_bytes", "image", "worker", "priority", "preempted_at", "preempted_for", "cpu_milli", "calls", "bytes_in", "bytes_out", "busy_seconds", "errors", "created_at")
     ID_FIELD_NUMBER: _ClassVar[int]
     ACCEPTOR_FIELD_NUMBER: _ClassVar[int]
     DATA_ADDRESS_FIELD_NUMBER: _ClassVar[int]
@@ -108,6 +108,12 @@ class Lease(_message.Message):
     PREEMPTED_AT_FIELD_NUMBER: _ClassVar[int]
     PREEMPTED_FOR_FIELD_NUMBER: _ClassVar[int]
     CPU_MILLI_FIELD_NUMBER: _ClassVar[int]
+    CALLS_FIELD_NUMBER: _ClassVar[int]
+    BYTES_IN_FIELD_NUMBER: _ClassVar[int]
+    BYTES_OUT_FIELD_NUMBER: _ClassVar[int]
+    BUSY_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    ERRORS_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
     id: str
     acceptor: str
     data_address: str
@@ -128,7 +134,13 @@ class Lease(_message.Message):
     preempted_at: float
     preempted_for: str
     cpu_milli: int
-    def __init__(self, id: _Optional[str] = ..., acceptor: _Optional[str] = ..., data_address: _Optional[str] = ..., device_ids: _Optional[_Iterable[str]] = ..., fraction: _Optional[float] = ..., memory_mib: _Optional[int] = ..., credential: _Optional[str] = ..., ttl_seconds: _Optional[int] = ..., holder: _Optional[str] = ..., state: _Optional[str] = ..., expires_at: _Optional[float] = ..., queue: _Optional[str] = ..., cpu_percent: _Optional[float] = ..., rss_bytes: _Optional[int] = ..., image: _Optional[str] = ..., worker: _Optional[str] = ..., priority: _Optional[str] = ..., preempted_at: _Optional[float] = ..., preempted_for: _Optional[str] = ..., cpu_milli: _Optional[int] = ...) -> None: ...
+    calls: int
+    bytes_in: int
+    bytes_out: int
+    busy_seconds: float
+    errors: int
+    created_at: float
+    def __init__(self, id: _Optional[str] = ..., acceptor: _Optional[str] = ..., data_address: _Optional[str] = ..., device_ids: _Optional[_Iterable[str]] = ..., fraction: _Optional[float] = ..., memory_mib: _Optional[int] = ..., credential: _Optional[str] = ..., ttl_seconds: _Optional[int] = ..., holder: _Optional[str] = ..., state: _Optional[str] = ..., expires_at: _Optional[float] = ..., queue: _Optional[str] = ..., cpu_percent: _Optional[float] = ..., rss_bytes: _Optional[int] = ..., image: _Optional[str] = ..., worker: _Optional[str] = ..., priority: _Optional[str] = ..., preempted_at: _Optional[float] = ..., preempted_for: _Optional[str] = ..., cpu_milli: _Optional[int] = ..., calls: _Optional[int] = ..., bytes_in: _Optional[int] = ..., bytes_out: _Optional[int] = ..., busy_seconds: _Optional[float] = ..., errors: _Optional[int] = ..., created_at: _Optional[float] = ...) -> None: ...
 
 class LeaseRef(_message.Message):
     __slots__ = ("lease_id",)
@@ -321,14 +333,24 @@ class RegisterResponse(_message.Message):
     def __init__(self, heartbeat_interval: _Optional[float] = ..., leases: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ..., images: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class LeaseUsage(_message.Message):
-    __slots__ = ("lease_id", "cpu_percent", "rss_bytes")
+    __slots__ = ("lease_id", "cpu_percent", "rss_bytes", "calls", "bytes_in", "bytes_out", "busy_seconds", "errors")
     LEASE_ID_FIELD_NUMBER: _ClassVar[int]
     CPU_PERCENT_FIELD_NUMBER: _ClassVar[int]
     RSS_BYTES_FIELD_NUMBER: _ClassVar[int]
+    CALLS_FIELD_NUMBER: _ClassVar[int]
+    BYTES_IN_FIELD_NUMBER: _ClassVar[int]
+    BYTES_OUT_FIELD_NUMBER: _ClassVar[int]
+    BUSY_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    ERRORS_FIELD_NUMBER: _ClassVar[int]
     lease_id: str
     cpu_percent: float
     rss_bytes: int
-    def __init__(self, lease_id: _Optional[str] = ..., cpu_percent: _Optional[float] = ..., rss_bytes: _Optional[int] = ...) -> None: ...
+    calls: int
+    bytes_in: int
+    bytes_out: int
+    busy_seconds: float
+    errors: int
+    def __init__(self, lease_id: _Optional[str] = ..., cpu_percent: _Optional[float] = ..., rss_bytes: _Optional[int] = ..., calls: _Optional[int] = ..., bytes_in: _Optional[int] = ..., bytes_out: _Optional[int] = ..., busy_seconds: _Optional[float] = ..., errors: _Optional[int] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
     __slots__ = ("name", "usage")

@@ -20,6 +20,7 @@ from radium.commands import (
     queues,
     run,
     setup,
+    top,
     up,
 )
 from radium.errors import RadiumError
@@ -34,8 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"radium {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in (
-        bundles, setup, daemons, inspect, queues, images, agent, exec_local, run, doctor, up,
-        certs,
+        bundles, setup, daemons, inspect, top, queues, images, agent, exec_local, run, doctor,
+        up, certs,
     ):  # fmt: skip
         module.register(commands)
     return parser

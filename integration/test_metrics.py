@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 import urllib.parse
 import urllib.request
@@ -28,6 +27,7 @@ from integration.netns import Network
 from integration.pool import Service, free_port, wait_until
 from integration.radium_env import RadiumEnv
 from integration.test_leases import radium_dockerd, radium_run
+from integration.test_up import start_up
 from radium import config as config_module
 from radium.poolclient import PoolClient
 from radium.up import METRICS
@@ -117,14 +117,7 @@ def up(network: Network, tmp_path_factory: pytest.TempPathFactory) -> Iterator[P
     reaches it there); yields its state directory."""
     state = tmp_path_factory.mktemp("up")
     listen = f"{network.gateway}:{free_port()}"
-    cli = str(Path(sys.executable).parent / "radium")
-    process = subprocess.Popen(
-        [cli, "up", "--state-dir", str(state), "--listen", listen, "--cpu-devices", "1"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={"PATH": os.environ["PATH"]},
-    )
+    process = start_up(state, "--cpu-devices", "1", listen=listen)
     try:
         assert process.stdout is not None
         first = process.stdout.readline()

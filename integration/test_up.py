@@ -48,10 +48,12 @@ def test_radium_up_serves_and_stops_cleanly(tmp_path: Path) -> None:
     assert not any(map(running, children))
 
 
-def start_up(state: Path, *extra: str) -> subprocess.Popen[str]:
+def start_up(state: Path, *extra: str, listen: str = "") -> subprocess.Popen[str]:
+    """`radium up` on ``state``, its pool on ``listen`` (a free loopback port by default)."""
     cli = str(Path(sys.executable).parent / "radium")
+    listen = listen or f"127.0.0.1:{free_port()}"
     return subprocess.Popen(
-        [cli, "up", "--state-dir", str(state), "--listen", f"127.0.0.1:{free_port()}", *extra],
+        [cli, "up", "--state-dir", str(state), "--listen", listen, *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

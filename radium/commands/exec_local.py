@@ -11,21 +11,29 @@ def _exec(args: argparse.Namespace) -> int:
     from radium import config as config_module
     from radium import execute
 
-    request = {"radium.io/gpus": str(args.gpus)}
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    return execute.run(config_module.load(), command, args.remote, args.split, request_of(args))
+
+
+def request_of(args: argparse.Namespace) -> dict[str, str]:
+    """The lease request, as the ``radium.io/`` annotations a container would carry."""
+    # No amount named: one whole device (shim.request.allocation); --fraction alone: a part.
+    request = {} if args.gpus is None else {"radium.io/gpus": str(args.gpus)}
     if args.fraction:
         request["radium.io/fraction"] = str(args.fraction)
     for key in ("queue", "priority", "wait", "image", "worker"):
         if getattr(args, key):
             request[f"radium.io/{key}"] = getattr(args, key)
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    return execute.run(config_module.load(), command, args.remote, args.split, request)
+    return request
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = commands.add_parser(
         "exec", help="run a local command whose chosen modules run on a leased acceptor"
     )
-    parser.add_argument("--gpus", type=int, default=1, help="devices to lease (default 1)")
+    parser.add_argument(
+        "--gpus", type=int, help="whole devices to lease (default 1, or none with --fraction)"
+    )
     parser.add_argument("--fraction", type=float, default=0.0, help="a fraction of one device")
     parser.add_argument("--queue", help="the pool queue to lease from (default: default)")
     parser.add_argument(

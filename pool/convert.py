@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 from radium.pool.model import (
     AcceptorState,
     Device,
@@ -48,6 +46,7 @@ def usage_from_pb(message: pb.LeaseUsage) -> Usage:
 
 
 def lease_to_pb(lease: Lease) -> pb.Lease:
+    usage = lease.usage
     return pb.Lease(
         id=lease.id,
         acceptor=lease.acceptor,
@@ -62,7 +61,14 @@ def lease_to_pb(lease: Lease) -> pb.Lease:
         expires_at=lease.expires_at,
         queue=lease.queue,
         created_at=lease.created_at,
-        **dataclasses.asdict(lease.usage),
+        # Field by field: dataclasses.asdict deep-copies, a tenth of a millisecond per lease.
+        cpu_percent=usage.cpu_percent,
+        rss_bytes=usage.rss_bytes,
+        calls=usage.calls,
+        bytes_in=usage.bytes_in,
+        bytes_out=usage.bytes_out,
+        busy_seconds=usage.busy_seconds,
+        errors=usage.errors,
         image=lease.image,
         worker=lease.worker,
         priority=lease.priority,

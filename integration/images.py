@@ -271,7 +271,13 @@ def debian_tar(suite: str, *, with_numpy: bool = False) -> Path:
     """
     if suite not in SUITES:
         raise ValueError(f"unknown suite {suite!r}; expected one of {', '.join(SUITES)}")
-    name = f"debian-{suite}{'-numpy' if with_numpy else ''}"
+    include = ["python3"] + (["python3-numpy"] if with_numpy else [])
+    return minbase_tar(suite, include, f"debian-{suite}{'-numpy' if with_numpy else ''}")
+
+
+def minbase_tar(suite: str, include: Sequence[str], name: str) -> Path:
+    """``debootstrap --variant=minbase`` of ``suite`` with ``include``, as the cached tar
+    ``name`` (built on first use, once however many tests ask at the same time)."""
     dest = _cache_dir() / f"{name}.tar"
     if dest.is_file():
         return dest
@@ -281,19 +287,20 @@ def debian_tar(suite: str, *, with_numpy: bool = False) -> Path:
         _clean_stale(f".build-{name}-")
         _clean_stale(f".{name}.tar.tmp-")
         started = time.monotonic()
-        _build_debian(suite, with_numpy, dest)
+        _build_debian(suite, list(include), dest)
         log.info("built %s in %.0fs", dest, time.monotonic() - started)
     return dest
 
 
-def _build_debian(suite: str, with_numpy: bool, dest: Path) -> None:
+def _build_debian(suite: str, include: list[str], dest: Path) -> None:
     if os.geteuid() != 0:
         raise ImageBuildError("debootstrap must run as root")
     debootstrap = _which("debootstrap")
-    include = ["python3"] + (["python3-numpy"] if with_numpy else [])
     work = Path(tempfile.mkdtemp(prefix=f".build-{dest.stem}-", dir=_cache_dir()))
     rootfs = work / "rootfs"
-    argv = [debootstrap, "--variant=minbase", f"--include={','.join(include)}"]
+    argv = [debootstrap, "--variant=minbase"]
+    if include:
+        argv.append(f"--include={','.join(include)}")
     if _DEBIAN_KEYRING.is_file():
         argv.append(f"--keyring={_DEBIAN_KEYRING}")
     argv += [suite, str(rootfs), MIRROR]
@@ -324,7 +331,7 @@ def _build_debian(suite: str, with_numpy: bool, dest: Path) -> None:
             raise ImageBuildError(
                 f"debootstrap left mounts behind: {', '.join(map(str, leftover))}"
             )
-        if not (rootfs / "usr" / "bin" / "python3").exists():
+        if "python3" in include and not (rootfs / "usr" / "bin" / "python3").exists():
             raise ImageBuildError(f"debootstrap of {suite} produced no usr/bin/python3")
         _strip_rootfs(rootfs)
         _pack(rootfs, dest, exclude=("./dev/*", "./proc/*", "./sys/*", "./debootstrap"))

@@ -31,7 +31,7 @@ from typing import Any, Callable
 import grpc
 import psutil
 
-from radium import metrics, rpc
+from radium import rpc
 from radium.config import Config
 from radium.errors import (
     AuthError,
@@ -42,7 +42,6 @@ from radium.errors import (
 )
 from radium.proto import pool_pb2 as pb
 from radium.proto import pool_pb2_grpc as pb_grpc
-from radium.shim.agent_metrics import AgentMetrics
 from radium.shim.request import allocation
 from radium_interposer import handshake, wire
 
@@ -429,9 +428,16 @@ async def serve(config: Config) -> None:
         return
     agent = Agent(config)
     agent.load()
-    registry = metrics.new_registry()
-    agent.answered = AgentMetrics(registry, lambda: len(agent.held)).request
-    endpoint = metrics.serve(config.agent.metrics, registry, "agent.metrics")
+    endpoint = None
+    if config.agent.metrics:
+        # Imported only then: prometheus-client takes 60 ms to import, and the hook may be
+        # waiting for this agent to start (autostart) before its container can.
+        from radium import metrics
+        from radium.shim.agent_metrics import AgentMetrics
+
+        registry = metrics.new_registry()
+        agent.answered = AgentMetrics(registry, lambda: len(agent.held)).request
+        endpoint = metrics.serve(config.agent.metrics, registry, "agent.metrics")
     socket_path = config.agent.socket
     os.makedirs(os.path.dirname(socket_path), exist_ok=True)
     with contextlib.suppress(FileNotFoundError):

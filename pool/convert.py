@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from radium.pool.model import (
     AcceptorState,
     Device,
@@ -33,20 +35,17 @@ def request_from_pb(message: pb.AllocateRequest) -> Request:
     )
 
 
+#: A lease's usage figures, named alike in Usage, LeaseUsage and Lease.
+USAGE_FIELDS = tuple(f.name for f in dataclasses.fields(Usage))
+
+
 def usage_from_pb(message: pb.LeaseUsage) -> Usage:
-    return Usage(
-        cpu_percent=message.cpu_percent,
-        rss_bytes=message.rss_bytes,
-        calls=message.calls,
-        bytes_in=message.bytes_in,
-        bytes_out=message.bytes_out,
-        busy_seconds=message.busy_seconds,
-        errors=message.errors,
-    )
+    return Usage(**{name: getattr(message, name) for name in USAGE_FIELDS})
 
 
 def lease_to_pb(lease: Lease) -> pb.Lease:
-    usage = lease.usage
+    # Not dataclasses.asdict: it deep-copies, a tenth of a millisecond per lease.
+    usage = {name: getattr(lease.usage, name) for name in USAGE_FIELDS}
     return pb.Lease(
         id=lease.id,
         acceptor=lease.acceptor,
@@ -61,14 +60,7 @@ def lease_to_pb(lease: Lease) -> pb.Lease:
         expires_at=lease.expires_at,
         queue=lease.queue,
         created_at=lease.created_at,
-        # Field by field: dataclasses.asdict deep-copies, a tenth of a millisecond per lease.
-        cpu_percent=usage.cpu_percent,
-        rss_bytes=usage.rss_bytes,
-        calls=usage.calls,
-        bytes_in=usage.bytes_in,
-        bytes_out=usage.bytes_out,
-        busy_seconds=usage.busy_seconds,
-        errors=usage.errors,
+        **usage,
         image=lease.image,
         worker=lease.worker,
         priority=lease.priority,

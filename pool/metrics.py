@@ -128,10 +128,9 @@ class _StateCollector:
         )
         for acceptor, device in state.device_states():
             labels = [acceptor.name, device.device.id]
-            total = device.device.memory_mib
-            allocated.add_metric(labels, device.used_mib / total if total else 0.0)
+            allocated.add_metric(labels, device.allocated_fraction)
             held.add_metric(labels, device.used_mib << 20)
-            size.add_metric(labels, total << 20)
+            size.add_metric(labels, device.device.memory_mib << 20)
         yield from (allocated, held, size)
 
         leases = GaugeMetricFamily(
@@ -141,13 +140,6 @@ class _StateCollector:
         for (shown, queue), count in sorted(live.items()):
             leases.add_metric([shown, queue], count)
         yield leases
-
-        waiting = GaugeMetricFamily(
-            "radium_pool_waiting_requests", "Requests waiting for capacity", labels=["queue"]
-        )
-        for queue, count in sorted(Tally(w.queue for w in pool.waiters.pending()).items()):
-            waiting.add_metric([queue], count)
-        yield waiting
 
         up = GaugeMetricFamily(
             "radium_pool_acceptor_up",
@@ -167,8 +159,9 @@ class _StateCollector:
         yield from self._queues()
 
     def _queues(self) -> Iterator[Metric]:
-        state = self.pool.state
-        capacity = state.capacity()
+        waiting = GaugeMetricFamily(
+            "radium_pool_waiting_requests", "Requests waiting for capacity", labels=["queue"]
+        )
         families = {
             name: GaugeMetricFamily(f"radium_pool_queue_{name}_gpus", text, labels=["queue"])
             for name, text in (
@@ -178,16 +171,11 @@ class _StateCollector:
                 ("fair_share", "GPUs the queue would get now, sharing by weight"),
             )
         }
-        demand = state.queues.demand(state.leases.values(), self.pool.waiters.waiting())
-        fair = state.queues.fair_shares(capacity, demand)
-        for queue in state.queues.all():
-            deserved = state.queues.deserved(queue, capacity)
-            held = state.used[queue.name]
-            for name, value in (
-                ("deserved", deserved),
-                ("allocated", held),
-                ("borrowed", max(0.0, held - deserved)),
-                ("fair_share", fair.get(queue.name, 0.0)),
-            ):
-                families[name].add_metric([queue.name], value)
+        for figures in self.pool.queue_figures():
+            name = figures.queue.name
+            if figures.waiting:
+                waiting.add_metric([name], figures.waiting)
+            for series, family in families.items():
+                family.add_metric([name], getattr(figures, series))
+        yield waiting
         yield from families.values()

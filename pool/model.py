@@ -36,6 +36,11 @@ class DeviceState:
     def free_mib(self) -> int:
         return self.device.memory_mib - self.used_mib
 
+    @property
+    def allocated_fraction(self) -> float:
+        memory = self.device.memory_mib
+        return self.used_mib / memory if memory else 0.0
+
 
 @dataclass
 class AcceptorState:

@@ -64,21 +64,16 @@ class QueueService(pb_grpc.QueuesServicer):
     async def ListQueues(
         self, request: pb.ListQueuesRequest, context: Context
     ) -> pb.ListQueuesResponse:
-        state = self.pool.state
-        capacity = state.capacity()
-        demand = state.queues.demand(state.leases.values(), self.pool.waiters.waiting())
-        fair = state.queues.fair_shares(capacity, demand)
-        waiting = [w.queue for w in self.pool.waiters.pending()]
         return pb.ListQueuesResponse(
             queues=[
                 pb.QueueStatus(
-                    queue=convert.queue_to_pb(q),
-                    allocated=state.used[q.name],
-                    fair_share=fair.get(q.name, 0.0),
-                    deserved=state.queues.deserved(q, capacity),
-                    leases=sum(1 for x in state.leases.values() if state.queues.owner(x) == q),
-                    waiting=waiting.count(q.name),
+                    queue=convert.queue_to_pb(f.queue),
+                    allocated=f.allocated,
+                    fair_share=f.fair_share,
+                    deserved=f.deserved,
+                    leases=f.leases,
+                    waiting=f.waiting,
                 )
-                for q in sorted(state.queues.all(), key=lambda q: (q.parent, q.name))
+                for f in self.pool.queue_figures()
             ]
         )

@@ -5,13 +5,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter
+from dataclasses import dataclass
 from typing import Any, AsyncIterator, Callable, Protocol
 
 from radium import __version__, rpc
 from radium.errors import CapacityError, InvalidRequestError, NotRegisteredError, RadiumError
 from radium.pool import convert
 from radium.pool.images import DONE_ADDING, DONE_REMOVING, REMOVING, Images, check_ref
-from radium.pool.model import Lease, Request, preemption_notice
+from radium.pool.model import Lease, Queue, Request, preemption_notice
 from radium.pool.state import PoolState
 from radium.pool.waiting import WaitingRoom
 from radium.proto import pool_pb2 as pb
@@ -42,6 +44,23 @@ class Unobserved:
 
     def lease_ended(self, state: str) -> None:
         pass
+
+
+@dataclass(frozen=True)
+class QueueFigures:
+    """A queue as `radium queues ls` and the metrics show it, in GPUs."""
+
+    queue: Queue
+    deserved: float
+    allocated: float
+    fair_share: float
+    leases: int
+    waiting: int
+
+    @property
+    def borrowed(self) -> float:
+        """Held beyond the deserved quota: preemptible, reclaimable."""
+        return max(0.0, self.allocated - self.deserved)
 
 
 class Pool:
@@ -90,6 +109,28 @@ class Pool:
 
     def serve_waiters(self) -> None:
         self.waiters.serve()
+
+    def queue_figures(self) -> list[QueueFigures]:
+        """Every queue, parents' children after them, with what it deserves, holds and waits
+        for, and its fair share now."""
+        state = self.state
+        capacity = state.capacity()
+        fair = state.queues.fair_shares(
+            capacity, state.queues.demand(state.leases.values(), self.waiters.waiting())
+        )
+        leases = Counter(state.queues.owner(lease).name for lease in state.leases.values())
+        waiting = Counter(w.queue for w in self.waiters.pending())
+        return [
+            QueueFigures(
+                q,
+                state.queues.deserved(q, capacity),
+                state.used[q.name],
+                fair.get(q.name, 0.0),
+                leases[q.name],
+                waiting[q.name],
+            )
+            for q in sorted(state.queues.all(), key=lambda q: (q.parent, q.name))
+        ]
 
     def preempted(self, leases: list[Lease]) -> None:
         self.notify(pb.Assignment.PREEMPTED, leases)
@@ -193,9 +234,7 @@ class PoolService(pb_grpc.PoolServicer):
             pb.DeviceStatus(
                 acceptor=acceptor.name,
                 device=convert.device_to_pb(device.device),
-                allocated_fraction=device.used_mib / device.device.memory_mib
-                if device.device.memory_mib
-                else 0.0,
+                allocated_fraction=device.allocated_fraction,
                 allocated_mib=device.used_mib,
                 holders=sorted(
                     state.leases[lid].holder or lid for lid in device.holders if lid in state.leases

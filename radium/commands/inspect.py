@@ -74,10 +74,15 @@ def _gpus(args: argparse.Namespace) -> int:
     return 0
 
 
+def leases_json(leases: Sequence[Any]) -> str:
+    """`radium leases --json` (and `radium top --json`)."""
+    return json.dumps(as_dicts(leases), indent=2)
+
+
 def _leases(args: argparse.Namespace) -> int:
     leases = pool_client().leases(all_=args.all)
     if args.json:
-        print(json.dumps(as_dicts(leases), indent=2))
+        print(leases_json(leases))
         return 0
     now = time.time()
     rows = [

@@ -9,12 +9,11 @@ other ``radium`` command down.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from typing import TYPE_CHECKING, Callable, Protocol, TextIO
 
-from radium.commands.inspect import as_dicts, pool_client
+from radium.commands.inspect import leases_json, pool_client
 from radium.errors import RadiumError
 
 if TYPE_CHECKING:
@@ -73,7 +72,7 @@ def run(args: argparse.Namespace, connect: Callable[[], Reader], out: TextIO) ->
             leases = client.leases(all_=args.all)
         finally:
             client.close()
-        out.write(json.dumps(as_dicts(leases), indent=2) + "\n")  # as `radium leases --json`
+        out.write(leases_json(leases) + "\n")
         return 0
     source = Source(connect, args.all)
     try:

@@ -32,6 +32,8 @@ from radium.proto import pool_pb2 as pb
 from radium.proto import pool_pb2_grpc as pb_grpc
 
 log = logging.getLogger(__name__)
+#: Reconnecting: from a tenth of a second, slowly up (a pool replica takes over in 1-2 s).
+FIRST_BACKOFF = 0.1
 MAX_BACKOFF = 5.0
 
 
@@ -137,10 +139,11 @@ class Acceptor:
         )
 
     async def run(self, stop: asyncio.Event) -> None:
-        backoff = 0.2
+        backoff = FIRST_BACKOFF
         async with rpc.aio_channel(self.config.pool, self.config.tls) as channel:
             stub = pb_grpc.AcceptorsStub(channel)
             while not stop.is_set():
+                registrations = self.registrations
                 session = asyncio.create_task(self.session(stub))
                 stopper = asyncio.create_task(stop.wait())
                 await asyncio.wait([session, stopper], return_when=asyncio.FIRST_COMPLETED)
@@ -148,9 +151,10 @@ class Acceptor:
                 if stop.is_set():
                     session.cancel()
                     break
+                if self.registrations > registrations:  # it had served: a new outage
+                    backoff = FIRST_BACKOFF
                 try:
                     session.result()
-                    backoff = 0.2
                 except grpc.RpcError as exc:
                     service = f"pool at {self.config.pool}"
                     error = rpc.from_rpc_error(exc, service, self.config.tls.enabled)
@@ -160,7 +164,7 @@ class Acceptor:
                     log.warning("%s; retrying in %.1fs", exc.one_line(), backoff)
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(stop.wait(), timeout=backoff)
-                backoff = min(backoff * 2, MAX_BACKOFF)
+                backoff = min(backoff * 1.3, MAX_BACKOFF)
 
 
 def confinement(config: AcceptorConfig) -> Sandbox | None:

@@ -6,7 +6,14 @@ each looping allocate(fraction) -> release for a fixed time: as fast as they can
 measures capacity; its latency is concurrency / throughput), then 100 clients paced to --rate in
 total (latency at a given load). Prints cycles per second and p50/p99 of one cycle (two RPCs).
 
+With ``--store etcd`` (or ``both``, side by side) the pool's store is a 3-member etcd cluster on
+loopback (fsync on, as etcd runs by default) and ``--replicas`` pool processes, and the failover
+time is measured ``--failovers`` times: the leader is SIGKILLed, and the time to the first
+successful allocation through the address list is taken; the killed replica then comes back as
+a standby for the next trial.
+
     sudo .venv/bin/python -m benchmarks.pool [--seconds 5] [--synchronous normal|full]
+        [--store sqlite|etcd|both] [--replicas 2] [--failovers 10]
 """
 
 from __future__ import annotations
@@ -20,10 +27,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from integration.pool import AGENT_TOKEN, PoolCluster
+from integration.pool import AGENT_TOKEN, PoolCluster, wait_until
+from integration.test_replicas import allocate_until_granted, leader
 from radium import rpc
 from radium.proto import pool_pb2 as pb
 from radium.proto import pool_pb2_grpc as pb_grpc
+from tests.etcd_server import EtcdCluster, EtcdMember
 
 
 async def clients(address: str, concurrency: int, seconds: float, rate: float = 0.0) -> list[float]:
@@ -51,6 +60,65 @@ async def clients(address: str, concurrency: int, seconds: float, rate: float = 
     return latencies
 
 
+def measure(cluster: PoolCluster, seconds: float, paced: float) -> list[str]:
+    rows = []
+    for concurrency, rate in ((1, 0.0), (10, 0.0), (100, 0.0), (100, paced)):
+        latencies = asyncio.run(clients(cluster.address, concurrency, seconds, rate))
+        ms = sorted(x * 1000 for x in latencies)
+        p99 = ms[min(len(ms) - 1, int(0.99 * len(ms)))]
+        offered = f"{rate:g}" if rate else "max"
+        rows.append(
+            f"{concurrency:>7} {offered:>9} {len(ms) / seconds:>9.0f}"
+            f" {statistics.median(ms):>7.2f} {p99:>7.2f}"
+        )
+    return rows
+
+
+def failovers(cluster: PoolCluster, trials: int) -> list[float]:
+    times = []
+    for _ in range(trials):
+        old = leader(cluster)
+        old.kill()
+        lease, took = allocate_until_granted(cluster)
+        times.append(took)
+        client = cluster.client()
+        client.release(lease.id)
+        client.close()
+        old.start()
+        wait_until(
+            lambda old=old: "standing by" in old.log_tail(5), 30, "the old leader standing by"
+        )
+    return times
+
+
+def run(store: str, args: argparse.Namespace, root: Path) -> tuple[list[str], list[float]]:
+    etcd = None
+    if store == "etcd":
+        etcd = EtcdCluster([EtcdMember(f"m{n}", root / f"m{n}", fsync=True) for n in range(3)])
+        etcd.start()
+    (root / store).mkdir()
+    cluster = PoolCluster(
+        root / store,
+        lease_ttl=60,
+        etcd=etcd.endpoints if etcd else None,
+        replicas=args.replicas if etcd else 1,
+    )
+    if args.synchronous == "full":
+        cluster.config.write_text(
+            cluster.config.read_text().replace("[pool]\n", '[pool]\nsynchronous = "full"\n')
+        )
+    try:
+        cluster.start_pool()
+        cluster.start_acceptor("bench", devices=2)
+        cluster.wait_up("bench")
+        rows = measure(cluster, args.seconds, args.rate)
+        return rows, failovers(cluster, args.failovers) if etcd else []
+    finally:
+        cluster.stop()
+        if etcd:
+            etcd.stop()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -60,34 +128,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--rate", type=float, default=1000.0, help="paced level: cycles/s offered by 100 clients"
     )
+    parser.add_argument("--store", choices=("sqlite", "etcd", "both"), default="both")
+    parser.add_argument("--replicas", type=int, default=2, help="pool processes on etcd")
+    parser.add_argument("--failovers", type=int, default=10, help="leader kills on etcd")
     args = parser.parse_args(argv)
     root = Path(tempfile.mkdtemp(prefix="radium-poolbench-"))
-    cluster = PoolCluster(root, lease_ttl=60)
-    if args.synchronous == "full":
-        cluster.config.write_text(
-            cluster.config.read_text().replace("[pool]\n", '[pool]\nsynchronous = "full"\n')
-        )
+    stores = ("sqlite", "etcd") if args.store == "both" else (args.store,)
     try:
-        cluster.start_pool()
-        cluster.start_acceptor("bench", devices=2)
-        cluster.wait_up("bench")
-        print(
-            f"pool allocate+release cycles, SQLite WAL synchronous={args.synchronous}, "
-            f"{args.seconds:g}s per level, clients in one asyncio process"
-        )
-        print(f"  {'clients':>7} {'offered/s':>9} {'cycles/s':>9} {'p50 ms':>7} {'p99 ms':>7}")
-        for concurrency, rate in ((1, 0.0), (10, 0.0), (100, 0.0), (100, args.rate)):
-            latencies = asyncio.run(clients(cluster.address, concurrency, args.seconds, rate))
-            ms = sorted(x * 1000 for x in latencies)
-            p99 = ms[min(len(ms) - 1, int(0.99 * len(ms)))]
-            offered = f"{rate:g}" if rate else "max"
-            print(
-                f"  {concurrency:>7} {offered:>9} {len(ms) / args.seconds:>9.0f} "
-                f"{statistics.median(ms):>7.2f} {p99:>7.2f}"
-            )
+        results = {store: run(store, args, root) for store in stores}
     finally:
-        cluster.stop()
         shutil.rmtree(root, ignore_errors=True)
+    print(
+        f"pool allocate+release cycles, {args.seconds:g}s per level, clients in one asyncio"
+        f" process; SQLite WAL synchronous={args.synchronous}; etcd: 3 members on loopback,"
+        f" fsync on, {args.replicas} pool replicas"
+    )
+    header = f"{'clients':>7} {'offered/s':>9} {'cycles/s':>9} {'p50 ms':>7} {'p99 ms':>7}"
+    print("  " + " | ".join(f"{store:^{len(header)}}" for store in stores))
+    print("  " + " | ".join(header for _ in stores))
+    for row in zip(*(results[store][0] for store in stores)):
+        print("  " + " | ".join(row))
+    times = results.get("etcd", ([], []))[1]
+    if times:
+        ordered = sorted(times)
+        print(
+            f"failover (leader SIGKILL -> first grant), {len(times)} trials: "
+            f"median {statistics.median(times):.2f}s, max {ordered[-1]:.2f}s, "
+            f"all: {' '.join(f'{t:.2f}' for t in times)}"
+        )
     return 0
 
 

@@ -77,10 +77,15 @@ class PoolCluster:
         heartbeat_timeout: float = 3,
         tls: bool = False,
         pool_extra: str = "",
+        etcd: list[str] | None = None,
+        replicas: int = 1,
     ) -> None:
-        """``pool_extra``: TOML lines for the ``[pool]`` table (and tables under it)."""
+        """``pool_extra``: TOML lines for the ``[pool]`` table (and tables under it).
+        ``etcd``: the pool's store is this etcd cluster, and it runs ``replicas`` processes
+        (``self.replicas``; ``self.pool`` is the first), reached as one comma-separated list."""
         self.root = root
-        self.address = f"{host}:{free_port()}"
+        listens = [f"{host}:{free_port()}" for _ in range(replicas)]
+        self.address = ",".join(listens)
         #: Where the pool and each acceptor serve /metrics (free ports: never 7410's default,
         #: which a `radium up` of another test may hold).
         self.pool_metrics = f"127.0.0.1:{free_port()}"
@@ -97,13 +102,24 @@ class PoolCluster:
             ):
                 certs.issue(self.certs, role, name, [host] if role == "pool" else [])
         self.tls = tls
-        self.config.write_text(
-            f'[pool]\nlisten = "{self.address}"\ndb = "{root / "pool.db"}"\n'
+        etcd_table = ""
+        if etcd:
+            endpoints = ", ".join(f'"{e}"' for e in etcd)
+            etcd_table = (
+                f'[pool.etcd]\nendpoints = [{endpoints}]\nprefix = "/{root.name}/"\n'
+                "election_ttl = 1\ntimeout = 1\n"
+            )
+        pool_table = (
+            f'db = "{root / "pool.db"}"\nstore = "{"etcd" if etcd else "sqlite"}"\n'
             f"lease_ttl = {lease_ttl}\nheartbeat_timeout = {heartbeat_timeout}\n"
             f'agent_tokens = ["{AGENT_TOKEN}"]\nacceptor_tokens = ["{ACCEPTOR_TOKEN}"]\n'
-            f'metrics = "{self.pool_metrics}"\n'
             + pool_extra
+            + etcd_table
             + self.tls_table("pool.tls", "pool")
+        )
+        self.config.write_text(
+            f'[pool]\nlisten = "{listens[0]}"\nmetrics = "{self.pool_metrics}"\n'
+            + pool_table
             + f'[acceptor]\npool = "{self.address}"\ntoken = "{ACCEPTOR_TOKEN}"\n'
             "heartbeat_interval = 0.5\n"
             + self.tls_table("acceptor.tls", "acceptors")
@@ -111,7 +127,17 @@ class PoolCluster:
         )
         self.env = {"PATH": os.environ["PATH"], "RADIUM_CONFIG": str(self.config)}
         self.cli = str(Path(sys.executable).parent / "radium")
-        self.pool = Service([self.cli, "pool", "serve"], self.env, root / "pool.log")
+        self.replicas = [Service([self.cli, "pool", "serve"], self.env, root / "pool.log")]
+        for n, listen in enumerate(listens[1:], 1):
+            config = root / f"replica-{n}.toml"
+            config.write_text(
+                f'[pool]\nlisten = "{listen}"\nmetrics = "127.0.0.1:{free_port()}"\n' + pool_table
+            )
+            env = {**self.env, "RADIUM_CONFIG": str(config)}
+            self.replicas.append(
+                Service([self.cli, "pool", "serve"], env, root / f"replica-{n}.log")
+            )
+        self.pool = self.replicas[0]
         self.acceptors: dict[str, Service] = {}
 
     def tls_table(self, table: str, name: str) -> str:
@@ -144,7 +170,8 @@ class PoolCluster:
         return PoolClient(self.address, token, timeout=5, tls=self.tls_config(cert))
 
     def start_pool(self) -> None:
-        self.pool.start()
+        for replica in self.replicas:
+            replica.start()
         client = self.client()
 
         def answers() -> bool:
@@ -209,5 +236,5 @@ class PoolCluster:
             client.close()
 
     def stop(self) -> None:
-        for service in [*self.acceptors.values(), self.pool]:
+        for service in [*self.acceptors.values(), *self.replicas]:
             service.kill(signal.SIGTERM)

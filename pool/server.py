@@ -13,7 +13,7 @@ import grpc.aio
 
 from radium import metrics, rpc
 from radium.config import Config, QueueConfig
-from radium.errors import ConfigError, InvalidRequestError, UnavailableError
+from radium.errors import ConfigError, InvalidRequestError, RadiumError, UnavailableError
 from radium.pool import heap, queues
 from radium.pool.metrics import PoolMetrics, on_loop
 from radium.pool.model import Queue
@@ -21,7 +21,7 @@ from radium.pool.policies import POLICIES
 from radium.pool.queue_service import QueueService
 from radium.pool.service import AcceptorService, Pool, PoolService
 from radium.pool.state import PoolState
-from radium.pool.store import SQLiteStore
+from radium.pool.store import SQLiteStore, Store
 from radium.proto import pool_pb2_grpc as pb_grpc
 
 log = logging.getLogger(__name__)
@@ -45,6 +45,8 @@ def configure_queues(state: PoolState, configured: Mapping[str, QueueConfig]) ->
 
 
 async def serve(config: Config, *, ready: asyncio.Event | None = None) -> None:
+    """Serve until SIGTERM or SIGINT: alone on SQLite, or as one replica of several on etcd
+    (it serves while it leads; docs/store.md)."""
     settings = config.pool
     tls = settings.tls.enabled
     if not tls and (not settings.agent_tokens or not settings.acceptor_tokens):
@@ -55,17 +57,38 @@ async def serve(config: Config, *, ready: asyncio.Event | None = None) -> None:
         )
     if settings.metrics:
         metrics.parse_address(settings.metrics, "pool.metrics")  # before anything starts
-    store = SQLiteStore(settings.db, settings.synchronous)
-    state = PoolState(
-        store,
-        lease_ttl=settings.lease_ttl,
-        heartbeat_timeout=settings.heartbeat_timeout,
-        now=time.time(),
-        policy=POLICIES[settings.placement](),
-    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    if settings.store == "etcd":
+        from radium.pool import replica
+
+        await replica.serve(config, stop, ready, lead)
+    else:
+        await lead(config, SQLiteStore(settings.db, settings.synchronous), stop, ready)
+
+
+async def lead(
+    config: Config,
+    store: Store,
+    stop: asyncio.Event,
+    ready: asyncio.Event | None = None,
+    lost: asyncio.Event | None = None,
+) -> None:
+    """Serve the pool from ``store`` until ``stop`` (or ``lost``: the leadership) is set."""
+    settings = config.pool
+    tls = settings.tls.enabled
     try:
+        state = PoolState(
+            store,
+            lease_ttl=settings.lease_ttl,
+            heartbeat_timeout=settings.heartbeat_timeout,
+            now=time.time(),
+            policy=POLICIES[settings.placement](),
+        )
         configure_queues(state, settings.queues)
-    except ConfigError:
+    except RadiumError:
         store.close()
         raise
     pool = Pool(state, grace=settings.preempt_grace)
@@ -110,27 +133,35 @@ async def serve(config: Config, *, ready: asyncio.Event | None = None) -> None:
         raise
     await server.start()
     log.info(
-        "pool listening on %s (%s; database %s)",
+        "pool listening on %s (%s; %s)",
         settings.listen,
         "mutual TLS" if tls else "tokens",
-        settings.db,
+        f"etcd {', '.join(settings.etcd.endpoints)}"
+        if settings.store == "etcd"
+        else f"database {settings.db}",
     )
     reaper = asyncio.create_task(pool.reap_forever(min(1.0, settings.lease_ttl / 4)))
     heap.settle()
     settler = asyncio.create_task(heap.settle_forever())
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
     if ready is not None:
         ready.set()
     try:
-        await stop.wait()
+        await _first(stop, lost)
     finally:
         reaper.cancel()
         settler.cancel()
-        await server.stop(grace=2)
+        deposed = lost is not None and lost.is_set()
+        await server.stop(grace=0 if deposed else 2)  # deposed, it may change nothing more
         if endpoint is not None:
             endpoint.close()
         store.close()
-        log.info("pool stopped")
+        log.info("pool stopped serving")
+
+
+async def _first(*events: asyncio.Event | None) -> None:
+    waits = [asyncio.ensure_future(e.wait()) for e in events if e is not None]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()

@@ -2,14 +2,17 @@
 
 The pool keeps its working state in memory and writes every change through a store before it
 answers, so a restart (even after SIGKILL) rebuilds exactly the leases it had granted.
-:class:`Store` is the interface a distributed store (etcd) would implement for multi-node pools.
+:class:`Store` is the contract (docs/store.md); :mod:`radium.pool.etcd_store` is its other
+implementation, for pools of several replicas.
 """
 
 from __future__ import annotations
 
 import json
+import sqlite3
 from typing import Iterable, Protocol
 
+from radium.errors import AlreadyExistsError
 from radium.pool import sqlite_tables as tables
 from radium.pool.model import (
     ACTIVE,
@@ -118,6 +121,12 @@ class SQLiteStore:
         self._tx([("UPDATE acceptors SET up = ? WHERE name = ?", (int(up), name))])
 
     def add_lease(self, lease: Lease) -> None:
+        try:
+            self._add_lease(lease)
+        except sqlite3.IntegrityError as exc:
+            raise AlreadyExistsError(f"lease {lease.id} exists already") from exc
+
+    def _add_lease(self, lease: Lease) -> None:
         self._tx(
             [
                 (

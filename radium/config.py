@@ -92,10 +92,31 @@ class QueueConfig:
 
 
 @dataclass(frozen=True)
+class EtcdConfig:
+    """The etcd cluster of a pool with ``store = "etcd"`` (docs/store.md); etcd 3.4 or later."""
+
+    #: Client URLs of the members (http:// or https://); a call moves on when one refuses.
+    endpoints: tuple[str, ...] = ("http://127.0.0.1:2379",)
+    #: Every key of this pool lives under it: pools may share one etcd cluster.
+    prefix: str = "/radium/"
+    #: Deadline of one etcd call, in seconds: with no quorum, allocations fail after it.
+    timeout: float = 2.0
+    #: Seconds the leader key outlives a leader that died: the failover time (etcd's least is 2).
+    election_ttl: int = 2
+    #: TLS to etcd: its CA, and a client certificate and key when etcd asks for one.
+    ca: str = ""
+    cert: str = ""
+    key: str = ""
+
+
+@dataclass(frozen=True)
 class PoolConfig:
     """``radium pool serve``: where it listens, where its state lives, whom it trusts."""
 
     listen: str = "127.0.0.1:7400"
+    #: "sqlite" (one pool process; the embedded default) or "etcd" (replicas; [pool.etcd]).
+    store: str = "sqlite"
+    etcd: EtcdConfig = field(default_factory=EtcdConfig)
     #: SQLite database (WAL): every lease survives a pool restart.
     db: str = "/var/lib/radium/pool.db"
     #: "normal": durable across pool crashes (fsync at WAL checkpoints); "full": also across
@@ -233,6 +254,17 @@ class Config:
                 'config key pool.synchronous must be "normal" or "full", '
                 f"got {self.pool.synchronous!r}"
             )
+        if self.pool.store not in ("sqlite", "etcd"):
+            raise ConfigError(
+                f'config key pool.store must be "sqlite" or "etcd", got {self.pool.store!r}'
+            )
+        etcd = self.pool.etcd
+        if not etcd.prefix.startswith("/") or not etcd.prefix.endswith("/"):
+            raise ConfigError(
+                f"config key pool.etcd.prefix must start and end with '/', got {etcd.prefix!r}"
+            )
+        if bool(etcd.cert) != bool(etcd.key):
+            raise ConfigError("config key pool.etcd needs cert and key together")
         if self.acceptor.backend not in ("auto", "nvml", "cpu"):
             raise ConfigError(
                 'config key acceptor.backend must be "auto", "nvml" or "cpu", '
@@ -252,6 +284,8 @@ class Config:
             ("pool.preempt_grace", self.pool.preempt_grace),
             ("pool.heartbeat_timeout", self.pool.heartbeat_timeout),
             ("client.timeout", self.client.timeout),
+            ("pool.etcd.timeout", etcd.timeout),
+            ("pool.etcd.election_ttl", etcd.election_ttl),
             ("acceptor.heartbeat_interval", self.acceptor.heartbeat_interval),
             ("acceptor.cpu_devices", self.acceptor.cpu_devices),
             ("acceptor.cpu_memory_mib", self.acceptor.cpu_memory_mib),

@@ -124,6 +124,14 @@ class UnavailableError(RadiumError):
     kind = Kind.UNAVAILABLE
 
 
+class StoreUnavailableError(UnavailableError):
+    """The pool's store (an etcd cluster) cannot be reached or has no quorum: nothing changed."""
+
+
+class NotLeaderError(UnavailableError):
+    """This pool replica does not (or no longer) hold the leadership: another one serves."""
+
+
 class DeadlineError(RadiumError):
     """A call to a Radium service did not finish within its deadline."""
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+import socket
 from typing import Any, Awaitable, Callable, Collection, Mapping, NoReturn, Optional
 
 import grpc
@@ -56,6 +57,10 @@ _CHANNEL_OPTIONS = [
     ("grpc.keepalive_time_ms", 10_000),
     ("grpc.keepalive_timeout_ms", 5_000),
     ("grpc.max_receive_message_length", 16 << 20),
+    # Reconnect within a second of a pool replica taking over (gRPC's default waits up to 2 min).
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
 ]
 #: What a failed TLS handshake looks like in a gRPC status (wrong CA, expired, not a pool).
 _TLS_FAILURE = ("andshake failed", "CERTIFICATE_VERIFY_FAILED", "SSL_ERROR")
@@ -119,18 +124,45 @@ def _client_tls(tls: TlsConfig) -> tuple[grpc.ChannelCredentials, list[tuple[str
     return credentials, [*_CHANNEL_OPTIONS, ("grpc.ssl_target_name_override", certs.POOL_NAME)]
 
 
+def target(addresses: str) -> str:
+    """The gRPC target of ``host:port`` or of a comma-separated list of them (the replicas of a
+    pool). Only the leading replica listens (docs/store.md), and gRPC's pick_first policy
+    connects to the first address that accepts, trying the list again when that connection
+    breaks: failover happens in the channel, for every client alike."""
+    parts = [part.strip() for part in addresses.split(",") if part.strip()]
+    if len(parts) == 1:
+        return parts[0]
+    resolved: list[tuple[int, str]] = []
+    for part in parts:
+        host, sep, port = part.rpartition(":")
+        if not sep or not port.isdigit() or not host:
+            raise ConfigError(f"pool address {part!r} in {addresses!r} is not host:port")
+        try:
+            found = socket.getaddrinfo(host.strip("[]"), int(port), type=socket.SOCK_STREAM)
+        except OSError as exc:
+            raise ConfigError(f"pool address {part!r}: cannot resolve {host}: {exc}") from exc
+        family, *_, sockaddr = found[0]
+        ip = str(sockaddr[0])
+        resolved.append((family, f"[{ip}]:{port}" if family == socket.AF_INET6 else f"{ip}:{port}"))
+    families = {family for family, _ in resolved}
+    if len(families) > 1:
+        raise ConfigError(f"pool addresses {addresses!r} mix IPv4 and IPv6: gRPC takes one family")
+    scheme = "ipv6" if socket.AF_INET6 in families else "ipv4"
+    return f"{scheme}:" + ",".join(address for _, address in resolved)
+
+
 def channel(address: str, tls: TlsConfig | None = None) -> grpc.Channel:
     if tls is None or not tls.enabled:
-        return grpc.insecure_channel(address, options=_CHANNEL_OPTIONS)
+        return grpc.insecure_channel(target(address), options=_CHANNEL_OPTIONS)
     credentials, options = _client_tls(tls)
-    return grpc.secure_channel(address, credentials, options=options)
+    return grpc.secure_channel(target(address), credentials, options=options)
 
 
 def aio_channel(address: str, tls: TlsConfig | None = None) -> grpc.aio.Channel:
     if tls is None or not tls.enabled:
-        return grpc.aio.insecure_channel(address, options=_CHANNEL_OPTIONS)
+        return grpc.aio.insecure_channel(target(address), options=_CHANNEL_OPTIONS)
     credentials, options = _client_tls(tls)
-    return grpc.aio.secure_channel(address, credentials, options=options)
+    return grpc.aio.secure_channel(target(address), credentials, options=options)
 
 
 def server_credentials(tls: TlsConfig) -> grpc.ServerCredentials:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -73,4 +74,21 @@ def test_binary_garbage_is_an_error(tmp_path: Path) -> None:
     path = tmp_path / "c.toml"
     path.write_bytes(b"\xff\xfe\x00garbage")
     with pytest.raises(ConfigError, match="not UTF-8"):
+        config.load(path)
+
+
+@pytest.mark.parametrize(
+    ("toml", "message"),
+    [
+        ('[pool]\nstore = "zookeeper"\n', 'pool.store must be "sqlite" or "etcd"'),
+        ('[pool.etcd]\nprefix = "radium"\n', "pool.etcd.prefix must start and end with '/'"),
+        ('[pool.etcd]\ncert = "/c.pem"\n', "cert and key together"),
+        ("[pool.etcd]\nelection_ttl = 0\n", "pool.etcd.election_ttl must be positive"),
+        ('[pool.etcd]\nendpoints = "http://e:2379"\n', "must be a list of strings"),
+    ],
+)
+def test_bad_etcd_settings_are_refused(tmp_path: Path, toml: str, message: str) -> None:
+    path = tmp_path / "radium.toml"
+    path.write_text(toml)
+    with pytest.raises(ConfigError, match=re.escape(message)):
         config.load(path)

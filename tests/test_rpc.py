@@ -1,9 +1,10 @@
 from __future__ import annotations
 
 import grpc
+import pytest
 
 from radium import errors, rpc
-from radium.errors import Kind
+from radium.errors import ConfigError, Kind
 
 
 def test_every_kind_has_a_status_code() -> None:
@@ -69,3 +70,14 @@ def test_a_failed_handshake_reads_as_one_line_about_certificates() -> None:
     assert isinstance(refused, errors.AuthError) and "refused this node's" in refused.message
     plain = rpc.from_rpc_error(closed, "pool at p:1")
     assert isinstance(plain, errors.UnavailableError) and "want TLS" in plain.hint
+
+
+def test_a_list_of_pool_addresses_is_one_target_for_pick_first() -> None:
+    assert rpc.target("10.0.0.1:7400") == "10.0.0.1:7400"  # one address: as given
+    assert rpc.target("10.0.0.1:7400, 10.0.0.2:7401") == "ipv4:10.0.0.1:7400,10.0.0.2:7401"
+    assert rpc.target("localhost:7400,127.0.0.2:7400").startswith("ipv")
+    assert rpc.target("[::1]:7400,[::1]:7401") == "ipv6:[::1]:7400,[::1]:7401"
+    with pytest.raises(ConfigError, match="not host:port"):
+        rpc.target("10.0.0.1:7400,10.0.0.2")
+    with pytest.raises(ConfigError, match="mix IPv4 and IPv6"):
+        rpc.target("10.0.0.1:7400,[::1]:7400")

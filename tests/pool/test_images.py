@@ -12,13 +12,12 @@ from radium.errors import InvalidRequestError
 from radium.pool.images import DONE_ADDING, GONE, Images, check_ref
 from radium.pool.model import ImageStatus
 from radium.pool.store import SQLiteStore
+from tests.pool.conftest import OpenStore
 
 
-def test_add_report_follow_and_persist(tmp_path: Path) -> None:
-    db = str(tmp_path / "pool.db")
-
+def test_add_report_follow_and_persist(open_store: OpenStore) -> None:
     async def scenario() -> list[list[str]]:
-        images = Images(SQLiteStore(db))
+        images = Images(open_store("pool"))
         images.add("reg/img:1", ["a", "b"], now=1.0)
         seen: list[list[str]] = []
 
@@ -39,7 +38,7 @@ def test_add_report_follow_and_persist(tmp_path: Path) -> None:
     seen = asyncio.run(scenario())
     assert seen[0] == ["pending", "pending"]
     assert seen[-1] == ["ready", "failed"]
-    reopened = Images(SQLiteStore(db))  # a pool restart
+    reopened = Images(open_store("pool"))  # a pool restart
     assert reopened.refs == {"reg/img:1"}
     assert reopened.ready_on("a") == {"reg/img:1"}
     assert reopened.missing_on("b") == ["reg/img:1"]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -22,7 +21,8 @@ from radium.pool.model import (
 )
 from radium.pool.queues import Queues
 from radium.pool.state import PoolState
-from radium.pool.store import SQLiteStore
+from radium.pool.store import SQLiteStore, Store
+from tests.pool.conftest import OpenStore
 
 GRACE = 5.0
 
@@ -32,8 +32,9 @@ def acceptor(name: str, n: int, memory: int = 1000) -> AcceptorState:
     return AcceptorState(name, f"{name}:1", {}, devices)
 
 
-def pool(*configured: Queue, gpus: int = 4, path: str = ":memory:") -> PoolState:
-    state = PoolState(SQLiteStore(path), lease_ttl=1000, heartbeat_timeout=1000, now=0)
+def pool(*configured: Queue, gpus: int = 4, store: Store | None = None) -> PoolState:
+    store = store or SQLiteStore(":memory:")
+    state = PoolState(store, lease_ttl=1000, heartbeat_timeout=1000, now=0)
     for q in configured:
         state.store.save_queue(q)
     state.set_queues(Queues(configured))
@@ -247,14 +248,13 @@ def test_inside_a_queue_higher_priority_preempts_lower_preemptible() -> None:
     assert not train.preempted_at
 
 
-def test_preemption_survives_a_restart(tmp_path: Path) -> None:
-    db = str(tmp_path / "pool.db")
-    state = pool(Queue("a", deserved=1), Queue("b", deserved=3), path=db)
+def test_preemption_survives_a_restart(open_store: OpenStore) -> None:
+    state = pool(Queue("a", deserved=1), Queue("b", deserved=3), store=open_store("pool"))
     for _ in range(4):
         state.allocate(Request(gpus=1, queue="a"), 0)
     (victim,) = state.reclaim(Request(gpus=1, queue="b"), 10, GRACE, {"b": 1})
     state.store.close()
-    again = PoolState(SQLiteStore(db), lease_ttl=1000, heartbeat_timeout=1000, now=12)
+    again = PoolState(open_store("pool"), lease_ttl=1000, heartbeat_timeout=1000, now=12)
     assert {q.name for q in again.queues.all()} == {"a", "b", "default"}
     restored = again.leases[victim.id]
     assert restored.preempted_for == "b" and restored.expires_at == 10 + GRACE

@@ -16,6 +16,7 @@ from radium.pool.model import (
 )
 from radium.pool.state import PoolState
 from radium.pool.store import SQLiteStore
+from tests.pool.conftest import OpenStore
 
 
 def acceptor(name: str = "a", n: int = 2) -> AcceptorState:
@@ -23,18 +24,18 @@ def acceptor(name: str = "a", n: int = 2) -> AcceptorState:
     return AcceptorState(name, f"{name}:1", {}, devices)
 
 
-def pool(path: Path, now: float = 0.0) -> PoolState:
-    return PoolState(SQLiteStore(str(path)), lease_ttl=10, heartbeat_timeout=5, now=now)
+def pool(open_store: OpenStore, now: float = 0.0) -> PoolState:
+    """The pool named "pool" on the store under test (again: a restart)."""
+    return PoolState(open_store("pool"), lease_ttl=10, heartbeat_timeout=5, now=now)
 
 
-def test_leases_survive_a_restart_and_are_not_given_twice(tmp_path: Path) -> None:
-    db = tmp_path / "pool.db"
-    first = pool(db)
+def test_leases_survive_a_restart_and_are_not_given_twice(open_store: OpenStore) -> None:
+    first = pool(open_store)
     first.register(acceptor(), 0)
     a = first.allocate(Request(gpus=1, holder="h1"), 0)
     b = first.allocate(Request(fraction=0.5, holder="h2"), 0)
     first.store.close()
-    second = pool(db, now=100)  # long after the TTL: the restart grants a grace period
+    second = pool(open_store, now=100)  # long after the TTL: the restart grants a grace period
     assert set(second.leases) == {a.id, b.id}
     assert second.leases[a.id].expires_at == 110
     second.reap(101)
@@ -46,14 +47,13 @@ def test_leases_survive_a_restart_and_are_not_given_twice(tmp_path: Path) -> Non
 
 
 def test_a_restored_acceptor_keeps_its_leases_but_gets_none_until_it_registers(
-    tmp_path: Path,
+    open_store: OpenStore,
 ) -> None:
-    db = tmp_path / "pool.db"
-    first = pool(db)
+    first = pool(open_store)
     first.register(acceptor(), 0)
     held = first.allocate(Request(fraction=0.5, holder="h"), 0)
     first.store.close()
-    second = pool(db, now=50)
+    second = pool(open_store, now=50)
     restored = second.acceptors["a"]
     assert restored.up and not restored.serving  # its address may be a dead process's
     with pytest.raises(CapacityError, match="no matching acceptor is up"):
@@ -67,19 +67,18 @@ def test_a_restored_acceptor_keeps_its_leases_but_gets_none_until_it_registers(
     assert second.allocate(Request(fraction=0.25), 52).data_address == "a:2"
 
 
-def test_a_restored_acceptor_that_never_registers_is_marked_down(tmp_path: Path) -> None:
-    db = tmp_path / "pool.db"
-    first = pool(db)
+def test_a_restored_acceptor_that_never_registers_is_marked_down(open_store: OpenStore) -> None:
+    first = pool(open_store)
     first.register(acceptor(), 0)
     held = first.allocate(Request(gpus=1), 0)
     first.store.close()
-    second = pool(db, now=50)
+    second = pool(open_store, now=50)
     assert [le.id for le in second.reap(50 + 6)] == [held.id]  # heartbeat_timeout is 5
     assert not second.acceptors["a"].up
 
 
-def test_release_is_idempotent_and_frees(tmp_path: Path) -> None:
-    state = pool(tmp_path / "p.db")
+def test_release_is_idempotent_and_frees(open_store: OpenStore) -> None:
+    state = pool(open_store)
     state.register(acceptor(n=1), 0)
     lease = state.allocate(Request(gpus=1), 0)
     assert state.release(lease.id, 1) is not None
@@ -88,8 +87,8 @@ def test_release_is_idempotent_and_frees(tmp_path: Path) -> None:
     assert [le.state for le in state.store.ended_leases(10)] == [RELEASED]
 
 
-def test_ttl_expiry_and_keepalive(tmp_path: Path) -> None:
-    state = pool(tmp_path / "p.db")
+def test_ttl_expiry_and_keepalive(open_store: OpenStore) -> None:
+    state = pool(open_store)
     state.register(acceptor(), 0)
     kept, dropped = state.allocate(Request(gpus=1), 0), state.allocate(Request(gpus=1), 0)
     assert state.keep_alive(kept.id, 8) == 18
@@ -101,8 +100,8 @@ def test_ttl_expiry_and_keepalive(tmp_path: Path) -> None:
         state.keep_alive(dropped.id, 12)
 
 
-def test_silent_acceptor_is_marked_down_and_its_leases_revoked(tmp_path: Path) -> None:
-    state = pool(tmp_path / "p.db")
+def test_silent_acceptor_is_marked_down_and_its_leases_revoked(open_store: OpenStore) -> None:
+    state = pool(open_store)
     state.register(acceptor("a"), 0)
     state.register(acceptor("b"), 0)
     on_a = state.allocate(Request(gpus=2), 0)
@@ -117,8 +116,8 @@ def test_silent_acceptor_is_marked_down_and_its_leases_revoked(tmp_path: Path) -
     assert state.acceptors["a"].up
 
 
-def test_reregistering_without_a_device_revokes_its_lease(tmp_path: Path) -> None:
-    state = pool(tmp_path / "p.db")
+def test_reregistering_without_a_device_revokes_its_lease(open_store: OpenStore) -> None:
+    state = pool(open_store)
     state.register(acceptor("a", 2), 0)
     lease = state.allocate(Request(gpus=2), 0)
     active, revoked = state.register(acceptor("a", 1), 1)
@@ -126,8 +125,8 @@ def test_reregistering_without_a_device_revokes_its_lease(tmp_path: Path) -> Non
     assert state.allocate(Request(gpus=1), 2).devices == {"0": 1000}
 
 
-def test_ended_leases_are_pruned_after_retention(tmp_path: Path) -> None:
-    state = pool(tmp_path / "p.db")
+def test_ended_leases_are_pruned_after_retention(open_store: OpenStore) -> None:
+    state = pool(open_store)
     state.register(acceptor(), 0)
     old, recent = state.allocate(Request(gpus=1), 0), state.allocate(Request(gpus=1), 0)
     state.release(old.id, 10)
@@ -139,7 +138,7 @@ def test_ended_leases_are_pruned_after_retention(tmp_path: Path) -> None:
 def test_the_database_of_credentials_is_private(tmp_path: Path) -> None:
     db = tmp_path / "pool.db"
     db.touch(mode=0o644)
-    state = pool(db)
+    state = PoolState(SQLiteStore(str(db)), lease_ttl=10, heartbeat_timeout=5, now=0)
     state.register(acceptor(), 0)
     state.allocate(Request(gpus=1), 0)
     for name in ("pool.db", "pool.db-wal", "pool.db-shm"):

@@ -1,0 +1,179 @@
+"""A pool of two replicas on a real 3-member etcd cluster: failover under load, an etcd member
+lost, quorum lost and back (docs/store.md). Real processes, stopped by pid."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from integration.pool import PoolCluster, Service, wait_until
+from radium.errors import CapacityError, RadiumError, UnavailableError
+from radium.proto import pool_pb2 as pb
+from tests.etcd_server import EtcdCluster, EtcdMember
+
+DEVICES = 8
+
+
+@pytest.fixture(scope="module")
+def etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdCluster]:
+    root = tmp_path_factory.mktemp("etcd")
+    cluster = EtcdCluster([EtcdMember(f"m{n}", root / f"m{n}") for n in range(3)])
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def pool(etcd: EtcdCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PoolCluster]:
+    cluster = PoolCluster(
+        tmp_path_factory.mktemp("replicas"),
+        etcd=etcd.endpoints,
+        replicas=2,
+        lease_ttl=30,
+        heartbeat_timeout=10,
+    )
+    try:
+        cluster.start_pool()
+        cluster.start_acceptor("acc", devices=DEVICES)
+        cluster.wait_up("acc")
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def leader(pool: PoolCluster) -> Service:
+    """The replica whose last word is that it serves."""
+
+    def serving(replica: Service) -> bool:
+        text = replica.log.read_text(errors="replace") if replica.log.exists() else ""
+        since = max(text.rfind("stopped serving"), text.rfind("standing by"))  # a restart
+        return replica.alive() and text.rfind("pool listening") > since
+
+    wait_until(lambda: any(serving(r) for r in pool.replicas), 30, "a leading replica")
+    (serving_now,) = [r for r in pool.replicas if serving(r)]
+    return serving_now
+
+
+def devices_of(leases: list[pb.Lease]) -> list[str]:
+    return [f"{x.acceptor}/{d}" for x in leases for d in x.device_ids]
+
+
+def allocate_until_granted(pool: PoolCluster, timeout: float = 30) -> tuple[pb.Lease, float]:
+    client = pool.client()
+    started = time.monotonic()
+    try:
+        while True:
+            try:
+                return client.allocate(gpus=1, holder="probe"), time.monotonic() - started
+            except (UnavailableError, CapacityError) as exc:
+                if time.monotonic() - started > timeout:
+                    raise AssertionError(f"no grant within {timeout}s: {exc}") from exc
+                time.sleep(0.02)
+    finally:
+        client.close()
+
+
+def test_the_leader_is_killed_under_load(pool: PoolCluster) -> None:
+    client = pool.client()
+    held = [client.allocate(gpus=1, holder="held") for _ in range(3)]
+    stop = threading.Event()
+    grants: list[pb.Lease] = []
+    failures: list[str] = []
+
+    def churn() -> None:
+        mine = pool.client()
+        try:
+            while not stop.is_set():
+                try:
+                    lease = mine.allocate(gpus=1, holder="churn")
+                    grants.append(lease)
+                    mine.release(lease.id)
+                except (UnavailableError, CapacityError) as exc:
+                    failures.append(type(exc).__name__)
+                    time.sleep(0.02)
+        finally:
+            mine.close()
+
+    threads = [threading.Thread(target=churn) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    try:
+        time.sleep(1)
+        before = len(grants)
+        old = leader(pool)
+        old.kill(signal.SIGKILL)
+        _, failover = allocate_until_granted(pool)
+        time.sleep(1)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(30)
+    print(f"failover: first grant {failover:.2f}s after the leader's SIGKILL")
+    assert before > 0 and len(grants) > before, "the churn went on across the failover"
+    new = leader(pool)
+    assert new is not old
+    active = client.leases()
+    # Every lease granted before the kill is still there, on the same device...
+    assert {x.id: list(x.device_ids) for x in held} == {
+        x.id: list(x.device_ids) for x in active if x.holder == "held"
+    }
+    # ...and no device is held twice.
+    assert len(devices_of(active)) == len(set(devices_of(active)))
+    assert {a.name: a.up for a in client.status().acceptors} == {"acc": True}
+    old.start()  # the killed replica comes back as a standby
+    wait_until(lambda: "standing by" in old.log_tail(5), 30, "the old leader standing by")
+    for lease in [*held, *(x for x in active if x.holder == "probe")]:
+        client.release(lease.id)
+    client.close()
+
+
+def test_etcd_loses_a_member_then_its_quorum(pool: PoolCluster, etcd: EtcdCluster) -> None:
+    client = pool.client()
+    kept = client.allocate(gpus=1, holder="kept")
+    first, second, third = etcd.members
+    first.kill()
+    lease, _ = allocate_until_granted(pool)  # one member down: the pool serves on
+    client.release(lease.id)
+
+    second.kill()  # no quorum
+    started = time.monotonic()
+    with pytest.raises(RadiumError) as caught:
+        while True:  # calls in flight may still be answered; the first refusal is the test
+            client.release(client.allocate(gpus=1, holder="no-quorum").id)
+            assert time.monotonic() - started < 30, "allocations kept succeeding without quorum"
+    refused_after = time.monotonic() - started
+    line = caught.value.one_line()
+    print(f"no quorum: first refusal after {refused_after:.2f}s: {line}")
+    assert isinstance(caught.value, UnavailableError), line
+    assert "\n" not in line
+
+    for member in (first, second):
+        member.start(etcd.initial_cluster, state="existing")
+    etcd.wait_healthy([first, second, third])
+    lease, back_after = allocate_until_granted(pool)
+    print(f"quorum back: first grant {back_after:.2f}s after etcd was healthy")
+    assert kept.id in {x.id for x in client.leases()}
+    assert all(r.alive() for r in pool.replicas), "nothing was restarted"
+    for done in (lease, kept):
+        client.release(done.id)
+    client.close()
+
+
+def test_a_second_pool_on_the_same_etcd_prefix_waits(pool: PoolCluster, tmp_path: Path) -> None:
+    """Two leaders would grant the same devices: a third replica started by mistake stands by."""
+    extra = Service([pool.cli, "pool", "serve"], {**pool.replicas[1].env}, tmp_path / "extra.log")
+    # Same config as replica 1 but it cannot listen there: it must not even try while it waits.
+    extra.start()
+    try:
+        wait_until(lambda: "standing by" in extra.log_tail(5), 30, "the extra replica waiting")
+        assert extra.alive()
+        assert "pool listening" not in extra.log_tail(50)
+    finally:
+        extra.kill(signal.SIGTERM)

@@ -1,0 +1,161 @@
+"""The pool's state in etcd: the :class:`~radium.pool.store.Store` contract for pools of
+several replicas (docs/store.md).
+
+Every record is one JSON value under the configured prefix. Every write is one etcd transaction
+that also compares the leader key's creation revision with the one this replica created
+(``fence``): a replica that lost the leadership, even one paused past its etcd lease, can no
+longer change anything, so no device is ever granted twice by two leaders.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import urllib.parse
+from typing import Any, Iterable, Protocol
+
+from radium.errors import AlreadyExistsError, NotLeaderError
+from radium.pool import records
+from radium.pool.etcd_kv import MAX_TXN_OPS, EtcdKV, KeyValue, absent, created_at, delete, put
+from radium.pool.model import AcceptorState, ImageStatus, Lease, Queue
+
+log = logging.getLogger(__name__)
+
+
+class Fence(Protocol):
+    """The leadership writes are made under (:class:`radium.pool.leadership.Leadership`)."""
+
+    key: str
+    revision: int
+
+    def lost(self, why: str) -> None: ...
+
+
+def _quoted(*parts: str) -> str:
+    return "/".join(urllib.parse.quote(part, safe="") for part in parts)
+
+
+class EtcdStore:
+    def __init__(self, kv: EtcdKV, prefix: str, fence: Fence | None = None) -> None:
+        self.kv = kv
+        self.prefix = prefix if prefix.endswith("/") else prefix + "/"
+        self.fence = fence
+
+    def _key(self, kind: str, *parts: str) -> str:
+        return f"{self.prefix}{kind}/{_quoted(*parts)}"
+
+    def _records(self, kind: str) -> list[tuple[KeyValue, dict[str, Any]]]:
+        return [(kv, json.loads(kv.value)) for kv in self.kv.range(f"{self.prefix}{kind}/")]
+
+    def _write(self, ops: list[dict[str, Any]], compare: Iterable[dict[str, Any]] = ()) -> None:
+        """Apply ``ops`` under the fence, in transactions of etcd's size limit (a change that
+        needs several, like a restart extending every lease, is idempotent per record)."""
+        guard = list(compare)
+        if self.fence is not None:
+            guard.append(created_at(self.fence.key, self.fence.revision))
+        for start in range(0, len(ops), MAX_TXN_OPS):
+            if not self.kv.txn(guard, ops[start : start + MAX_TXN_OPS]):
+                self._refused()
+
+    def _refused(self) -> None:
+        if self.fence is not None:
+            holder = self.kv.range(self.fence.key)
+            if not holder or holder[0].create_revision != self.fence.revision:
+                why = "another replica holds the leadership now"
+                self.fence.lost(why)
+                raise NotLeaderError(
+                    f"this pool replica is no longer the leader: {why}",
+                    hint="retry: clients move to the replica that leads",
+                )
+        raise AlreadyExistsError("the record to create exists already in etcd")
+
+    def load(self) -> tuple[list[AcceptorState], list[Lease]]:
+        acceptors = [records.acceptor_from(r) for _, r in self._records("acceptors")]
+        leases = [records.lease_from(r) for _, r in self._records("leases")]
+        return acceptors, leases
+
+    def save_acceptor(self, acceptor: AcceptorState) -> None:
+        record = records.acceptor_record(acceptor)
+        self._write([put(self._key("acceptors", acceptor.name), records.dump(record))])
+
+    def set_up(self, name: str, up: bool) -> None:
+        key = self._key("acceptors", name)
+        for kv, record in self._records("acceptors"):
+            if kv.key == key:
+                record["up"] = up
+                self._write([put(key, records.dump(record))])
+
+    def add_lease(self, lease: Lease) -> None:
+        key = self._key("leases", lease.id)
+        value = records.dump(records.lease_record(lease))
+        self._write([put(key, value)], compare=[absent(key)])
+
+    def end_leases(self, leases: Iterable[Lease]) -> None:
+        ops = []
+        for lease in leases:
+            ops.append(delete(self._key("leases", lease.id)))
+            ops.append(put(self._key("ended", lease.id), records.dump(records.lease_record(lease))))
+        # A lease's delete and its ended record go in one transaction (even op counts).
+        self._write(ops)
+
+    def _put_leases(self, leases: Iterable[Lease]) -> None:
+        self._write(
+            [put(self._key("leases", x.id), records.dump(records.lease_record(x))) for x in leases]
+        )
+
+    def extend_active(self, expires_at: float) -> None:
+        due = []
+        for _, record in self._records("leases"):
+            if not record["preempted_at"] and record["expires_at"] < expires_at:
+                lease = records.lease_from(record)
+                lease.expires_at = expires_at
+                due.append(lease)
+        self._put_leases(due)
+
+    def mark_preempted(self, leases: Iterable[Lease]) -> None:
+        self._put_leases(leases)
+
+    def load_queues(self) -> list[Queue]:
+        return sorted(
+            (records.queue_from(r) for _, r in self._records("queues")), key=lambda q: q.name
+        )
+
+    def save_queue(self, queue: Queue) -> None:
+        value = records.dump(records.queue_record(queue))
+        self._write([put(self._key("queues", queue.name), value)])
+
+    def drop_queue(self, name: str) -> None:
+        self._write([delete(self._key("queues", name))])
+
+    def ended_leases(self, limit: int) -> list[Lease]:
+        ended = [records.lease_from(r) for _, r in self._records("ended")]
+        ended.sort(key=lambda lease: lease.ended_at, reverse=True)
+        return ended[:limit]
+
+    def prune(self, ended_before: float) -> int:
+        """Forget leases that ended before this time; how many."""
+        old = [kv.key for kv, r in self._records("ended") if r["ended_at"] < ended_before]
+        self._write([delete(key) for key in old])
+        return len(old)
+
+    def load_images(self) -> tuple[list[str], list[ImageStatus]]:
+        refs = sorted(r["ref"] for _, r in self._records("images"))
+        statuses = [records.image_status_from(r) for _, r in self._records("image-status")]
+        return refs, statuses
+
+    def save_image(self, ref: str, now: float) -> None:
+        value = records.dump({"ref": ref, "added_at": now})
+        self._write([put(self._key("images", ref), value)])
+
+    def drop_image(self, ref: str) -> None:
+        self._write([delete(self._key("images", ref))])
+
+    def save_image_status(self, status: ImageStatus) -> None:
+        key = self._key("image-status", status.acceptor, status.ref)
+        self._write([put(key, records.dump(records.image_status_record(status)))])
+
+    def drop_image_status(self, ref: str, acceptor: str) -> None:
+        self._write([delete(self._key("image-status", acceptor, ref))])
+
+    def close(self) -> None:
+        """Nothing to close: the connection belongs to the replica, which outlives a store."""

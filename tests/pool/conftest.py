@@ -1,0 +1,49 @@
+"""The store a pool test runs on: each store test runs once on SQLite and once on a real etcd."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from radium.pool.etcd_kv import EtcdKV
+from radium.pool.etcd_store import EtcdStore
+from radium.pool.store import SQLiteStore, Store
+from tests.etcd_server import EtcdCluster, single
+
+#: Opens the store called ``name`` (the same state each time: a pool restart), at time 0.
+OpenStore = Callable[[str], Store]
+
+
+@pytest.fixture(scope="session")
+def etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdCluster]:
+    cluster = single(tmp_path_factory.mktemp("etcd"))
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(params=["sqlite", "etcd"])
+def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[OpenStore]:
+    if request.param == "sqlite":
+
+        def open_sqlite(name: str = "pool") -> Store:
+            return SQLiteStore(str(tmp_path / f"{name}.db"))
+
+        yield open_sqlite
+        return
+    cluster: EtcdCluster = request.getfixturevalue("etcd")
+    kv = EtcdKV(cluster.endpoints)
+    prefix = f"/test-{uuid.uuid4().hex}/"  # each test its own empty pool
+
+    def open_etcd(name: str = "pool") -> Store:
+        return EtcdStore(kv, f"{prefix}{name}/")
+
+    try:
+        yield open_etcd
+    finally:
+        kv.close()

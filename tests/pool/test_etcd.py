@@ -1,0 +1,102 @@
+"""etcd-only parts of the store: the leadership fence, elections, endpoints (a real etcd)."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import pytest
+
+from radium.errors import ConfigError, NotLeaderError, StoreUnavailableError
+from radium.pool import leadership
+from radium.pool.etcd_kv import EtcdKV
+from radium.pool.etcd_store import EtcdStore
+from tests.etcd_server import EtcdCluster, free_port
+from tests.pool.test_store_contract import lease
+
+
+def fresh_prefix() -> str:
+    return f"/test-{uuid.uuid4().hex}/"
+
+
+def elect(kv: EtcdKV, prefix: str, address: str, ttl: int = 1) -> leadership.Leadership:
+    stop = threading.Event()
+    timer = threading.Timer(10, stop.set)
+    timer.start()
+    try:
+        held = leadership.campaign(kv, prefix, address, ttl, stop=stop, poll=0.05)
+    finally:
+        timer.cancel()
+    assert held is not None, f"{address} did not become leader within 10 s"
+    return held
+
+
+def test_a_deposed_leader_can_change_nothing(etcd: EtcdCluster) -> None:
+    kv, prefix = EtcdKV(etcd.endpoints), fresh_prefix()
+    first = elect(kv, prefix, "replica-1:7400")
+    losses: list[str] = []
+    first.on_lost = losses.append
+    store = EtcdStore(kv, prefix, first)
+    store.add_lease(lease("l-before"))
+    kv.revoke(first.lease)  # as if its etcd lease had lapsed while it was paused
+    second = elect(kv, prefix, "replica-2:7400")
+    assert second.revision > first.revision
+    assert leadership.current_leader(kv, prefix) == "replica-2:7400"
+    with pytest.raises(NotLeaderError, match="no longer the leader"):
+        store.add_lease(lease("l-after"))
+    with pytest.raises(NotLeaderError):
+        store.end_leases([lease("l-before", state="released", ended_at=5.0)])
+    assert losses == ["another replica holds the leadership now"]
+    assert [x.id for x in EtcdStore(kv, prefix).load()[1]] == ["l-before"]
+    # The fence is what refused: the same writes without it go through.
+    EtcdStore(kv, prefix).add_lease(lease("l-after"))
+    assert {x.id for x in EtcdStore(kv, prefix).load()[1]} == {"l-before", "l-after"}
+    second.resign()
+    kv.close()
+
+
+def test_a_leader_kept_alive_keeps_the_key_and_a_dead_one_loses_it(etcd: EtcdCluster) -> None:
+    kv, prefix = EtcdKV(etcd.endpoints), fresh_prefix()
+    alive = elect(kv, prefix, "alive:1")
+    alive.start(lambda why: None)
+    time.sleep(2.5)  # 2.5 TTLs
+    assert alive.held and leadership.current_leader(kv, prefix) == "alive:1"
+    alive.resign()
+    assert leadership.current_leader(kv, prefix) == ""  # resigning hands over at once
+
+    dead = elect(kv, prefix, "dead:1")  # never kept alive: it died right after winning
+    started = time.monotonic()
+    successor = elect(kv, prefix, "successor:1")
+    waited = time.monotonic() - started
+    assert 0.3 < waited < 5, waited  # the key outlived its holder for about a TTL
+    assert successor.revision > dead.revision
+    successor.resign()
+    kv.close()
+
+
+def test_calls_move_past_a_dead_endpoint(etcd: EtcdCluster) -> None:
+    dead = f"http://127.0.0.1:{free_port()}"
+    kv = EtcdKV([dead, *etcd.endpoints], timeout=1)
+    prefix = fresh_prefix()
+    EtcdStore(kv, prefix).add_lease(lease("l-1"))
+    assert [x.id for x in EtcdStore(kv, prefix).load()[1]] == ["l-1"]
+    kv.close()
+
+
+def test_no_etcd_is_one_clear_error_and_changes_nothing() -> None:
+    endpoints = [f"http://127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"]
+    store = EtcdStore(EtcdKV(endpoints, timeout=1), fresh_prefix())
+    with pytest.raises(StoreUnavailableError) as caught:
+        store.add_lease(lease("l-1"))
+    line = caught.value.one_line()
+    assert "no endpoint of" in line and endpoints[0] in line and "[pool.etcd]" in line
+    assert "\n" not in line
+
+
+@pytest.mark.parametrize("endpoint", ["ftp://h:1", "http://no-port", "://x"])
+def test_malformed_endpoints_are_refused(endpoint: str) -> None:
+    with pytest.raises(ConfigError, match=r"pool\.etcd\.endpoints"):
+        EtcdKV([endpoint])
+    with pytest.raises(ConfigError, match="at least one"):
+        EtcdKV([])

@@ -32,12 +32,6 @@ def encode(text: str | bytes) -> str:
     return base64.b64encode(raw).decode()
 
 
-def _prefix_end(prefix: str) -> str:
-    raw = bytearray(prefix.encode())
-    raw[-1] += 1  # prefixes end in "/", so no overflow
-    return encode(bytes(raw))
-
-
 @dataclass(frozen=True)
 class KeyValue:
     key: str
@@ -153,18 +147,14 @@ class EtcdKV:
         """Every key under ``prefix``, in key order."""
 
         def call(client: etcd3gw.Etcd3Client) -> list[KeyValue]:
-            answer = client.post(
-                client.get_url("/kv/range"),
-                json={"key": encode(prefix), "range_end": _prefix_end(prefix)},
-            )
             return [
                 KeyValue(
-                    base64.b64decode(kv["key"]).decode(),
-                    base64.b64decode(kv.get("value", "")),
-                    int(kv["create_revision"]),
-                    int(kv["mod_revision"]),
+                    bytes(meta["key"]).decode(),
+                    value,
+                    int(meta["create_revision"]),
+                    int(meta["mod_revision"]),
                 )
-                for kv in answer.get("kvs", ())
+                for value, meta in client.get_prefix(prefix)
             ]
 
         return self._call("range", call)
@@ -177,18 +167,10 @@ class EtcdKV:
 
     def keep_alive(self, lease: int) -> int:
         """The lease's new time to live in seconds; 0 once it has expired."""
-
-        def call(client: etcd3gw.Etcd3Client) -> int:
-            answer = client.post(client.get_url("/lease/keepalive"), json={"ID": str(lease)})
-            return max(0, int(answer.get("result", {}).get("TTL", 0)))
-
-        return self._call("lease keep-alive", call)
+        return max(0, self._call("lease keep-alive", lambda c: etcd3gw.Lease(lease, c).refresh()))
 
     def revoke(self, lease: int) -> None:
-        def call(client: etcd3gw.Etcd3Client) -> None:
-            client.post(client.get_url("/kv/lease/revoke"), json={"ID": str(lease)})
-
-        self._call("lease revoke", call)
+        self._call("lease revoke", lambda c: etcd3gw.Lease(lease, c).revoke())
 
     def close(self) -> None:
         for client in self._clients:

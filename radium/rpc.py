@@ -152,17 +152,19 @@ def target(addresses: str) -> str:
 
 
 def channel(address: str, tls: TlsConfig | None = None) -> grpc.Channel:
+    where = target(address)
     if tls is None or not tls.enabled:
-        return grpc.insecure_channel(target(address), options=_CHANNEL_OPTIONS)
+        return grpc.insecure_channel(where, options=_CHANNEL_OPTIONS)
     credentials, options = _client_tls(tls)
-    return grpc.secure_channel(target(address), credentials, options=options)
+    return grpc.secure_channel(where, credentials, options=options)
 
 
 def aio_channel(address: str, tls: TlsConfig | None = None) -> grpc.aio.Channel:
+    where = target(address)
     if tls is None or not tls.enabled:
-        return grpc.aio.insecure_channel(target(address), options=_CHANNEL_OPTIONS)
+        return grpc.aio.insecure_channel(where, options=_CHANNEL_OPTIONS)
     credentials, options = _client_tls(tls)
-    return grpc.aio.secure_channel(target(address), credentials, options=options)
+    return grpc.aio.secure_channel(where, credentials, options=options)
 
 
 def server_credentials(tls: TlsConfig) -> grpc.ServerCredentials:

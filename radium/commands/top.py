@@ -34,9 +34,9 @@ class Reader(Protocol):
 
 
 class Source:
-    """The pool's state through a client ``connect`` makes, made again after a failed read:
-    gRPC retries a failed channel with a backoff that grows to two minutes, which would keep
-    the view on an error long after the pool is back."""
+    """The pool's state through a client ``connect`` makes, made again after a failed read: a
+    new channel resolves the pool's names again (a list of replicas is resolved once per
+    channel, :func:`radium.rpc.target`) and does not wait out the old one's reconnect backoff."""
 
     def __init__(self, connect: Callable[[], Reader], all_: bool) -> None:
         self._connect = connect

@@ -122,11 +122,11 @@ class SQLiteStore:
 
     def add_lease(self, lease: Lease) -> None:
         try:
-            self._add_lease(lease)
-        except sqlite3.IntegrityError as exc:
+            self._insert_lease(lease)
+        except sqlite3.IntegrityError as exc:  # the contract: a lease is added once
             raise AlreadyExistsError(f"lease {lease.id} exists already") from exc
 
-    def _add_lease(self, lease: Lease) -> None:
+    def _insert_lease(self, lease: Lease) -> None:
         self._tx(
             [
                 (

@@ -27,8 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from integration.pool import AGENT_TOKEN, PoolCluster, wait_until
-from integration.test_replicas import allocate_until_granted, leader
+from integration.pool import AGENT_TOKEN, PoolCluster
 from radium import rpc
 from radium.proto import pool_pb2 as pb
 from radium.proto import pool_pb2_grpc as pb_grpc
@@ -77,17 +76,15 @@ def measure(cluster: PoolCluster, seconds: float, paced: float) -> list[str]:
 def failovers(cluster: PoolCluster, trials: int) -> list[float]:
     times = []
     for _ in range(trials):
-        old = leader(cluster)
+        old = cluster.leader()
         old.kill()
-        lease, took = allocate_until_granted(cluster)
+        lease, took = cluster.allocate_until_granted()
         times.append(took)
         client = cluster.client()
         client.release(lease.id)
         client.close()
         old.start()
-        wait_until(
-            lambda old=old: "standing by" in old.log_tail(5), 30, "the old leader standing by"
-        )
+        cluster.wait_standing_by(old)
     return times
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,18 +12,13 @@ from pathlib import Path
 from integration.host import log_tail
 from radium import certs
 from radium.config import TlsConfig
-from radium.errors import RadiumError
+from radium.errors import CapacityError, RadiumError, UnavailableError
 from radium.poolclient import PoolClient
+from radium.proto import pool_pb2 as pb
+from tests.ports import free_port
 
 AGENT_TOKEN = "agent-token-for-tests"
 ACCEPTOR_TOKEN = "acceptor-token-for-tests"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def wait_until(predicate, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
@@ -232,6 +226,36 @@ class PoolCluster:
 
         try:
             wait_until(reached, timeout, f"acceptors {names} {'up' if up else 'down'}")
+        finally:
+            client.close()
+
+    def leader(self) -> Service:
+        """The replica (``store = "etcd"``) whose last word is that it serves."""
+
+        def serving(replica: Service) -> bool:
+            text = replica.log.read_text(errors="replace") if replica.log.exists() else ""
+            since = max(text.rfind("stopped serving"), text.rfind("standing by"))  # a restart
+            return replica.alive() and text.rfind("pool listening") > since
+
+        wait_until(lambda: any(serving(r) for r in self.replicas), 30, "a leading replica")
+        (serving_now,) = [r for r in self.replicas if serving(r)]
+        return serving_now
+
+    def wait_standing_by(self, replica: Service) -> None:
+        wait_until(lambda: "standing by" in replica.log_tail(5), 30, f"{replica.log} standing by")
+
+    def allocate_until_granted(self, timeout: float = 30) -> tuple[pb.Lease, float]:
+        """A whole-GPU lease, asked for until the pool grants one; and how long that took."""
+        client = self.client()
+        started = time.monotonic()
+        try:
+            while True:
+                try:
+                    return client.allocate(gpus=1, holder="probe"), time.monotonic() - started
+                except (UnavailableError, CapacityError) as exc:
+                    if time.monotonic() - started > timeout:
+                        raise AssertionError(f"no grant within {timeout}s: {exc}") from exc
+                    time.sleep(0.02)
         finally:
             client.close()
 

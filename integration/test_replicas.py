@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from integration.pool import PoolCluster, Service, wait_until
+from integration.pool import PoolCluster, Service
 from radium.errors import CapacityError, RadiumError, UnavailableError
 from radium.proto import pool_pb2 as pb
 from tests.etcd_server import EtcdCluster, EtcdMember
@@ -48,36 +48,8 @@ def pool(etcd: EtcdCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         cluster.stop()
 
 
-def leader(pool: PoolCluster) -> Service:
-    """The replica whose last word is that it serves."""
-
-    def serving(replica: Service) -> bool:
-        text = replica.log.read_text(errors="replace") if replica.log.exists() else ""
-        since = max(text.rfind("stopped serving"), text.rfind("standing by"))  # a restart
-        return replica.alive() and text.rfind("pool listening") > since
-
-    wait_until(lambda: any(serving(r) for r in pool.replicas), 30, "a leading replica")
-    (serving_now,) = [r for r in pool.replicas if serving(r)]
-    return serving_now
-
-
 def devices_of(leases: list[pb.Lease]) -> list[str]:
     return [f"{x.acceptor}/{d}" for x in leases for d in x.device_ids]
-
-
-def allocate_until_granted(pool: PoolCluster, timeout: float = 30) -> tuple[pb.Lease, float]:
-    client = pool.client()
-    started = time.monotonic()
-    try:
-        while True:
-            try:
-                return client.allocate(gpus=1, holder="probe"), time.monotonic() - started
-            except (UnavailableError, CapacityError) as exc:
-                if time.monotonic() - started > timeout:
-                    raise AssertionError(f"no grant within {timeout}s: {exc}") from exc
-                time.sleep(0.02)
-    finally:
-        client.close()
 
 
 def test_the_leader_is_killed_under_load(pool: PoolCluster) -> None:
@@ -107,9 +79,9 @@ def test_the_leader_is_killed_under_load(pool: PoolCluster) -> None:
     try:
         time.sleep(1)
         before = len(grants)
-        old = leader(pool)
+        old = pool.leader()
         old.kill(signal.SIGKILL)
-        _, failover = allocate_until_granted(pool)
+        _, failover = pool.allocate_until_granted()
         time.sleep(1)
     finally:
         stop.set()
@@ -117,7 +89,7 @@ def test_the_leader_is_killed_under_load(pool: PoolCluster) -> None:
             thread.join(30)
     print(f"failover: first grant {failover:.2f}s after the leader's SIGKILL")
     assert before > 0 and len(grants) > before, "the churn went on across the failover"
-    new = leader(pool)
+    new = pool.leader()
     assert new is not old
     active = client.leases()
     # Every lease granted before the kill is still there, on the same device...
@@ -128,7 +100,7 @@ def test_the_leader_is_killed_under_load(pool: PoolCluster) -> None:
     assert len(devices_of(active)) == len(set(devices_of(active)))
     assert {a.name: a.up for a in client.status().acceptors} == {"acc": True}
     old.start()  # the killed replica comes back as a standby
-    wait_until(lambda: "standing by" in old.log_tail(5), 30, "the old leader standing by")
+    pool.wait_standing_by(old)
     for lease in [*held, *(x for x in active if x.holder == "probe")]:
         client.release(lease.id)
     client.close()
@@ -139,7 +111,7 @@ def test_etcd_loses_a_member_then_its_quorum(pool: PoolCluster, etcd: EtcdCluste
     kept = client.allocate(gpus=1, holder="kept")
     first, second, third = etcd.members
     first.kill()
-    lease, _ = allocate_until_granted(pool)  # one member down: the pool serves on
+    lease, _ = pool.allocate_until_granted()  # one member down: the pool serves on
     client.release(lease.id)
 
     second.kill()  # no quorum
@@ -157,7 +129,7 @@ def test_etcd_loses_a_member_then_its_quorum(pool: PoolCluster, etcd: EtcdCluste
     for member in (first, second):
         member.start(etcd.initial_cluster, state="existing")
     etcd.wait_healthy([first, second, third])
-    lease, back_after = allocate_until_granted(pool)
+    lease, back_after = pool.allocate_until_granted()
     print(f"quorum back: first grant {back_after:.2f}s after etcd was healthy")
     assert kept.id in {x.id for x in client.leases()}
     assert all(r.alive() for r in pool.replicas), "nothing was restarted"
@@ -172,7 +144,7 @@ def test_a_second_pool_on_the_same_etcd_prefix_waits(pool: PoolCluster, tmp_path
     # Same config as replica 1 but it cannot listen there: it must not even try while it waits.
     extra.start()
     try:
-        wait_until(lambda: "standing by" in extra.log_tail(5), 30, "the extra replica waiting")
+        pool.wait_standing_by(extra)
         assert extra.alive()
         assert "pool listening" not in extra.log_tail(50)
     finally:

@@ -16,12 +16,7 @@ from radium.acceptor.slots import Slots
 from radium.proto import pool_pb2 as pb
 from radium_interposer import handshake
 from tests.interposer.harness import BARE_PYTHON, INTERPOSER
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.ports import free_port
 
 
 @pytest.fixture

@@ -12,8 +12,9 @@ from radium.errors import ConfigError, NotLeaderError, StoreUnavailableError
 from radium.pool import leadership
 from radium.pool.etcd_kv import EtcdKV
 from radium.pool.etcd_store import EtcdStore
-from tests.etcd_server import EtcdCluster, free_port
+from tests.etcd_server import EtcdCluster
 from tests.pool.test_store_contract import lease
+from tests.ports import free_port
 
 
 def fresh_prefix() -> str:

@@ -108,6 +108,7 @@ class Acceptor:
             if assignment.kind == pb.Assignment.GRANTED:
                 self.in_order(assignment.lease.id, self.slots.prepare, assignment.lease)
             elif assignment.kind == pb.Assignment.REVOKED:
+                self.slots.revoking(assignment.lease.id)  # a grant still queued is skipped
                 self.in_order(assignment.lease.id, self.slots.teardown, assignment.lease.id)
             elif assignment.kind == pb.Assignment.PREEMPTED:
                 self.in_order(assignment.lease.id, self.slots.preempt, assignment.lease)

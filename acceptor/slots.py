@@ -5,12 +5,17 @@ Layout under ``<state_dir>/slots`` (0700, root; no worker ever sees it)::
     <lease>/lease.json   the lease, its data-plane credential and its worker uid (0600)
     <lease>/worker.pid   the worker's host pid (bubblewrap's, or the container's init)
     <lease>/notice       the preemption notice, once the pool preempted the lease
+    <lease>/started      made before the lease's first worker starts
     <lease>/home/        the worker's only writable directory, owned by the lease's uid (0711)
     <lease>/control/     container mode only: the socket the worker connects back to
 
-A worker is started on grant with the lease's device pinning, under its own uid from the
-configured range (:mod:`radium.acceptor.sandbox`), and killed on revoke with every process of
-that uid. Authenticated data-plane connections are handed to it over its control socket
+A worker is started with the lease's device pinning, under its own uid from the configured
+range (:mod:`radium.acceptor.sandbox`), and killed on revoke with every process of that uid.
+A process-mode worker starts on the lease's first data-plane connection: a grant costs a
+directory and a record, so a lease that never calls (or a pool churning through thousands a
+second) starts no sandbox; the first call pays the start once (``benchmarks/sandbox.py``). A
+container-mode worker starts on grant, its engine's seconds hidden behind the holder's own
+start. Authenticated data-plane connections are handed to the worker over its control socket
 (``SCM_RIGHTS``); a crashed worker is replaced on the next one.
 
 Threads: slot changes run in threads of the acceptor's loop, data-plane threads hand
@@ -30,6 +35,7 @@ import shutil
 import socket
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Union
 
@@ -51,6 +57,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 NOTICE = "notice"
+#: Made before a lease's first worker starts.
+STARTED = "started"
 _LEASE_ID = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 Worker = Union[ProcessWorker, ContainerWorker]
 
@@ -79,7 +87,16 @@ class Slots:
         self.backend, self.sandbox, self.limits, self.engine = backend, sandbox, limits, engine
         self.lock = threading.Lock()
         self.workers: dict[str, Worker] = {}  # guarded by lock
+        #: lease id -> its worker uid, for every slot (guarded by lock): a grant picks a free
+        #: uid without reading every record, which under churn cost more than the grant.
+        self.uids = {r.id: r.uid for r in map(self.record, self.active()) if r is not None}
         self.starting: dict[str, threading.Lock] = {}  # guarded by lock
+        #: Workers are started from these threads, which live as long as the acceptor: a
+        #: confined worker dies with the *thread* that forked it (bubblewrap's
+        #: --die-with-parent is PR_SET_PDEATHSIG), and a connection's thread ends with it.
+        self.spawner = ThreadPoolExecutor(4, thread_name_prefix="worker-start")
+        #: Leases the pool revoked whose teardown has not run yet (guarded by lock).
+        self.revoked: set[str] = set()
         #: Notified (under lock) when a slot is prepared: a connection may arrive first.
         self.prepared = threading.Condition(self.lock)
         self.meter = Meter()
@@ -104,7 +121,7 @@ class Slots:
         if self.sandbox is None:
             return 0
         config = self.sandbox.config
-        used = {r.uid for r in map(self.record, self.active()) if r is not None}
+        used = set(self.uids.values())
         for uid in range(config.uid_min, config.uid_max + 1):
             if uid not in used:
                 return uid
@@ -113,13 +130,23 @@ class Slots:
             hint="widen acceptor.sandbox.uid_min/uid_max",
         )
 
+    def revoking(self, lease_id: str) -> None:
+        """The pool revoked the lease: its grant, if still queued, makes no slot. A pool that
+        churns through leases faster than slots are made must not have this acceptor make (and
+        unmake) slots for leases already gone: it would fall behind, and miss heartbeats."""
+        with self.lock:
+            self.revoked.add(lease_id)
+
     def prepare(self, lease: pb.Lease) -> None:
         slot = self._dir(lease.id)
         with self.lock:
+            if lease.id in self.revoked:
+                return
             slot.mkdir(mode=0o700, exist_ok=True)
             known = self.record(lease.id)  # prepared twice: keep its uid (its worker has it)
             record = SlotRecord.of(lease, known.uid if known else self._free_uid())
             record.save(slot / "lease.json")
+            self.uids[lease.id] = record.uid
             self.prepared.notify_all()
         home = slot / "home"
         home.mkdir(exist_ok=True)
@@ -128,8 +155,8 @@ class Slots:
         # o+x: the sandbox enters it before it drops to the uid (as a root without
         # CAP_DAC_OVERRIDE); nobody can list it, and only this lease's sandbox can reach it.
         home.chmod(0o711)
-        if self.backend is not None:
-            self._worker(record)
+        if self.backend is not None and record.image and record.worker != "process":
+            self._worker(record)  # container mode, maybe (the engine decides): start it now
         log.info(
             "slot ready for lease %s (devices %s, holder %s, uid %d)",
             lease.id,
@@ -211,7 +238,8 @@ class Slots:
             if dead is not None:
                 log.warning("lease %s: worker died; starting a new one", record.id)
                 dead.stop()
-            worker, applied = self._start(record)
+            (self._dir(record.id) / STARTED).touch()
+            worker, applied = self.spawner.submit(self._start, record).result()
             with self.lock:
                 self.workers[record.id] = worker
             with contextlib.suppress(FileNotFoundError):  # a replacement is told again
@@ -251,15 +279,19 @@ class Slots:
             worker = self.workers.get(lease_id)
         return worker if worker is not None and worker.alive() else None
 
-    def hand_over(self, lease_id: str, connection: socket.socket) -> None:
-        """Give an authenticated connection to the lease's worker (restarted if it died)."""
+    def worker(self, lease_id: str) -> Worker:
+        """The lease's live worker, started now if it has none or a dead one."""
         worker = self._live(lease_id)
         if worker is None:
             record = self.record(lease_id)
             if record is None:
                 raise LeaseNotFoundError(f"lease {lease_id} has no slot on this acceptor")
             worker = self._worker(record)
-        worker.hand_over(connection)
+        return worker
+
+    def hand_over(self, lease_id: str, connection: socket.socket) -> None:
+        """Give an authenticated connection to the lease's worker (started if need be)."""
+        self.worker(lease_id).hand_over(connection)
 
     def preempt(self, lease: pb.Lease) -> None:
         """Tell the lease's worker it is preempted (it tells its clients); the pool revokes
@@ -283,17 +315,25 @@ class Slots:
                 worker = self.workers.pop(lease_id, None)
             if worker is not None:
                 worker.stop()
-            pid = _worker_pid(slot)
-            if pid is not None:
-                with contextlib.suppress(psutil.Error):
-                    psutil.Process(pid).kill()
-            if record is not None and record.uid:
-                _kill_uid(record.uid)  # nothing of the lease may outlive it, to meet the next
-            if self.limits is not None:
-                self.limits.remove(lease_id)
-            shutil.rmtree(slot, ignore_errors=True)
+            # Only a worker runs as the lease's uid or in its cgroup: if none was ever started
+            # (the mark is made before one starts and outlives a restart of ours; a slot of an
+            # acceptor before the mark has a worker.pid), there is nothing to kill, and the
+            # slot holds only what prepare made.
+            started = (slot / STARTED).exists() or (slot / "worker.pid").exists()
+            if started:
+                pid = _worker_pid(slot)
+                if pid is not None:
+                    with contextlib.suppress(psutil.Error):
+                        psutil.Process(pid).kill()
+                if record is not None and record.uid:
+                    _kill_uid(record.uid)  # nothing of the lease may outlive it, to meet the next
+                if self.limits is not None:
+                    self.limits.remove(lease_id)
+            _remove_slot(slot, started)
             with self.lock:
                 self.starting.pop(lease_id, None)
+                self.uids.pop(lease_id, None)
+                self.revoked.discard(lease_id)
             self.counted.pop(lease_id, None)
         log.info("slot of lease %s torn down", lease_id)
 
@@ -303,6 +343,7 @@ class Slots:
             workers, self.workers = list(self.workers.values()), {}
         for worker in workers:
             worker.stop()
+        self.spawner.shutdown(wait=False, cancel_futures=True)
 
     def reconcile(self, leases: list[pb.Lease]) -> None:
         """After (re)registering: exactly the pool's active leases have slots."""
@@ -336,6 +377,25 @@ class Slots:
             )
         self.reported = report
         return report
+
+
+def _remove_slot(slot: Path, started: bool) -> None:
+    """Remove the slot: what prepare made takes a few unlinks (a churning pool sends thousands
+    a second), anything a worker may have left takes a full walk."""
+    if not started:
+        try:
+            for name in ("lease.json", NOTICE):
+                with contextlib.suppress(FileNotFoundError):
+                    (slot / name).unlink()
+            (slot / "home").rmdir()
+            slot.rmdir()
+            return
+        except FileNotFoundError:
+            if not slot.exists():
+                return
+        except OSError:
+            pass  # something else in it: walk it
+    shutil.rmtree(slot, ignore_errors=True)
 
 
 def _worker_pid(slot: Path) -> int | None:

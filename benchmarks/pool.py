@@ -4,7 +4,8 @@ A real `radium pool serve` (SQLite in WAL mode, the default durability: every gr
 before the reply) and one CPU acceptor; clients are asyncio gRPC coroutines in this process,
 each looping allocate(fraction) -> release for a fixed time: as fast as they can (the closed loop
 measures capacity; its latency is concurrency / throughput), then 100 clients paced to --rate in
-total (latency at a given load). Prints cycles per second and p50/p99 of one cycle (two RPCs).
+total (latency at a given load). Prints cycles per second, p50/p99 of one cycle (two RPCs), and
+the CPU time the pool and the acceptor spent per cycle (microseconds, user + system).
 
 With ``--store etcd`` (or ``both``, side by side) the pool's store is a 3-member etcd cluster on
 loopback (fsync on, as etcd runs by default) and ``--replicas`` pool processes, and the failover
@@ -27,7 +28,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from integration.pool import AGENT_TOKEN, PoolCluster
+import psutil
+
+from integration.pool import AGENT_TOKEN, PoolCluster, Service
 from radium import rpc
 from radium.proto import pool_pb2 as pb
 from radium.proto import pool_pb2_grpc as pb_grpc
@@ -59,16 +62,30 @@ async def clients(address: str, concurrency: int, seconds: float, rate: float = 
     return latencies
 
 
+def cpu_seconds(service: Service) -> float:
+    """User plus system CPU the service's process has used so far."""
+    assert service.process is not None
+    times = psutil.Process(service.process.pid).cpu_times()
+    return times.user + times.system
+
+
 def measure(cluster: PoolCluster, seconds: float, paced: float) -> list[str]:
+    """One row per level, with the CPU the pool (leader) and the acceptor spent per cycle:
+    they share this machine's cores with the clients, and each slows the others."""
     rows = []
+    pool, acceptor = cluster.leader(), cluster.acceptors["bench"]
     for concurrency, rate in ((1, 0.0), (10, 0.0), (100, 0.0), (100, paced)):
+        before = cpu_seconds(pool), cpu_seconds(acceptor)
         latencies = asyncio.run(clients(cluster.address, concurrency, seconds, rate))
+        spent = [
+            (cpu_seconds(s) - b) * 1e6 / len(latencies) for s, b in zip((pool, acceptor), before)
+        ]
         ms = sorted(x * 1000 for x in latencies)
         p99 = ms[min(len(ms) - 1, int(0.99 * len(ms)))]
         offered = f"{rate:g}" if rate else "max"
         rows.append(
             f"{concurrency:>7} {offered:>9} {len(ms) / seconds:>9.0f}"
-            f" {statistics.median(ms):>7.2f} {p99:>7.2f}"
+            f" {statistics.median(ms):>7.2f} {p99:>7.2f} {spent[0]:>7.0f} {spent[1]:>7.0f}"
         )
     return rows
 
@@ -140,7 +157,10 @@ def main(argv: list[str] | None = None) -> int:
         f" process; SQLite WAL synchronous={args.synchronous}; etcd: 3 members on loopback,"
         f" fsync on, {args.replicas} pool replicas"
     )
-    header = f"{'clients':>7} {'offered/s':>9} {'cycles/s':>9} {'p50 ms':>7} {'p99 ms':>7}"
+    header = (
+        f"{'clients':>7} {'offered/s':>9} {'cycles/s':>9} {'p50 ms':>7} {'p99 ms':>7}"
+        f" {'pool us':>7} {'acc. us':>7}"
+    )
     print("  " + " | ".join(f"{store:^{len(header)}}" for store in stores))
     print("  " + " | ".join(header for _ in stores))
     for row in zip(*(results[store][0] for store in stores)):

@@ -16,7 +16,14 @@ from pathlib import Path
 import grpc
 import pytest
 
-from integration.pool import ACCEPTOR_TOKEN, AGENT_TOKEN, PoolCluster, Service, wait_until
+from integration.pool import (
+    ACCEPTOR_TOKEN,
+    AGENT_TOKEN,
+    PoolCluster,
+    Service,
+    connect_to_worker,
+    wait_until,
+)
 from radium import certs, rpc
 from radium.config import TlsConfig
 from radium.errors import (
@@ -330,6 +337,7 @@ def test_acceptor_reports_the_usage_of_a_leases_worker(cluster: PoolCluster) -> 
     client = cluster.client()
     lease = client.allocate(fraction=0.1, selector={"acceptor": "rdm-acc-a"}, holder="busy", ttl=60)
     slot = cluster.root / "rdm-acc-a" / "slots" / lease.id
+    connect_to_worker(lease).close()  # its first connection starts its worker
     # The acceptor writes worker.pid once its own worker started: replace it only after that.
     wait_until((slot / "worker.pid").exists, 10, "the lease's worker")
     worker = subprocess.Popen(["python3", "-c", "x = bytearray(96 << 20)\nwhile True: pass"])

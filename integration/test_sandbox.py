@@ -3,7 +3,9 @@ sandbox that cannot be built failing as one clear error, to the acceptor and to 
 
 from __future__ import annotations
 
+import socket
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -46,6 +48,7 @@ def limited(tmp_path: Path) -> Iterator[tuple[Slots, DataPlane, Cgroups]]:
     slots = Slots(str(tmp_path), CpuBackend(2, 1024), sandbox=sandbox, limits=cgroups)
     slots.prepare(pb.Lease(id="small", device_ids=["cpu0"], fraction=0.25, memory_mib=64,
                            credential="small-secret"))  # fmt: skip
+    slots.worker("small")  # as the lease's first connection would
     plane = DataPlane(f"127.0.0.1:{free_port()}", slots)
     plane.start()
     try:
@@ -91,6 +94,28 @@ def test_memory_and_cpu_share_are_enforced(limited: tuple[Slots, DataPlane, Cgro
     assert not any(directory.exists() for directory in directories.values())
 
 
+def test_a_worker_outlives_the_thread_of_the_connection_that_started_it(tmp_path: Path) -> None:
+    """bubblewrap --die-with-parent kills the sandbox when the *thread* that forked it ends;
+    a data-plane connection's thread ends once it has handed its socket over."""
+    need_root()
+    slots = Slots(str(tmp_path), CpuBackend(1, 1024), sandbox=Sandbox(SandboxConfig()))
+    slots.prepare(pb.Lease(id="l-1", device_ids=["cpu0"], credential="l-1-secret"))
+    ours, theirs = socket.socketpair()
+    try:
+        connection = threading.Thread(target=slots.hand_over, args=("l-1", theirs))
+        connection.start()
+        connection.join()
+        worker = slots.workers["l-1"]
+        assert isinstance(worker, ProcessWorker)
+        with pytest.raises(subprocess.TimeoutExpired):  # a death signal would come at once
+            worker.process.wait(timeout=2)
+    finally:
+        slots.teardown("l-1")
+        ours.close()
+        theirs.close()
+        slots.close()
+
+
 def broken_sandbox(tmp_path: Path) -> Sandbox:
     """A sandbox whose host view names a path that is not there: bubblewrap refuses it."""
     view = HostView(binds=(str(tmp_path / "not-there"),), links=())
@@ -111,8 +136,7 @@ def test_the_client_learns_why_its_worker_could_not_start(tmp_path: Path) -> Non
     need_root()
     slots = Slots(str(tmp_path), CpuBackend(1, 1024), sandbox=broken_sandbox(tmp_path))
     lease = pb.Lease(id="doomed", device_ids=["cpu0"], credential="doomed-secret")
-    with pytest.raises(UnavailableError):
-        slots.prepare(lease)
+    slots.prepare(lease)  # process mode: nothing starts until the first connection
     plane = DataPlane(f"127.0.0.1:{free_port()}", slots)
     plane.start()
     try:

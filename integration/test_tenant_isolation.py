@@ -29,7 +29,7 @@ import pytest
 from integration import images, tenant_probes
 from integration.dockerd import Dockerd
 from integration.netns import Network
-from integration.pool import wait_until
+from integration.pool import connect_to_worker, wait_until
 from integration.radium_env import RadiumEnv
 from integration.site import RADIUM_CLI, Site, open_site
 from integration.test_leases import stop_agent
@@ -150,6 +150,7 @@ def victim(tenancy: Tenancy, confined: bool) -> Iterator[Victim]:
     client = tenancy.site.cluster.client()
     lease = client.allocate(gpus=1, holder="victim", ttl=600)
     try:
+        connect_to_worker(lease).close()  # its first connection starts its worker
         slot = state_dir(tenancy) / "slots" / lease.id
         wait_until(lambda: worker_pid(slot) is not None, 30, "the victim's worker")
         pid = worker_pid(slot)

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import threading
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from radium.acceptor.devices import CpuBackend
-from radium.acceptor.slots import Slots
+from radium.acceptor.slots import STARTED, Slots
 from radium.errors import LeaseNotFoundError
 from radium.proto import pool_pb2 as pb
 
@@ -47,6 +48,7 @@ def test_usage_of_a_real_worker_process(tmp_path: Path) -> None:
     slots.prepare(lease("l-busy"))
     worker = subprocess.Popen([sys.executable, "-c", "x = bytearray(64 << 20)\nwhile True: pass"])
     try:
+        # No started mark, as in a slot an older acceptor made: the pid alone gets it killed.
         (slots.root / "l-busy" / "worker.pid").write_text(str(worker.pid))
         slots.usage()  # psutil measures CPU between two calls
         time.sleep(0.5)
@@ -93,6 +95,36 @@ def test_one_worker_per_lease_whoever_asks_first(tmp_path: Path) -> None:
         slots.teardown("l-1")
     with pytest.raises(LeaseNotFoundError):
         slots._worker(record)  # torn down: no worker comes back for it
+
+
+def test_a_process_worker_starts_on_the_lease_s_first_connection(tmp_path: Path) -> None:
+    slots = Slots(str(tmp_path), CpuBackend(2, 1024))
+    slots.prepare(lease("l-1"))
+    slot = slots.root / "l-1"
+    assert slots.workers == {} and not (slot / STARTED).exists()  # a grant starts nothing
+    ours, theirs = socket.socketpair()
+    try:
+        slots.hand_over("l-1", theirs)
+        worker = slots.workers["l-1"]
+        assert worker.alive() and (slot / STARTED).exists()
+    finally:
+        slots.teardown("l-1")
+        ours.close()
+        theirs.close()
+    assert not slot.exists() and not worker.alive()
+
+
+def test_a_grant_revoked_before_it_was_applied_makes_no_slot(tmp_path: Path) -> None:
+    slots = Slots(str(tmp_path), CpuBackend(2, 1024))
+    slots.revoking("l-gone")  # the pool's revocation came in while the grant waited its turn
+    slots.prepare(lease("l-gone"))
+    assert slots.active() == [] and slots.workers == {}
+    slots.teardown("l-gone")
+    assert slots.revoked == set()
+    slots.prepare(lease("l-gone"))  # the book is clean: a grant (say, restored) applies again
+    assert slots.active() == ["l-gone"]
+    slots.teardown("l-gone")
+    assert slots.active() == []
 
 
 class Told:

@@ -26,6 +26,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -146,6 +147,10 @@ class Sandbox:
         self.setpriv = setpriv or _tool("setpriv", "util-linux")
         self.filter = seccomp.bpf()
         self.profile = seccomp.oci_profile()
+        #: bubblewrap is forked from this thread, which lives as long as the acceptor: its
+        #: --die-with-parent (PR_SET_PDEATHSIG) fires when the *thread* that forked it ends,
+        #: and a worker may be started on a data-plane connection's short-lived thread.
+        self.forker = ThreadPoolExecutor(1, thread_name_prefix="sandbox-fork")
 
     def tmp_bytes(self, share: Share) -> int:
         """The size bound of the worker's /tmp and /dev/shm (each), within its memory cap."""
@@ -210,12 +215,13 @@ class Sandbox:
             "block": block_read,
         }
         try:
-            process = subprocess.Popen(
+            process = self.forker.submit(
+                subprocess.Popen,
                 self.command(tenant, argv, fds),
                 pass_fds=[keep_fd, *fds.values()],
                 stdin=subprocess.DEVNULL,
                 env={"PATH": _PATH},
-            )
+            ).result()
         finally:
             for fd in fds.values():
                 os.close(fd)

@@ -35,7 +35,6 @@ import shutil
 import socket
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Union
 
@@ -91,10 +90,6 @@ class Slots:
         #: uid without reading every record, which under churn cost more than the grant.
         self.uids = {r.id: r.uid for r in map(self.record, self.active()) if r is not None}
         self.starting: dict[str, threading.Lock] = {}  # guarded by lock
-        #: Workers are started from these threads, which live as long as the acceptor: a
-        #: confined worker dies with the *thread* that forked it (bubblewrap's
-        #: --die-with-parent is PR_SET_PDEATHSIG), and a connection's thread ends with it.
-        self.spawner = ThreadPoolExecutor(4, thread_name_prefix="worker-start")
         #: Leases the pool revoked whose teardown has not run yet (guarded by lock).
         self.revoked: set[str] = set()
         #: Notified (under lock) when a slot is prepared: a connection may arrive first.
@@ -239,7 +234,7 @@ class Slots:
                 log.warning("lease %s: worker died; starting a new one", record.id)
                 dead.stop()
             (self._dir(record.id) / STARTED).touch()
-            worker, applied = self.spawner.submit(self._start, record).result()
+            worker, applied = self._start(record)
             with self.lock:
                 self.workers[record.id] = worker
             with contextlib.suppress(FileNotFoundError):  # a replacement is told again
@@ -343,7 +338,6 @@ class Slots:
             workers, self.workers = list(self.workers.values()), {}
         for worker in workers:
             worker.stop()
-        self.spawner.shutdown(wait=False, cancel_futures=True)
 
     def reconcile(self, leases: list[pb.Lease]) -> None:
         """After (re)registering: exactly the pool's active leases have slots."""
@@ -383,18 +377,12 @@ def _remove_slot(slot: Path, started: bool) -> None:
     """Remove the slot: what prepare made takes a few unlinks (a churning pool sends thousands
     a second), anything a worker may have left takes a full walk."""
     if not started:
-        try:
+        with contextlib.suppress(OSError):  # not just that (or gone already): walk it
             for name in ("lease.json", NOTICE):
-                with contextlib.suppress(FileNotFoundError):
-                    (slot / name).unlink()
+                (slot / name).unlink(missing_ok=True)
             (slot / "home").rmdir()
             slot.rmdir()
             return
-        except FileNotFoundError:
-            if not slot.exists():
-                return
-        except OSError:
-            pass  # something else in it: walk it
     shutil.rmtree(slot, ignore_errors=True)
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,7 +15,6 @@ from radium.config import TlsConfig
 from radium.errors import CapacityError, RadiumError, UnavailableError
 from radium.poolclient import PoolClient
 from radium.proto import pool_pb2 as pb
-from radium_interposer import handshake
 from tests.ports import free_port
 
 AGENT_TOKEN = "agent-token-for-tests"
@@ -30,19 +28,6 @@ def wait_until(predicate, timeout: float, what: str) -> None:  # type: ignore[no
             return
         time.sleep(0.1)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
-def connect_to_worker(lease: pb.Lease) -> socket.socket:
-    """A data-plane connection to ``lease``'s worker, proven as its holder proves it: the
-    acceptor starts a process-mode worker on the lease's first connection."""
-    host, port = lease.data_address.rsplit(":", 1)
-    connection = socket.create_connection((host.strip("[]"), int(port)), timeout=30)
-    try:
-        handshake.client(connection, lease.id, lease.credential)
-    except BaseException:
-        connection.close()
-        raise
-    return connection
 
 
 class Service:

@@ -21,7 +21,6 @@ from integration.pool import (
     AGENT_TOKEN,
     PoolCluster,
     Service,
-    connect_to_worker,
     wait_until,
 )
 from radium import certs, rpc
@@ -36,6 +35,7 @@ from radium.errors import (
 from radium.poolclient import PoolClient
 from radium.proto import pool_pb2 as pb
 from radium.proto import pool_pb2_grpc as pb_grpc
+from radium.shim.agent import dial
 
 
 def test_acceptors_register_across_veth(cluster: PoolCluster) -> None:
@@ -337,7 +337,8 @@ def test_acceptor_reports_the_usage_of_a_leases_worker(cluster: PoolCluster) -> 
     client = cluster.client()
     lease = client.allocate(fraction=0.1, selector={"acceptor": "rdm-acc-a"}, holder="busy", ttl=60)
     slot = cluster.root / "rdm-acc-a" / "slots" / lease.id
-    connect_to_worker(lease).close()  # its first connection starts its worker
+    # Its first connection starts its worker.
+    dial(lease.data_address, lease.id, lease.credential).close()
     # The acceptor writes worker.pid once its own worker started: replace it only after that.
     wait_until((slot / "worker.pid").exists, 10, "the lease's worker")
     worker = subprocess.Popen(["python3", "-c", "x = bytearray(96 << 20)\nwhile True: pass"])

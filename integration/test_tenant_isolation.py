@@ -29,11 +29,12 @@ import pytest
 from integration import images, tenant_probes
 from integration.dockerd import Dockerd
 from integration.netns import Network
-from integration.pool import connect_to_worker, wait_until
+from integration.pool import wait_until
 from integration.radium_env import RadiumEnv
 from integration.site import RADIUM_CLI, Site, open_site
 from integration.test_leases import stop_agent
 from radium.proto import pool_pb2 as pb
+from radium.shim.agent import dial
 from tests.interposer.harness import BARE_PYTHON, INTERPOSER
 
 ACCEPTOR = "tenant-acc"
@@ -150,7 +151,8 @@ def victim(tenancy: Tenancy, confined: bool) -> Iterator[Victim]:
     client = tenancy.site.cluster.client()
     lease = client.allocate(gpus=1, holder="victim", ttl=600)
     try:
-        connect_to_worker(lease).close()  # its first connection starts its worker
+        # Its first connection starts its worker.
+        dial(lease.data_address, lease.id, lease.credential).close()
         slot = state_dir(tenancy) / "slots" / lease.id
         wait_until(lambda: worker_pid(slot) is not None, 30, "the victim's worker")
         pid = worker_pid(slot)

@@ -140,9 +140,7 @@ class Slots:
             slot.mkdir(mode=0o700, exist_ok=True)
             known = self.record(lease.id)  # prepared twice: keep its uid (its worker has it)
             record = SlotRecord.of(lease, known.uid if known else self._free_uid())
-            record.save(slot / "lease.json")
-            self.uids[lease.id] = record.uid
-            self.prepared.notify_all()
+            self.uids[lease.id] = record.uid  # taken: no other grant gets it
         home = slot / "home"
         home.mkdir(exist_ok=True)
         if record.uid:
@@ -150,6 +148,11 @@ class Slots:
         # o+x: the sandbox enters it before it drops to the uid (as a root without
         # CAP_DAC_OVERRIDE); nobody can list it, and only this lease's sandbox can reach it.
         home.chmod(0o711)
+        with self.lock:
+            # The record last: a connection that finds it (and may start the worker at once)
+            # finds the home made.
+            record.save(slot / "lease.json")
+            self.prepared.notify_all()
         if self.backend is not None and record.image and record.worker != "process":
             self._worker(record)  # container mode, maybe (the engine decides): start it now
         log.info(

@@ -74,6 +74,7 @@ def test_a_connection_may_come_before_its_grant(tmp_path: Path) -> None:
     late = threading.Timer(0.2, slots.prepare, [lease("l-late")])
     late.start()
     assert slots.credential("l-late", wait=30) == "secret"  # waited for the grant
+    assert (slots.root / "l-late" / "home").is_dir()  # which a worker started now needs
     assert slots.credential("l-never", wait=0.1) is None
     assert slots.credential("../etc", wait=5) is None
 

@@ -4,8 +4,11 @@ A real `radium pool serve` (SQLite in WAL mode, the default durability: every gr
 before the reply) and one CPU acceptor; clients are asyncio gRPC coroutines in this process,
 each looping allocate(fraction) -> release for a fixed time: as fast as they can (the closed loop
 measures capacity; its latency is concurrency / throughput), then 100 clients paced to --rate in
-total (latency at a given load). Prints cycles per second, p50/p99 of one cycle (two RPCs), and
-the CPU time the pool and the acceptor spent per cycle (microseconds, user + system).
+total (latency at a given load). Each client has its own lease stream (docs/lease-stream.md),
+as each node agent does; the baseline, measured in the same run, is the same loop as two unary
+calls per cycle. Prints cycles per second, p50/p99 of one cycle, the CPU time the pool and the
+acceptor spent per cycle (microseconds, user + system), the unary baseline's cycles/s and p99,
+and the ratio of the two rates.
 
 With ``--store etcd`` (or ``both``, side by side) the pool's store is a 3-member etcd cluster on
 loopback (fsync on, as etcd runs by default) and ``--replicas`` pool processes, and the failover
@@ -32,21 +35,30 @@ import psutil
 
 from integration.pool import AGENT_TOKEN, PoolCluster, Service
 from radium import rpc
+from radium.leasestream import LeaseStream
 from radium.proto import pool_pb2 as pb
 from radium.proto import pool_pb2_grpc as pb_grpc
 from tests.etcd_server import EtcdCluster, EtcdMember
 
 
-async def clients(address: str, concurrency: int, seconds: float, rate: float = 0.0) -> list[float]:
-    """Latencies of allocate+release cycles; ``rate`` > 0 paces the clients to that total rate."""
+async def clients(
+    address: str, concurrency: int, seconds: float, rate: float = 0.0, stream: bool = True
+) -> list[float]:
+    """Latencies of allocate+release cycles; ``rate`` > 0 paces the clients to that total rate.
+    ``stream``: each client has its own lease stream, as each node agent does; otherwise each
+    cycle is two unary calls."""
     latencies: list[float] = []
     metadata = rpc.metadata(AGENT_TOKEN)
     async with rpc.aio_channel(address) as channel:
         stub = pb_grpc.PoolStub(channel)
+        streams = [LeaseStream(channel, metadata, "pool", timeout=10) for _ in range(concurrency)]
+        if stream:  # opened first, as a node agent's stays open: the run measures the calls
+            await asyncio.gather(*(s.connect() for s in streams))
         deadline = time.perf_counter() + seconds
 
         async def one(index: int) -> None:
             request = pb.AllocateRequest(fraction=0.0001, holder=f"bench-{index}")
+            leases = streams[index]
             period = concurrency / rate if rate else 0.0
             next_start = time.perf_counter() + period * index / concurrency  # spread the clients
             while time.perf_counter() < deadline:
@@ -54,9 +66,14 @@ async def clients(address: str, concurrency: int, seconds: float, rate: float = 
                     await asyncio.sleep(max(0.0, next_start - time.perf_counter()))
                     next_start += period
                 began = time.perf_counter()
-                lease = await stub.Allocate(request, metadata=metadata, timeout=10)
-                await stub.Release(pb.LeaseRef(lease_id=lease.id), metadata=metadata, timeout=10)
+                if stream:
+                    await leases.release((await leases.allocate(request)).id)
+                else:
+                    lease = await stub.Allocate(request, metadata=metadata, timeout=10)
+                    ref = pb.LeaseRef(lease_id=lease.id)
+                    await stub.Release(ref, metadata=metadata, timeout=10)
                 latencies.append(time.perf_counter() - began)
+            await leases.close()
 
         await asyncio.gather(*(one(i) for i in range(concurrency)))
     return latencies
@@ -69,23 +86,34 @@ def cpu_seconds(service: Service) -> float:
     return times.user + times.system
 
 
-def measure(cluster: PoolCluster, seconds: float, paced: float) -> list[str]:
-    """One row per level, with the CPU the pool (leader) and the acceptor spent per cycle:
-    they share this machine's cores with the clients, and each slows the others."""
-    rows = []
+def level(
+    cluster: PoolCluster, concurrency: int, seconds: float, rate: float, stream: bool
+) -> tuple[float, float, float, list[float]]:
+    """(cycles/s, p50 ms, p99 ms, [pool, acceptor] CPU µs per cycle) of one run."""
     pool, acceptor = cluster.leader(), cluster.acceptors["bench"]
+    before = cpu_seconds(pool), cpu_seconds(acceptor)
+    latencies = asyncio.run(clients(cluster.address, concurrency, seconds, rate, stream))
+    spent = [(cpu_seconds(s) - b) * 1e6 / len(latencies) for s, b in zip((pool, acceptor), before)]
+    ms = sorted(x * 1000 for x in latencies)
+    p99 = ms[min(len(ms) - 1, int(0.99 * len(ms)))]
+    return len(ms) / seconds, statistics.median(ms), p99, spent
+
+
+def measure(cluster: PoolCluster, seconds: float, paced: float) -> list[str]:
+    """One row per level: the lease stream, with the CPU the pool (leader) and the acceptor
+    spent per cycle (they share this machine's cores with the clients, and each slows the
+    others), then the unary baseline."""
+    rows = []
     for concurrency, rate in ((1, 0.0), (10, 0.0), (100, 0.0), (100, paced)):
-        before = cpu_seconds(pool), cpu_seconds(acceptor)
-        latencies = asyncio.run(clients(cluster.address, concurrency, seconds, rate))
-        spent = [
-            (cpu_seconds(s) - b) * 1e6 / len(latencies) for s, b in zip((pool, acceptor), before)
-        ]
-        ms = sorted(x * 1000 for x in latencies)
-        p99 = ms[min(len(ms) - 1, int(0.99 * len(ms)))]
+        cycles, p50, p99, (pool_us, acceptor_us) = level(
+            cluster, concurrency, seconds, rate, stream=True
+        )
+        unary, _, unary_p99, _ = level(cluster, concurrency, seconds, rate, stream=False)
         offered = f"{rate:g}" if rate else "max"
         rows.append(
-            f"{concurrency:>7} {offered:>9} {len(ms) / seconds:>9.0f}"
-            f" {statistics.median(ms):>7.2f} {p99:>7.2f} {spent[0]:>7.0f} {spent[1]:>7.0f}"
+            f"{concurrency:>7} {offered:>9} {cycles:>9.0f} {p50:>7.2f} {p99:>7.2f}"
+            f" {pool_us:>7.0f} {acceptor_us:>7.0f} {unary:>7.0f} {unary_p99:>7.2f}"
+            f" {cycles / unary:>5.2f}x"
         )
     return rows
 
@@ -159,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     header = (
         f"{'clients':>7} {'offered/s':>9} {'cycles/s':>9} {'p50 ms':>7} {'p99 ms':>7}"
-        f" {'pool us':>7} {'acc. us':>7}"
+        f" {'pool us':>7} {'acc. us':>7} {'unary/s':>7} {'p99 ms':>7} {'ratio':>6}"
     )
     print("  " + " | ".join(f"{store:^{len(header)}}" for store in stores))
     print("  " + " | ".join(header for _ in stores))

@@ -10,10 +10,11 @@ from dataclasses import dataclass
 from typing import Any, AsyncIterator, Callable, Protocol
 
 from radium import __version__, rpc
-from radium.errors import CapacityError, InvalidRequestError, NotRegisteredError, RadiumError
+from radium.errors import InvalidRequestError, NotRegisteredError, RadiumError
 from radium.pool import convert
 from radium.pool.images import DONE_ADDING, DONE_REMOVING, REMOVING, Images, check_ref
-from radium.pool.model import Lease, Queue, Request, preemption_notice
+from radium.pool.leasing import Leasing
+from radium.pool.model import Lease, Queue, Request
 from radium.pool.state import PoolState
 from radium.pool.waiting import WaitingRoom
 from radium.proto import pool_pb2 as pb
@@ -22,7 +23,7 @@ from radium.proto import pool_pb2_grpc as pb_grpc
 log = logging.getLogger(__name__)
 #: grpc.aio.ServicerContext (grpcio ships no type information).
 Context = Any
-_NAME_LIMIT = 253
+_NAME_LIMIT = 253  # acceptor names
 #: `radium images add|rm` follow the acceptors at most this long.
 IMAGE_FOLLOW = 3600.0
 #: Ended leases stay listed (`radium leases --all`) this long, in seconds.
@@ -94,11 +95,20 @@ class Pool:
         for name in names:
             self.watchers[name].put_nowait(pb.Assignment(kind=kind, image=image))
 
-    def notify(self, kind: pb.Assignment.Kind, leases: list[Lease]) -> None:
+    def notify(
+        self, kind: pb.Assignment.Kind, leases: list[Lease], shown: pb.Lease | None = None
+    ) -> None:
+        """Tell each lease's acceptor; ``shown``: the one lease, already converted."""
         for lease in leases:
             queue = self.watchers.get(lease.acceptor)
-            if queue is not None:
-                queue.put_nowait(pb.Assignment(kind=kind, lease=convert.lease_to_pb(lease)))
+            if queue is None:
+                continue
+            if kind == pb.Assignment.REVOKED:  # named by its id: the acceptor needs no more
+                queue.put_nowait(pb.Assignment(kind=kind, lease=pb.Lease(id=lease.id)))
+            else:
+                queue.put_nowait(
+                    pb.Assignment(kind=kind, lease=shown or convert.lease_to_pb(lease))
+                )
 
     def ended(self, leases: list[Lease]) -> None:
         """Tell acceptors, then give the freed capacity to waiting requests, in order."""
@@ -136,9 +146,14 @@ class Pool:
         self.notify(pb.Assignment.PREEMPTED, leases)
 
     def grant(self, request: Request) -> Lease:
+        return self.grant_shown(request)[0]
+
+    def grant_shown(self, request: Request) -> tuple[Lease, pb.Lease]:
+        """Grant ``request``, and tell its acceptor: the lease, and as the wire shows it."""
         lease = self.state.allocate(request, self.clock())
-        self.notify(pb.Assignment.GRANTED, [lease])
-        return lease
+        shown = convert.lease_to_pb(lease)
+        self.notify(pb.Assignment.GRANTED, [lease], shown)
+        return lease, shown
 
     async def reap_forever(self, interval: float) -> None:
         last_prune = 0.0
@@ -162,63 +177,27 @@ class Pool:
 class PoolService(pb_grpc.PoolServicer):
     def __init__(self, pool: Pool) -> None:
         self.pool = pool
+        self.leasing = Leasing(pool)
 
     async def Allocate(self, request: pb.AllocateRequest, context: Context) -> pb.Lease:
-        wanted = convert.request_from_pb(request)
-        began = time.perf_counter()
-        error: BaseException | None = None
         try:
-            return convert.lease_to_pb(await self._allocate(wanted))
+            return await self.leasing.allocate(request)
         except RadiumError as exc:
-            error = exc
             await rpc.abort(context, exc)
-        except asyncio.CancelledError as exc:  # the client went away
-            error = exc
-            raise
-        finally:
-            self.pool.observer.allocation(error, wanted.wait > 0, time.perf_counter() - began)
-
-    async def _allocate(self, wanted: Request) -> Lease:
-        if len(wanted.holder) > _NAME_LIMIT or len(wanted.queue) > _NAME_LIMIT:
-            raise InvalidRequestError("holder and queue names are limited to 253 characters")
-        if not self.pool.waiters:
-            try:
-                return self.pool.grant(wanted)
-            except CapacityError:
-                if wanted.wait <= 0:
-                    raise
-        future: asyncio.Future[Lease] = asyncio.get_running_loop().create_future()
-        self.pool.waiters.add(wanted, future)
-        self.pool.serve_waiters()
-        try:
-            return await asyncio.wait_for(asyncio.shield(future), timeout=wanted.wait)
-        except asyncio.TimeoutError:
-            future.cancel()
-            raise CapacityError(
-                f"no capacity for {wanted.describe()} within {wanted.wait:g}s"
-            ) from None
 
     async def KeepAlive(self, request: pb.LeaseRef, context: Context) -> pb.KeepAliveResponse:
         try:
-            expires_at = self.pool.state.keep_alive(request.lease_id, self.pool.clock())
-            lease = self.pool.state.leases[request.lease_id]
-            return pb.KeepAliveResponse(
-                expires_at=expires_at,
-                state=lease.shown_state,
-                message=preemption_notice(
-                    lease.id, lease.queue, lease.preempted_for, lease.expires_at
-                )
-                if lease.preempted_at
-                else "",
-            )
+            return self.leasing.keep_alive(request.lease_id)
         except RadiumError as exc:
             await rpc.abort(context, exc)
 
     async def Release(self, request: pb.LeaseRef, context: Context) -> pb.ReleaseResponse:
-        lease = self.pool.state.release(request.lease_id, self.pool.clock())
-        if lease is not None:
-            self.pool.ended([lease])
-        return pb.ReleaseResponse(released=lease is not None)
+        return self.leasing.release(request.lease_id)
+
+    def Leases(
+        self, requests: AsyncIterator[pb.LeaseCall], context: Context
+    ) -> AsyncIterator[pb.LeaseReply]:
+        return self.leasing.stream(requests, context)
 
     async def ListLeases(
         self, request: pb.ListLeasesRequest, context: Context

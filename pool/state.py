@@ -190,7 +190,14 @@ class PoolState:
         for lease in ended:
             self._vacate(lease)
             del self.leases[lease.id]
-            log.info("lease %s %s (holder %s)", lease.id, state, lease.holder)
+            # A release is routine (thousands a second on a busy pool); other ends are news.
+            log.log(
+                logging.DEBUG if state == RELEASED else logging.INFO,
+                "lease %s %s (holder %s)",
+                lease.id,
+                state,
+                lease.holder,
+            )
         return ended
 
     def release(self, lease_id: str, now: float) -> Lease | None:

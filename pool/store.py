@@ -51,6 +51,10 @@ class SQLiteStore:
         self._db = tables.connect(path, synchronous)
 
     def _tx(self, statements: Iterable[tuple[str, tuple[object, ...]]]) -> None:
+        statements = list(statements)
+        if len(statements) == 1:  # autocommit: one statement is a transaction of its own
+            self._db.execute(*statements[0])
+            return
         self._db.execute("BEGIN IMMEDIATE")
         try:
             for sql, params in statements:

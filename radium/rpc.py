@@ -67,9 +67,24 @@ _TLS_FAILURE = ("andshake failed", "CERTIFICATE_VERIFY_FAILED", "SSL_ERROR")
 _CLOSED = "Socket closed"
 
 
+def status_of(error: RadiumError) -> tuple[grpc.StatusCode, str]:
+    """The status a call that failed with ``error`` ends with: its code and one line."""
+    return CODES.get(error.kind, grpc.StatusCode.INTERNAL), error.one_line()
+
+
 async def abort(context: Any, error: RadiumError) -> NoReturn:
-    await context.abort(CODES.get(error.kind, grpc.StatusCode.INTERNAL), error.one_line())
+    await context.abort(*status_of(error))
     raise AssertionError("unreachable: abort raises")
+
+
+#: gRPC status codes by their number, as a lease stream's CallError carries them.
+_BY_NUMBER: Mapping[int, grpc.StatusCode] = {code.value[0]: code for code in grpc.StatusCode}
+
+
+def from_status(number: int, details: str, service: str) -> RadiumError:
+    """A RadiumError for a call that ended with status code ``number`` inside a stream
+    (docs/lease-stream.md): the leaf and hint a unary call's status gives."""
+    return from_code(_BY_NUMBER.get(number, grpc.StatusCode.UNKNOWN), details, service)
 
 
 def from_rpc_error(exc: grpc.RpcError, service: str, tls: bool = False) -> RadiumError:
@@ -78,6 +93,10 @@ def from_rpc_error(exc: grpc.RpcError, service: str, tls: bool = False) -> Radiu
     # grpc.RpcError subclasses (sync and aio) carry code() and details(); the base class does not.
     code = exc.code() if hasattr(exc, "code") else grpc.StatusCode.UNKNOWN
     details = (exc.details() if hasattr(exc, "details") else None) or str(exc)
+    return from_code(code, details, service, tls)
+
+
+def from_code(code: grpc.StatusCode, details: str, service: str, tls: bool = False) -> RadiumError:
     leaf = LEAVES.get(code, RadiumError)
     hint = _HINTS.get(code, "")
     if code == grpc.StatusCode.UNAVAILABLE:
@@ -267,5 +286,16 @@ class CallGuard(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 
             return grpc.unary_stream_rpc_method_handler(
                 stream, handler.request_deserializer, handler.response_serializer
+            )
+        if handler.stream_stream is not None:
+            both = handler.stream_stream
+
+            async def bidi(requests: Any, context: Any) -> Any:
+                await refused(context)  # once, when the stream opens
+                async for item in both(requests, context):
+                    yield item
+
+            return grpc.stream_stream_rpc_method_handler(
+                bidi, handler.request_deserializer, handler.response_serializer
             )
         raise AssertionError(f"{method}: a client-streaming call: guard it before serving it")

@@ -28,7 +28,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-import grpc
 import psutil
 
 from radium import rpc
@@ -40,8 +39,8 @@ from radium.errors import (
     RadiumError,
     UnavailableError,
 )
+from radium.leasestream import LeaseStream
 from radium.proto import pool_pb2 as pb
-from radium.proto import pool_pb2_grpc as pb_grpc
 from radium.shim.request import allocation
 from radium_interposer import handshake, wire
 
@@ -77,9 +76,15 @@ class Agent:
         self.lock = asyncio.Lock()
         #: Containers whose lease is being taken from the pool (it may wait for capacity).
         self.acquiring: dict[str, asyncio.Task[dict[str, Any] | None]] = {}
-        self.metadata = rpc.metadata(config.client.token)
         self.channel = rpc.aio_channel(config.client.pool, config.client.tls)
-        self.pool = pb_grpc.PoolStub(self.channel)
+        #: Every pool call of the agent is on this one stream (docs/lease-stream.md).
+        self.pool = LeaseStream(
+            self.channel,
+            rpc.metadata(config.client.token),
+            f"pool at {config.client.pool}",
+            config.client.timeout,
+            config.client.tls.enabled,
+        )
         self.data_servers: dict[str, asyncio.AbstractServer] = {}
         #: Told of each request answered: (op, error kind or "", seconds); the metrics.
         self.answered: Callable[[str, str, float], None] = lambda op, kind, seconds: None
@@ -104,16 +109,6 @@ class Agent:
         with os.fdopen(fd, "w") as f:
             json.dump({"held": [asdict(h) for h in self.held.values()]}, f)
         os.replace(tmp, self.state_file)
-
-    # -- pool calls ------------------------------------------------------------------------
-    async def _pool_call(self, method: str, request: Any, timeout: float | None = None) -> Any:
-        try:
-            return await getattr(self.pool, method)(
-                request, metadata=self.metadata, timeout=timeout or self.config.client.timeout
-            )
-        except grpc.RpcError as exc:
-            service = f"pool at {self.config.client.pool}"
-            raise rpc.from_rpc_error(exc, service, self.config.client.tls.enabled) from exc
 
     # -- operations ------------------------------------------------------------------------
     async def acquire(self, message: dict[str, Any]) -> dict[str, Any]:
@@ -142,11 +137,7 @@ class Agent:
         if wanted is None:
             return None
         holder = f"{self.node}/{container}"
-        lease = await self._pool_call(
-            "Allocate",
-            pb.AllocateRequest(holder=holder, **wanted),
-            timeout=self.config.client.timeout + wanted["wait_seconds"],
-        )
+        lease = await self.pool.allocate(pb.AllocateRequest(holder=holder, **wanted))
         pid = int(message.get("pid", 0))
         summary = {
             "id": lease.id,
@@ -270,7 +261,7 @@ class Agent:
             self.save()
         self.close_data_socket(container)
         try:
-            await self._pool_call("Release", pb.LeaseRef(lease_id=held.lease_id))
+            await self.pool.release(held.lease_id)
         except RadiumError as exc:  # the pool will expire it after its TTL anyway
             log.warning("releasing lease %s: %s", held.lease_id, exc.one_line())
         log.info("container %s: lease %s released (%s)", container, held.lease_id, why)
@@ -341,7 +332,7 @@ class Agent:
                     continue
                 renewed[held.lease_id] = now
                 try:
-                    answer = await self._pool_call("KeepAlive", pb.LeaseRef(lease_id=held.lease_id))
+                    answer = await self.pool.keep_alive(held.lease_id)
                     self._note_state(held, answer.state, answer.message)
                 except LeaseNotFoundError as exc:
                     log.warning(
@@ -464,6 +455,7 @@ async def serve(config: Config) -> None:
         server.close()
         for container in list(agent.data_servers):
             agent.close_data_socket(container)
+        await agent.pool.close()
         await agent.channel.close()
         if endpoint is not None:
             endpoint.close()

@@ -28,6 +28,17 @@ def test_round_trip_of_the_leaves() -> None:
         assert rpc.LEAVES[code] is leaf
 
 
+def test_a_call_error_inside_a_stream_reads_as_the_unary_call_would() -> None:
+    """A lease stream's CallError carries the status number; the client gets the same leaf."""
+    for leaf in (errors.CapacityError, errors.LeaseNotFoundError, errors.InvalidRequestError):
+        code, message = rpc.status_of(leaf("it failed", hint="do this"))
+        error = rpc.from_status(code.value[0], message, "pool")
+        assert type(error) is leaf and error.message == "it failed; do this"
+    unknown = rpc.from_status(999, "odd", "pool")
+    assert type(unknown) is errors.RadiumError and unknown.message == "odd"
+    assert rpc.status_of(errors.RadiumError("bug"))[0] is grpc.StatusCode.INTERNAL
+
+
 class FakeCall(grpc.RpcError):
     """What grpc raises: an RpcError that also answers code() and details()."""
 

@@ -50,6 +50,11 @@ class PoolStub:
                 request_serializer=radium_dot_proto_dot_pool__pb2.LeaseRef.SerializeToString,
                 response_deserializer=radium_dot_proto_dot_pool__pb2.ReleaseResponse.FromString,
                 _registered_method=True)
+        self.Leases = channel.stream_stream(
+                '/radium.v1.Pool/Leases',
+                request_serializer=radium_dot_proto_dot_pool__pb2.LeaseCall.SerializeToString,
+                response_deserializer=radium_dot_proto_dot_pool__pb2.LeaseReply.FromString,
+                _registered_method=True)
         self.ListLeases = channel.unary_unary(
                 '/radium.v1.Pool/ListLeases',
                 request_serializer=radium_dot_proto_dot_pool__pb2.ListLeasesRequest.SerializeToString,
@@ -95,6 +100,13 @@ class PoolServicer:
 
     def Release(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Leases(self, request_iterator, context):
+        """Allocate, Release and KeepAlive as messages on one stream per client (node agents).
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -147,6 +159,11 @@ def add_PoolServicer_to_server(servicer, server):
                     servicer.Release,
                     request_deserializer=radium_dot_proto_dot_pool__pb2.LeaseRef.FromString,
                     response_serializer=radium_dot_proto_dot_pool__pb2.ReleaseResponse.SerializeToString,
+            ),
+            'Leases': grpc.stream_stream_rpc_method_handler(
+                    servicer.Leases,
+                    request_deserializer=radium_dot_proto_dot_pool__pb2.LeaseCall.FromString,
+                    response_serializer=radium_dot_proto_dot_pool__pb2.LeaseReply.SerializeToString,
             ),
             'ListLeases': grpc.unary_unary_rpc_method_handler(
                     servicer.ListLeases,
@@ -256,6 +273,33 @@ class Pool:
             '/radium.v1.Pool/Release',
             radium_dot_proto_dot_pool__pb2.LeaseRef.SerializeToString,
             radium_dot_proto_dot_pool__pb2.ReleaseResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Leases(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/radium.v1.Pool/Leases',
+            radium_dot_proto_dot_pool__pb2.LeaseCall.SerializeToString,
+            radium_dot_proto_dot_pool__pb2.LeaseReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,156 @@
+"""The lease operations (allocate, keep-alive, release), served both as unary calls and as
+messages on the lease stream (docs/lease-stream.md)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING, Any, AsyncIterator
+
+from radium import rpc
+from radium.errors import CapacityError, InvalidRequestError, RadiumError
+from radium.pool import convert
+from radium.pool.model import Lease, Request, preemption_notice
+from radium.proto import pool_pb2 as pb
+
+if TYPE_CHECKING:  # service.py imports this module
+    from radium.pool.service import Pool
+
+log = logging.getLogger(__name__)
+_NAME_LIMIT = 253
+
+
+class Leasing:
+    """What a holder asks of the pool about its leases, apart from how it asked."""
+
+    def __init__(self, pool: Pool) -> None:
+        self.pool = pool
+
+    def allocate_now(self, request: pb.AllocateRequest) -> pb.Lease | None:
+        """The lease, granted without waiting; None when it must wait for capacity
+        (:meth:`allocate_waiting`). Raises what refuses it."""
+        wanted = convert.request_from_pb(request)
+        began = time.perf_counter()
+        try:
+            if len(wanted.holder) > _NAME_LIMIT or len(wanted.queue) > _NAME_LIMIT:
+                raise InvalidRequestError("holder and queue names are limited to 253 characters")
+            if self.pool.waiters:  # others are waiting already: in line behind them
+                return None
+            shown = self.pool.grant_shown(wanted)[1]
+        except CapacityError as exc:
+            if wanted.wait > 0:
+                return None
+            self._observe(exc, wanted, began)
+            raise
+        except RadiumError as exc:
+            self._observe(exc, wanted, began)
+            raise
+        self._observe(None, wanted, began)
+        return shown
+
+    async def allocate_waiting(self, request: pb.AllocateRequest) -> pb.Lease:
+        """The lease, once capacity frees up within the request's ``wait_seconds``."""
+        wanted = convert.request_from_pb(request)
+        began = time.perf_counter()
+        future: asyncio.Future[Lease] = asyncio.get_running_loop().create_future()
+        self.pool.waiters.add(wanted, future)
+        error: BaseException | None = None
+        try:
+            self.pool.serve_waiters()
+            return convert.lease_to_pb(
+                await asyncio.wait_for(asyncio.shield(future), timeout=wanted.wait)
+            )
+        except asyncio.TimeoutError:
+            error = CapacityError(f"no capacity for {wanted.describe()} within {wanted.wait:g}s")
+            raise error from None
+        except BaseException as exc:  # refused while waiting, or the caller went away
+            error = exc
+            raise
+        finally:
+            future.cancel()  # no effect once granted; withdraws it otherwise
+            self.pool.observer.allocation(error, True, time.perf_counter() - began)
+
+    async def allocate(self, request: pb.AllocateRequest) -> pb.Lease:
+        return self.allocate_now(request) or await self.allocate_waiting(request)
+
+    def _observe(self, error: BaseException | None, wanted: Request, began: float) -> None:
+        self.pool.observer.allocation(error, wanted.wait > 0, time.perf_counter() - began)
+
+    def keep_alive(self, lease_id: str) -> pb.KeepAliveResponse:
+        state = self.pool.state
+        expires_at = state.keep_alive(lease_id, self.pool.clock())
+        lease = state.leases[lease_id]
+        notice = (
+            preemption_notice(lease.id, lease.queue, lease.preempted_for, lease.expires_at)
+            if lease.preempted_at
+            else ""
+        )
+        return pb.KeepAliveResponse(expires_at=expires_at, state=lease.shown_state, message=notice)
+
+    def release(self, lease_id: str) -> pb.ReleaseResponse:
+        lease = self.pool.state.release(lease_id, self.pool.clock())
+        if lease is not None:
+            self.pool.ended([lease])
+        return pb.ReleaseResponse(released=lease is not None)
+
+    async def stream(
+        self, calls: AsyncIterator[pb.LeaseCall], context: Any
+    ) -> AsyncIterator[pb.LeaseReply]:
+        """Serve one lease stream: calls that need not wait are answered in the order they
+        came; an allocation that waits runs as its own task, so it holds up nothing."""
+        replies: asyncio.Queue[pb.LeaseReply | None] = asyncio.Queue()
+        waiting: dict[int, asyncio.Task[None]] = {}
+
+        async def wait_then_reply(call: pb.LeaseCall) -> None:
+            try:
+                replies.put_nowait(
+                    pb.LeaseReply(id=call.id, lease=await self.allocate_waiting(call.allocate))
+                )
+            except RadiumError as exc:
+                replies.put_nowait(_failed(call.id, exc))
+            finally:
+                waiting.pop(call.id, None)
+
+        async def read() -> None:
+            async for call in calls:
+                if call.id in waiting:
+                    error = InvalidRequestError(f"lease call {call.id} is still in flight")
+                    replies.put_nowait(_failed(call.id, error))
+                elif (reply := self._answer(call)) is not None:
+                    replies.put_nowait(reply)
+                else:  # an allocation that must wait
+                    waiting[call.id] = asyncio.create_task(wait_then_reply(call))
+            # The client sent its last call: answer those still waiting, then end the stream.
+            await asyncio.gather(*waiting.values(), return_exceptions=True)
+
+        reader = asyncio.create_task(read())
+        reader.add_done_callback(lambda _: replies.put_nowait(None))
+        try:
+            while (reply := await replies.get()) is not None:
+                yield reply
+            await reader  # raises what ended the reading, if anything did
+        finally:
+            reader.cancel()
+            for task in waiting.values():  # the client went away: withdraw its waiting calls
+                task.cancel()
+
+    def _answer(self, call: pb.LeaseCall) -> pb.LeaseReply | None:
+        """The reply to a call that needs no waiting; None for an allocation that must wait."""
+        op = call.WhichOneof("op")
+        try:
+            if op == "allocate":
+                lease = self.allocate_now(call.allocate)
+                return None if lease is None else pb.LeaseReply(id=call.id, lease=lease)
+            if op == "release":
+                return pb.LeaseReply(id=call.id, released=self.release(call.release.lease_id))
+            if op == "keep_alive":
+                return pb.LeaseReply(id=call.id, kept=self.keep_alive(call.keep_alive.lease_id))
+            raise InvalidRequestError(f"lease call {call.id} names no operation")
+        except RadiumError as exc:
+            return _failed(call.id, exc)
+
+
+def _failed(call_id: int, error: RadiumError) -> pb.LeaseReply:
+    code, message = rpc.status_of(error)
+    return pb.LeaseReply(id=call_id, error=pb.CallError(code=code.value[0], message=message))

@@ -1,0 +1,161 @@
+"""The client side of the lease stream (docs/lease-stream.md): allocate, keep-alive and release
+as messages on one gRPC stream, opened on first use and again after it breaks."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from typing import Any
+
+import grpc
+import grpc.aio
+
+from radium import rpc
+from radium.errors import DeadlineError, RadiumError, UnavailableError
+from radium.proto import pool_pb2 as pb
+from radium.proto import pool_pb2_grpc as pb_grpc
+
+log = logging.getLogger(__name__)
+
+
+class LeaseStream:
+    """Lease calls of one client, multiplexed on one stream of ``channel``. Every call has a
+    deadline; calls in flight when the stream breaks fail with :class:`UnavailableError`, and
+    the next call opens a new stream (on the channel's current replica)."""
+
+    def __init__(
+        self,
+        channel: grpc.aio.Channel,
+        metadata: tuple[tuple[str, str], ...],
+        service: str,
+        timeout: float = 5.0,
+        tls: bool = False,
+    ) -> None:
+        self._stub = pb_grpc.PoolStub(channel)
+        self._metadata = metadata
+        self._service = service
+        self._timeout = timeout
+        self._tls = tls
+        self._ids = itertools.count(1)
+        self._call: Any = None  # the open grpc.aio stream-stream call
+        self._reader: asyncio.Task[None] | None = None
+        #: Calls to send: one task writes them, since gRPC takes one write at a time per
+        #: stream and a write cancelled half-way cancels the whole stream.
+        self._outbox: asyncio.Queue[pb.LeaseCall] = asyncio.Queue()
+        self._writer: asyncio.Task[None] | None = None
+        self._pending: dict[int, asyncio.Future[pb.LeaseReply]] = {}
+        #: Allocations given up on (deadline): a lease that still comes is released.
+        self._abandoned: set[int] = set()
+
+    async def connect(self) -> None:
+        """Open the stream now rather than on the first call (its set-up is then not a call's)."""
+        self._open()
+        try:
+            await asyncio.wait_for(self._call.wait_for_connection(), self._timeout)
+        except grpc.RpcError as exc:
+            raise rpc.from_rpc_error(exc, self._service, self._tls) from exc
+        except asyncio.TimeoutError:
+            raise DeadlineError(
+                f"{self._service}: no lease stream within {self._timeout:g}s"
+            ) from None
+
+    async def allocate(self, request: pb.AllocateRequest) -> pb.Lease:
+        timeout = self._timeout + request.wait_seconds
+        reply = await self._ask(pb.LeaseCall(allocate=request), timeout, abandon=True)
+        return reply.lease
+
+    async def keep_alive(self, lease_id: str) -> pb.KeepAliveResponse:
+        reply = await self._ask(pb.LeaseCall(keep_alive=pb.LeaseRef(lease_id=lease_id)))
+        return reply.kept
+
+    async def release(self, lease_id: str) -> bool:
+        reply = await self._ask(pb.LeaseCall(release=pb.LeaseRef(lease_id=lease_id)))
+        return reply.released.released
+
+    async def _ask(
+        self, call: pb.LeaseCall, timeout: float | None = None, abandon: bool = False
+    ) -> pb.LeaseReply:
+        self._open()
+        call.id = next(self._ids)
+        future: asyncio.Future[pb.LeaseReply] = asyncio.get_running_loop().create_future()
+        self._pending[call.id] = future
+        self._outbox.put_nowait(call)
+        try:
+            reply = await asyncio.wait_for(future, timeout or self._timeout)
+        except asyncio.TimeoutError:
+            if abandon:
+                self._abandoned.add(call.id)
+            raise DeadlineError(
+                f"{self._service}: deadline exceeded ({call.WhichOneof('op')} unanswered)",
+                hint="the service is overloaded or stuck; try again",
+            ) from None
+        finally:
+            self._pending.pop(call.id, None)
+        if reply.WhichOneof("result") == "error":
+            raise rpc.from_status(reply.error.code, reply.error.message, self._service)
+        return reply
+
+    def _open(self) -> None:
+        if self._reader is None or self._reader.done():
+            if self._writer is not None:
+                self._writer.cancel()
+            self._call = self._stub.Leases(metadata=self._metadata)
+            self._reader = asyncio.create_task(self._read(self._call))
+            self._writer = asyncio.create_task(self._write(self._call))
+
+    async def _write(self, stream: Any) -> None:
+        """Send what is queued until the stream breaks (its reader then fails the calls)."""
+        try:
+            while True:
+                await stream.write(await self._outbox.get())
+        except (grpc.RpcError, asyncio.InvalidStateError):
+            return
+
+    async def _read(self, stream: Any) -> None:
+        error: RadiumError
+        try:
+            while (reply := await stream.read()) is not grpc.aio.EOF:
+                future = self._pending.get(reply.id)
+                if future is not None and not future.done():
+                    future.set_result(reply)
+                elif reply.id in self._abandoned:
+                    self._abandoned.discard(reply.id)
+                    if reply.WhichOneof("result") == "lease":
+                        self._give_back(reply.lease.id)
+            error = UnavailableError(f"{self._service}: the pool ended the lease stream")
+        except grpc.RpcError as exc:
+            error = rpc.from_rpc_error(exc, self._service, self._tls)
+        except asyncio.CancelledError:
+            error = UnavailableError(f"{self._service}: the lease stream was closed")
+            self._fail_pending(error)
+            raise
+        self._fail_pending(error)
+
+    def _fail_pending(self, error: RadiumError) -> None:
+        while not self._outbox.empty():  # unsent: their callers fail below
+            self._outbox.get_nowait()
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(error)
+        self._abandoned.clear()  # their outcome is unknown now; their TTL ends them
+
+    def _give_back(self, lease_id: str) -> None:
+        """Release a lease granted to a call that had stopped waiting for it."""
+
+        async def release() -> None:
+            try:
+                await self.release(lease_id)
+            except RadiumError as exc:
+                log.warning("releasing abandoned lease %s: %s", lease_id, exc.one_line())
+
+        asyncio.get_running_loop().create_task(release())
+
+    async def close(self) -> None:
+        if self._call is not None:
+            self._call.cancel()
+        tasks = [t for t in (self._reader, self._writer) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._call = self._reader = self._writer = None

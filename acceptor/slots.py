@@ -155,7 +155,9 @@ class Slots:
             self.prepared.notify_all()
         if self.backend is not None and record.image and record.worker != "process":
             self._worker(record)  # container mode, maybe (the engine decides): start it now
-        log.info(
+        # Per lease at debug: a churning pool makes thousands a second. A worker's start and
+        # its slot's teardown are logged at info.
+        log.debug(
             "slot ready for lease %s (devices %s, holder %s, uid %d)",
             lease.id,
             list(lease.device_ids),
@@ -333,7 +335,7 @@ class Slots:
                 self.uids.pop(lease_id, None)
                 self.revoked.discard(lease_id)
             self.counted.pop(lease_id, None)
-        log.info("slot of lease %s torn down", lease_id)
+        log.log(logging.INFO if started else logging.DEBUG, "slot of lease %s torn down", lease_id)
 
     def close(self) -> None:
         """Stop every worker (the acceptor is shutting down; slots stay for its restart)."""

@@ -150,8 +150,13 @@ def test_an_allocation_given_up_on_is_released_when_it_comes(pool: PoolCluster) 
 def test_a_wrong_token_ends_the_stream_with_one_line(pool: PoolCluster) -> None:
     async def run() -> None:
         async with Session(pool, token="not-the-token") as refused:
-            with pytest.raises(AuthError, match="token not accepted"):
+            # Usually the refusal's own line; when the first call's write races the refusal,
+            # grpc loses the status, and the stream says it was ended (seen once under CI load).
+            with pytest.raises((AuthError, UnavailableError)) as refusal:
                 await refused.allocate(pb.AllocateRequest(gpus=1, holder="s-intruder"))
+            assert "token not accepted" in refusal.value.message or (
+                "ended the lease stream as a call was sent" in refusal.value.message
+            )
         assert "refused /radium.v1.Pool/Leases" in pool.pool.log_tail(50)
         assert active(pool, "s-intruder") == []
 

@@ -17,6 +17,7 @@ from radium.proto import pool_pb2 as pb
 from radium.proto import pool_pb2_grpc as pb_grpc
 
 log = logging.getLogger(__name__)
+_LOST_STATUS = "Internal error from Core"
 
 
 class LeaseStream:
@@ -126,6 +127,13 @@ class LeaseStream:
             error = UnavailableError(f"{self._service}: the pool ended the lease stream")
         except grpc.RpcError as exc:
             error = rpc.from_rpc_error(exc, self._service, self._tls)
+            if exc.code() == grpc.StatusCode.INTERNAL and _LOST_STATUS in str(exc.details()):
+                # grpc-aio's own status for a write to a call the pool had just ended: why it
+                # ended (a refused token, a pool stopping) is lost with it.
+                error = UnavailableError(
+                    f"{self._service}: the pool ended the lease stream as a call was sent",
+                    hint="check the token (or certificate) in the Radium config, and the pool",
+                )
         except asyncio.CancelledError:
             error = UnavailableError(f"{self._service}: the lease stream was closed")
             self._fail_pending(error)

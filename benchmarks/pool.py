@@ -54,11 +54,19 @@ async def clients(
         streams = [LeaseStream(channel, metadata, "pool", timeout=10) for _ in range(concurrency)]
         if stream:  # opened first, as a node agent's stays open: the run measures the calls
             await asyncio.gather(*(s.connect() for s in streams))
+
+        async def cycle(index: int, request: pb.AllocateRequest) -> None:
+            if stream:
+                leases = streams[index]
+                await leases.release((await leases.allocate(request)).id)
+                return
+            lease = await stub.Allocate(request, metadata=metadata, timeout=10)
+            await stub.Release(pb.LeaseRef(lease_id=lease.id), metadata=metadata, timeout=10)
+
         deadline = time.perf_counter() + seconds
 
         async def one(index: int) -> None:
             request = pb.AllocateRequest(fraction=0.0001, holder=f"bench-{index}")
-            leases = streams[index]
             period = concurrency / rate if rate else 0.0
             next_start = time.perf_counter() + period * index / concurrency  # spread the clients
             while time.perf_counter() < deadline:
@@ -66,16 +74,11 @@ async def clients(
                     await asyncio.sleep(max(0.0, next_start - time.perf_counter()))
                     next_start += period
                 began = time.perf_counter()
-                if stream:
-                    await leases.release((await leases.allocate(request)).id)
-                else:
-                    lease = await stub.Allocate(request, metadata=metadata, timeout=10)
-                    ref = pb.LeaseRef(lease_id=lease.id)
-                    await stub.Release(ref, metadata=metadata, timeout=10)
+                await cycle(index, request)
                 latencies.append(time.perf_counter() - began)
-            await leases.close()
 
         await asyncio.gather(*(one(i) for i in range(concurrency)))
+        await asyncio.gather(*(s.close() for s in streams))
     return latencies
 
 

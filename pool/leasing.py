@@ -18,7 +18,8 @@ if TYPE_CHECKING:  # service.py imports this module
     from radium.pool.service import Pool
 
 log = logging.getLogger(__name__)
-_NAME_LIMIT = 253
+#: Longest holder, queue or acceptor name (a DNS name's length).
+NAME_LIMIT = 253
 
 
 class Leasing:
@@ -33,7 +34,7 @@ class Leasing:
         wanted = convert.request_from_pb(request)
         began = time.perf_counter()
         try:
-            if len(wanted.holder) > _NAME_LIMIT or len(wanted.queue) > _NAME_LIMIT:
+            if len(wanted.holder) > NAME_LIMIT or len(wanted.queue) > NAME_LIMIT:
                 raise InvalidRequestError("holder and queue names are limited to 253 characters")
             if self.pool.waiters:  # others are waiting already: in line behind them
                 return None
@@ -58,24 +59,32 @@ class Leasing:
         error: BaseException | None = None
         try:
             self.pool.serve_waiters()
-            return convert.lease_to_pb(
-                await asyncio.wait_for(asyncio.shield(future), timeout=wanted.wait)
-            )
-        except asyncio.TimeoutError:
-            error = CapacityError(f"no capacity for {wanted.describe()} within {wanted.wait:g}s")
-            raise error from None
-        except BaseException as exc:  # refused while waiting, or the caller went away
+            # asyncio.wait, not wait_for: on Python 3.11 wait_for swallows a cancellation that
+            # comes with the grant, and the lease would go to a caller that is gone.
+            if not (await asyncio.wait([future], timeout=wanted.wait))[0]:
+                raise CapacityError(f"no capacity for {wanted.describe()} within {wanted.wait:g}s")
+            return convert.lease_to_pb(future.result())  # or the refusal it ended with
+        except BaseException as exc:  # refused, timed out, or the caller went away
             error = exc
             raise
         finally:
-            future.cancel()  # no effect once granted; withdraws it otherwise
+            granted = future.done() and not future.cancelled() and future.exception() is None
+            future.cancel()  # withdraws it if it still waits
+            if granted and error is not None:  # the grant came as the caller went away
+                self._give_back(future.result().id)
             self.pool.observer.allocation(error, True, time.perf_counter() - began)
 
     async def allocate(self, request: pb.AllocateRequest) -> pb.Lease:
-        return self.allocate_now(request) or await self.allocate_waiting(request)
+        lease = self.allocate_now(request)
+        return lease if lease is not None else await self.allocate_waiting(request)
 
     def _observe(self, error: BaseException | None, wanted: Request, began: float) -> None:
         self.pool.observer.allocation(error, wanted.wait > 0, time.perf_counter() - began)
+
+    def _give_back(self, lease_id: str) -> None:
+        """End a lease granted to a caller that went away before it could be told."""
+        self.release(lease_id)
+        log.info("lease %s given back: its caller went away as it was granted", lease_id)
 
     def keep_alive(self, lease_id: str) -> pb.KeepAliveResponse:
         state = self.pool.state
@@ -99,16 +108,24 @@ class Leasing:
     ) -> AsyncIterator[pb.LeaseReply]:
         """Serve one lease stream: calls that need not wait are answered in the order they
         came; an allocation that waits runs as its own task, so it holds up nothing."""
+        # Accepted: the client sends its first call only after this. A refusal that raced a
+        # client's write would reach it as grpc's own INTERNAL status, not as the refusal.
+        await context.send_initial_metadata(())
         replies: asyncio.Queue[pb.LeaseReply | None] = asyncio.Queue()
         waiting: dict[int, asyncio.Task[None]] = {}
+        ended = False
+
+        def deliver(reply: pb.LeaseReply) -> None:
+            if not ended:
+                replies.put_nowait(reply)
+            elif reply.WhichOneof("result") == "lease":  # granted as the client left
+                self._give_back(reply.lease.id)
 
         async def wait_then_reply(call: pb.LeaseCall) -> None:
             try:
-                replies.put_nowait(
-                    pb.LeaseReply(id=call.id, lease=await self.allocate_waiting(call.allocate))
-                )
+                deliver(pb.LeaseReply(id=call.id, lease=await self.allocate_waiting(call.allocate)))
             except RadiumError as exc:
-                replies.put_nowait(_failed(call.id, exc))
+                deliver(_failed(call.id, exc))
             finally:
                 waiting.pop(call.id, None)
 
@@ -116,9 +133,9 @@ class Leasing:
             async for call in calls:
                 if call.id in waiting:
                     error = InvalidRequestError(f"lease call {call.id} is still in flight")
-                    replies.put_nowait(_failed(call.id, error))
+                    deliver(_failed(call.id, error))
                 elif (reply := self._answer(call)) is not None:
-                    replies.put_nowait(reply)
+                    deliver(reply)
                 else:  # an allocation that must wait
                     waiting[call.id] = asyncio.create_task(wait_then_reply(call))
             # The client sent its last call: answer those still waiting, then end the stream.
@@ -131,9 +148,13 @@ class Leasing:
                 yield reply
             await reader  # raises what ended the reading, if anything did
         finally:
+            ended = True
             reader.cancel()
             for task in waiting.values():  # the client went away: withdraw its waiting calls
                 task.cancel()
+            while not replies.empty():  # never sent: a lease among them is given back
+                if (unsent := replies.get_nowait()) is not None:
+                    deliver(unsent)
 
     def _answer(self, call: pb.LeaseCall) -> pb.LeaseReply | None:
         """The reply to a call that needs no waiting; None for an allocation that must wait."""

@@ -13,7 +13,7 @@ from radium import __version__, rpc
 from radium.errors import InvalidRequestError, NotRegisteredError, RadiumError
 from radium.pool import convert
 from radium.pool.images import DONE_ADDING, DONE_REMOVING, REMOVING, Images, check_ref
-from radium.pool.leasing import Leasing
+from radium.pool.leasing import NAME_LIMIT, Leasing
 from radium.pool.model import Lease, Queue, Request
 from radium.pool.state import PoolState
 from radium.pool.waiting import WaitingRoom
@@ -23,7 +23,6 @@ from radium.proto import pool_pb2_grpc as pb_grpc
 log = logging.getLogger(__name__)
 #: grpc.aio.ServicerContext (grpcio ships no type information).
 Context = Any
-_NAME_LIMIT = 253  # acceptor names
 #: `radium images add|rm` follow the acceptors at most this long.
 IMAGE_FOLLOW = 3600.0
 #: Ended leases stay listed (`radium leases --all`) this long, in seconds.
@@ -288,7 +287,7 @@ class AcceptorService(pb_grpc.AcceptorsServicer):
 
     async def Register(self, request: pb.RegisterRequest, context: Context) -> pb.RegisterResponse:
         acceptor = convert.acceptor_from_pb(request.acceptor)
-        if not acceptor.name or len(acceptor.name) > _NAME_LIMIT or not acceptor.devices:
+        if not acceptor.name or len(acceptor.name) > NAME_LIMIT or not acceptor.devices:
             await rpc.abort(
                 context,
                 InvalidRequestError("an acceptor registers with a name and at least one device"),

@@ -50,10 +50,14 @@ class LeaseStream:
         self._abandoned: set[int] = set()
 
     async def connect(self) -> None:
-        """Open the stream now rather than on the first call (its set-up is then not a call's)."""
+        """Open the stream now rather than on the first call (its set-up is then not a call's),
+        and wait until the pool has accepted it."""
         self._open()
         try:
-            await asyncio.wait_for(self._call.wait_for_connection(), self._timeout)
+            await asyncio.wait_for(self._call.initial_metadata(), self._timeout)
+            if self._call.done():  # refused instead
+                code, details = await self._call.code(), await self._call.details()
+                raise rpc.from_code(code, details, self._service, self._tls)
         except grpc.RpcError as exc:
             raise rpc.from_rpc_error(exc, self._service, self._tls) from exc
         except asyncio.TimeoutError:
@@ -108,6 +112,9 @@ class LeaseStream:
     async def _write(self, stream: Any) -> None:
         """Send what is queued until the stream breaks (its reader then fails the calls)."""
         try:
+            # Not before the pool accepted the stream (it sends its initial metadata then): a
+            # write racing a refusal would turn the refusal into grpc's INTERNAL status.
+            await stream.initial_metadata()
             while True:
                 await stream.write(await self._outbox.get())
         except (grpc.RpcError, asyncio.InvalidStateError):
@@ -128,11 +135,11 @@ class LeaseStream:
         except grpc.RpcError as exc:
             error = rpc.from_rpc_error(exc, self._service, self._tls)
             if exc.code() == grpc.StatusCode.INTERNAL and _LOST_STATUS in str(exc.details()):
-                # grpc-aio's own status for a write to a call the pool had just ended: why it
-                # ended (a refused token, a pool stopping) is lost with it.
+                # grpc-aio's own status for a write to a call the pool had just ended (it
+                # stopped, or lost its leadership): why it ended is lost with it.
                 error = UnavailableError(
                     f"{self._service}: the pool ended the lease stream as a call was sent",
-                    hint="check the token (or certificate) in the Radium config, and the pool",
+                    hint="is the pool running? the next call opens a new stream",
                 )
         except asyncio.CancelledError:
             error = UnavailableError(f"{self._service}: the lease stream was closed")

@@ -93,21 +93,36 @@ class DataPlane:
 
     def _serve(self, connection: socket.socket, peer: object) -> None:
         try:
-            connection.settimeout(HANDSHAKE_TIMEOUT)
-            lease_id, version = handshake.server(
-                connection, lambda lease: self.slots.credential(lease, GRANT_WAIT)
-            )
-            connection.settimeout(None)
-            connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self.slots.hand_over(lease_id, connection)
-            log.info("data plane: %s connected to lease %s (v%d)", peer, lease_id, version)
-        except (wire.ProtocolError, OSError) as exc:
-            self.refused += 1
-            log.warning("data plane: refused %s: %s", peer, exc)
-        except RadiumError as exc:  # authenticated, but its worker cannot take it: say why
-            log.warning("data plane: %s: %s", peer, exc.one_line())
-            with contextlib.suppress(OSError):
-                wire.send(connection, wire.ERROR, 0, worker_gone(exc.one_line()))
+            authenticated = self._authenticate(connection, peer)
+            if authenticated is not None:
+                self._hand_over(connection, peer, *authenticated)
         finally:
             connection.close()
             self.pending.release()
+
+    def _authenticate(self, connection: socket.socket, peer: object) -> tuple[str, int] | None:
+        """The lease id and protocol version the peer proved, or None (refused, logged)."""
+        try:
+            connection.settimeout(HANDSHAKE_TIMEOUT)
+            return handshake.server(
+                connection, lambda lease: self.slots.credential(lease, GRANT_WAIT)
+            )
+        except (wire.ProtocolError, OSError) as exc:
+            self.refused += 1
+            log.warning("data plane: refused %s: %s", peer, exc)
+            return None
+
+    def _hand_over(self, connection: socket.socket, peer: object, lease: str, version: int) -> None:
+        """Give the connection to the lease's worker; if it cannot take it, tell the client why."""
+        try:
+            connection.settimeout(None)
+            connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.slots.hand_over(lease, connection)
+            log.info("data plane: %s connected to lease %s (v%d)", peer, lease, version)
+        except (RadiumError, OSError) as exc:
+            why = exc.one_line() if isinstance(exc, RadiumError) else (
+                f"the worker of lease {lease} did not take the connection ({exc.strerror or exc})"
+            )  # fmt: skip
+            log.warning("data plane: %s: %s", peer, why)
+            with contextlib.suppress(OSError):
+                wire.send(connection, wire.ERROR, 0, worker_gone(why))

@@ -228,17 +228,18 @@ class Sandbox:
         try:
             child = self._sandbox_pid(info_read, process, tenant.lease_id)
             try:
-                join(child)
                 for limit, value in (
                     (resource.RLIMIT_NPROC, self.config.max_processes),
                     (resource.RLIMIT_NOFILE, self.config.max_open_files),
                 ):
                     resource.prlimit(child, limit, (value, value))
-            except ProcessLookupError:
-                # bubblewrap gave up after it reported the sandbox (a bind it cannot make):
-                # nothing runs in it, and the worker's start reports bubblewrap's exit status.
+                join(child)
+                os.write(block_write, b"go")
+            except (ProcessLookupError, BrokenPipeError):
+                # bubblewrap gave up after it reported the sandbox (a bind it cannot make is
+                # found before it reads the "go", so it may exit at any step here): nothing
+                # runs in it, and the worker's start reports bubblewrap's exit status.
                 return process
-            os.write(block_write, b"go")
         except (OSError, SandboxError):
             process.kill()
             process.wait()

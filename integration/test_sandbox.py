@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -128,6 +129,32 @@ def test_a_sandbox_that_cannot_be_built_fails_the_start_with_its_status(tmp_path
         ProcessWorker(Tenant("l-9", 200009, tmp_path), tmp_path, broken_sandbox(tmp_path), print)
     assert failed.value.one_line() == (
         "the worker of lease l-9 exited (1) before it was ready; "
+        "its own message is in the acceptor log"
+    )
+
+
+def test_a_sandbox_that_fails_just_before_it_is_let_go_fails_the_start_with_its_status(
+    tmp_path: Path,
+) -> None:
+    """bubblewrap finds a bad bind after it has reported its sandbox and before it reads the
+    "go": the last step before the go waits here until it has exited, so the go meets a closed
+    pipe (seen once in CI as a "Broken pipe" refusal instead of the worker's status)."""
+    need_root()
+
+    def join_after_bubblewrap_exits(pid: int) -> None:
+        # bubblewrap is our child: wait until it is a zombie (its pipes closed), never reap it.
+        (bubblewrap,) = [p for p in psutil.Process().children() if p.name() == "bwrap"]
+        deadline = time.monotonic() + 10
+        while bubblewrap.status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    with pytest.raises(UnavailableError) as failed:
+        ProcessWorker(
+            Tenant("l-8", 200008, tmp_path), tmp_path, broken_sandbox(tmp_path),
+            join_after_bubblewrap_exits,
+        )  # fmt: skip
+    assert failed.value.one_line() == (
+        "the worker of lease l-8 exited (1) before it was ready; "
         "its own message is in the acceptor log"
     )
 

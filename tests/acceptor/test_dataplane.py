@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import socket
 import subprocess
 from collections.abc import Iterator
@@ -14,7 +15,7 @@ from radium.acceptor.dataplane import DataPlane
 from radium.acceptor.devices import CpuBackend
 from radium.acceptor.slots import Slots
 from radium.proto import pool_pb2 as pb
-from radium_interposer import handshake
+from radium_interposer import handshake, wire
 from tests.interposer.harness import BARE_PYTHON, INTERPOSER
 from tests.ports import free_port
 
@@ -141,3 +142,31 @@ def test_garbage_is_refused_and_the_listener_keeps_serving(plane: DataPlane) -> 
             assert closed_by_peer(sock)
     out = run_client(plane, "lease-a", "lease-a-secret", "import numpy\nprint(numpy.eye(2).sum())")
     assert out.strip() == "2.0"
+
+
+class SlotsWhoseWorkerHungUp(Slots):
+    """A lease whose worker is gone as the connection is handed over (it died after it was up)."""
+
+    def hand_over(self, lease_id: str, connection: socket.socket) -> None:
+        raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+
+
+def test_a_worker_that_cannot_take_the_connection_is_named_to_the_client(tmp_path: Path) -> None:
+    slots = SlotsWhoseWorkerHungUp(str(tmp_path), CpuBackend(1, 1024))
+    slots.prepare(pb.Lease(id="lease-a", device_ids=["cpu0"], credential="lease-a-secret"))
+    plane = DataPlane(f"127.0.0.1:{free_port()}", slots)
+    plane.start()
+    try:
+        host, port = plane.address.rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=30) as sock:
+            handshake.client(sock, "lease-a", "lease-a-secret")
+            frame = wire.read(sock.recv_into)
+    finally:
+        plane.stop()
+        slots.close()
+    assert frame is not None and frame.type == wire.ERROR
+    assert frame.meta["args"] == [
+        "radium: the lease's worker could not start: "
+        "the worker of lease lease-a did not take the connection (Broken pipe)"
+    ]
+    assert plane.refused == 0  # it was authenticated: not a refusal

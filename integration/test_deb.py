@@ -225,9 +225,12 @@ def test_dpkg_installs_every_part_with_its_mode(built: Built, installed: Path) -
     for command in COMMANDS:
         link = root / "usr" / "bin" / command
         assert link.is_symlink() and os.readlink(link) == f"/opt/radium/bin/{command}"
+    fronts = ("radium-runtime", "containerd-shim-radium-v2")  # docs/runtime-front.md
+    for command in (*COMMANDS, *(f"{front}-full" for front in fronts)):
         assert_mode(root, f"opt/radium/bin/{command}", 0o755)
         shebang = (root / "opt" / "radium" / "bin" / command).read_text().splitlines()[0]
-        assert shebang == "#!/opt/radium/bin/python", command
+        expected = "#!/bin/sh" if command in fronts else "#!/opt/radium/bin/python"
+        assert shebang == expected, command
     bundles = sorted(p.name for p in (root / "usr/lib/radium/bundles").iterdir())
     assert bundles == [f"glibc-{os.uname().machine}", f"musl-{os.uname().machine}"]
     for bundle in bundles:

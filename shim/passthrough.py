@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 DEFAULT_CONFIG = "/etc/radium/config.toml"
 DEFAULT_RUNTIMES = ("runc", "crun")
 PROGRAM = "radium-runtime"
+#: The Python programs' names: their shell fronts' (bin/) with this suffix.
+FULL_SUFFIX = "-full"
 
 
 def configured_runtimes(
@@ -41,14 +43,23 @@ def configured_runtimes(
     return DEFAULT_RUNTIMES
 
 
-def find_runtime(runtimes: Sequence[str], environ: Mapping[str, str], self_path: str) -> str | None:
-    """The first of ``runtimes`` that is an executable other than this wrapper."""
+def selves(self_path: str) -> frozenset[str]:
+    """This program, and the shell front beside it that execs it (``radium-runtime`` for
+    ``radium-runtime-full``): a runtime list naming either would exec us in a loop."""
     me = os.path.realpath(self_path)
+    front = me[: -len(FULL_SUFFIX)] if me.endswith(FULL_SUFFIX) else me
+    return frozenset((me, front))
+
+
+def find_runtime(runtimes: Sequence[str], environ: Mapping[str, str], self_path: str) -> str | None:
+    """The first of ``runtimes`` that is an executable other than this wrapper or its front."""
+    us = selves(self_path)
     search = environ.get("PATH", os.defpath).split(os.pathsep)
     for name in runtimes:
         candidates = [name] if "/" in name else [os.path.join(d, name) for d in search if d]
         for path in candidates:
-            if os.path.isfile(path) and os.access(path, os.X_OK) and os.path.realpath(path) != me:
+            executable = os.path.isfile(path) and os.access(path, os.X_OK)
+            if executable and os.path.realpath(path) not in us:
                 return path
     return None
 

@@ -14,7 +14,15 @@ from radium.engines import apply, base, containerd, crio, docker, podman
 from radium.errors import RadiumError
 
 ENGINES = ("docker", "containerd", "crio", "podman")
-PROGRAMS = ("radium-runtime", "radium-hook", "containerd-shim-radium-v2")
+#: What engines run (the runtime and the shim are shell fronts: docs/runtime-front.md) and the
+#: Python programs the fronts exec.
+PROGRAMS = (
+    "radium-runtime",
+    "radium-hook",
+    "containerd-shim-radium-v2",
+    "radium-runtime-full",
+    "containerd-shim-radium-v2-full",
+)
 
 
 def installed_programs() -> dict[str, str]:

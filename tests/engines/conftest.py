@@ -12,6 +12,8 @@ PROGRAMS = {
     "radium-runtime": "/opt/radium/bin/radium-runtime",
     "radium-hook": "/opt/radium/bin/radium-hook",
     "containerd-shim-radium-v2": "/opt/radium/bin/containerd-shim-radium-v2",
+    "radium-runtime-full": "/opt/radium/bin/radium-runtime-full",
+    "containerd-shim-radium-v2-full": "/opt/radium/bin/containerd-shim-radium-v2-full",
     "python": "/opt/radium/bin/python3",
 }
 

@@ -156,3 +156,14 @@ def test_create_with_broken_spec_fails_in_one_line(tmp_path: Path) -> None:
     assert "config.json is not valid JSON" in result.stderr
     assert "config.json is not valid JSON" in json.loads(log_file.read_text())["msg"]
     assert "Traceback" not in result.stderr
+
+
+def test_the_python_wrapper_never_execs_its_own_front(tmp_path: Path) -> None:
+    """A runtime list naming radium-runtime (the shell front) would exec us in a loop."""
+    for name in ("radium-runtime", "radium-runtime-full"):
+        (tmp_path / name).write_text("#!/bin/sh\n")
+        (tmp_path / name).chmod(0o755)
+    full = str(tmp_path / "radium-runtime-full")
+    env = {"PATH": str(tmp_path)}
+    assert passthrough.find_runtime(["radium-runtime", "radium-runtime-full"], env, full) is None
+    assert passthrough.find_runtime(["radium-runtime", "runc"], env, full) is None

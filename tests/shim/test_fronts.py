@@ -1,0 +1,195 @@
+"""The shell fronts of radium-runtime and the containerd shim (docs/runtime-front.md).
+
+Each case runs the real front with /bin/sh in a directory that also holds a stand-in for its
+Python program, and a PATH whose low-level runtime is a stand-in too: both print who they are
+and their argv. The front must exec the low-level program itself only where the Python program
+would have passed the call through untouched, and hand everything else to Python, argv intact.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from radium.shim import argv as runc_argv
+from radium.shim import containerd
+from radium.shim import request as request_module
+
+BIN = Path(__file__).resolve().parents[2] / "bin"
+PLAIN = {"process": {"env": ["PATH=/usr/bin", "HOME=/root"]}, "annotations": {"a": "b"}}
+ASKS_BY_ENV = {"process": {"env": ["PATH=/usr/bin", "RADIUM_GPUS=1"]}}
+ASKS_BY_ANNOTATION = {"process": {"env": []}, "annotations": {"radium.io/gpus": "1"}}
+
+
+def stand_in(path: Path, name: str) -> None:
+    path.write_text(f'#!/bin/sh\necho "{name}" "$@"\n')
+    path.chmod(0o755)
+
+
+@pytest.fixture
+def place(tmp_path: Path) -> Path:
+    """bin/ with both fronts and their Python stand-ins, low/ with the low-level stand-ins."""
+    bin_dir, low = tmp_path / "bin", tmp_path / "low"
+    bin_dir.mkdir()
+    low.mkdir()
+    for front in ("radium-runtime", "containerd-shim-radium-v2"):
+        shutil.copy(BIN / front, bin_dir / front)
+        stand_in(bin_dir / f"{front}-full", "PYTHON")
+    for name in ("runc", "crun", "containerd-shim-runc-v2"):
+        stand_in(low / name, name)
+    (tmp_path / "bundle").mkdir()
+    return tmp_path
+
+
+def run_front(
+    place: Path, front: str, args: list[str], config: str | None = None, path: str = ""
+) -> list[str]:
+    """The front's output: who ran (PYTHON or a low-level program) and the argv it got."""
+    env = {"PATH": path or f"{place / 'low'}:/usr/bin:/bin", "RADIUM_CONFIG": str(place / "c.toml")}
+    if config is not None:
+        (place / "c.toml").write_text(config)
+    done = subprocess.run(
+        [str(place / "bin" / front), *args],
+        cwd=place / "bundle", env=env, capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert done.returncode == 0 and not done.stderr, done
+    return done.stdout.split()
+
+
+def spec(place: Path, content: object) -> None:
+    (place / "bundle" / "config.json").write_text(json.dumps(content))
+
+
+def python_passes_runc_through(place: Path, args: list[str]) -> bool:
+    """What the Python wrapper decides: no spec to edit, or a spec that asks nothing."""
+    parsed = runc_argv.parse(args, cwd=str(place / "bundle"))
+    if not parsed.edits_spec:
+        return True
+    config = Path(parsed.bundle or ".") / "config.json"
+    return request_module.from_spec(json.loads(config.read_text())) is None
+
+
+RUNC_CALLS = [
+    ["create", "--bundle", "{b}", "id"],
+    ["--root", "/r", "--log", "/l", "--log-format", "json", "create", "-b", "{b}", "id"],
+    ["--root=/r", "--systemd-cgroup", "run", "--pid-file", "/p", "--bundle={b}", "-d", "id"],
+    ["create", "--console-socket", "/s", "--preserve-fds", "2", "id"],  # bundle: the cwd
+    ["--debug", "start", "id"],
+    ["delete", "--force", "id"],
+    ["state", "id"],
+]
+
+
+@pytest.mark.parametrize("content", [PLAIN, ASKS_BY_ENV, ASKS_BY_ANNOTATION])
+@pytest.mark.parametrize("call", RUNC_CALLS)
+def test_the_runtime_front_passes_through_only_what_python_would(
+    place: Path, content: object, call: list[str]
+) -> None:
+    spec(place, content)
+    args = [a.replace("{b}", str(place / "bundle")) for a in call]
+    ran = run_front(place, "radium-runtime", args)
+    expected = "runc" if python_passes_runc_through(place, args) else "PYTHON"
+    assert ran == [expected, *args]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--version"],  # a flag the front does not know
+        ["--", "create", "id"],
+        [],
+        ["create", "---bundle", "/x", "id"],
+    ],
+)
+def test_the_runtime_front_asks_python_what_it_does_not_know(place: Path, args: list[str]) -> None:
+    spec(place, PLAIN)
+    assert run_front(place, "radium-runtime", args) == ["PYTHON", *args]
+
+
+def test_the_runtime_front_asks_python_when_the_spec_is_unreadable(place: Path) -> None:
+    assert run_front(place, "radium-runtime", ["create", "id"]) == ["PYTHON", "create", "id"]
+
+
+def test_a_config_naming_runtimes_goes_to_python_and_comments_do_not(place: Path) -> None:
+    spec(place, PLAIN)
+    commented = '[runtime]\n# runtimes = ["crun"]\nlog_file = "/x"\n'
+    assert run_front(place, "radium-runtime", ["start", "i"], commented)[0] == "runc"
+    named = '[runtime]\nruntimes = ["crun"]\n'
+    assert run_front(place, "radium-runtime", ["start", "i"], named)[0] == "PYTHON"
+    inline = 'runtime = { runtimes = ["crun"] }\n'
+    assert run_front(place, "radium-runtime", ["start", "i"], inline)[0] == "PYTHON"
+
+
+def test_the_runtime_front_takes_crun_when_there_is_no_runc_and_never_itself(
+    place: Path,
+) -> None:
+    tools = place / "tools"  # what the front runs, without the host's own runc and crun
+    tools.mkdir()
+    for tool in ("grep", "readlink"):
+        os.symlink(shutil.which(tool) or tool, tools / tool)
+    path = f"{place / 'low'}:{tools}"
+    (place / "low" / "runc").unlink()
+    assert run_front(place, "radium-runtime", ["start", "i"], path=path)[0] == "crun"
+    (place / "low" / "crun").unlink()
+    # runc on PATH is the front itself (a link to it): Python says no runtime is installed.
+    os.symlink(place / "bin" / "radium-runtime", place / "low" / "runc")
+    assert run_front(place, "radium-runtime", ["start", "i"], path=path)[0] == "PYTHON"
+
+
+SHIM_CALLS = [
+    ["-namespace", "k8s.io", "-address", "/run/c.sock", "-publish-binary", "/c", "-id", "x",
+     "start"],
+    ["-namespace=default", "-id=x", "-bundle", "{b}", "delete"],
+    ["--debug", "-id", "x", "start"],
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("content", [PLAIN, ASKS_BY_ENV, ASKS_BY_ANNOTATION])
+@pytest.mark.parametrize("call", SHIM_CALLS)
+def test_the_shim_front_passes_through_only_what_python_would(
+    place: Path, content: object, call: list[str]
+) -> None:
+    spec(place, content)
+    args = [a.replace("{b}", str(place / "bundle")) for a in call]
+    action, flags = containerd.parse(args)
+    bundle = Path(flags.get("bundle") or place / "bundle")
+    asks = request_module.from_spec(json.loads((bundle / "config.json").read_text()))
+    assert action in ("start", "delete")
+    expected = "containerd-shim-runc-v2" if asks is None else "PYTHON"
+    assert run_front(place, "containerd-shim-radium-v2", args) == [expected, *args]
+
+
+@pytest.mark.parametrize("args", [["-v"], ["-id", "x"], ["-id", "x", "-unknown", "start"]])
+def test_the_shim_front_asks_python_what_it_does_not_know(place: Path, args: list[str]) -> None:
+    spec(place, PLAIN)
+    assert run_front(place, "containerd-shim-radium-v2", args) == ["PYTHON", *args]
+
+
+def test_the_shim_front_asks_python_to_delete_a_bundle_without_a_spec(place: Path) -> None:
+    args = ["-id", "x", "delete"]
+    assert run_front(place, "containerd-shim-radium-v2", args) == ["PYTHON", *args]
+
+
+def test_a_config_naming_the_runc_shim_goes_to_python(place: Path) -> None:
+    spec(place, PLAIN)
+    config = '[shim]\nrunc_shim = "/opt/shim"\n'
+    assert run_front(place, "containerd-shim-radium-v2", ["start"], config) == ["PYTHON", "start"]
+
+
+def test_a_front_finds_its_python_program_through_a_link(place: Path, tmp_path: Path) -> None:
+    """/usr/bin/radium-runtime is a link into /opt/radium/bin in the Debian package."""
+    spec(place, ASKS_BY_ENV)
+    linked = tmp_path / "usr-bin"
+    linked.mkdir()
+    os.symlink(place / "bin" / "radium-runtime", linked / "radium-runtime")
+    done = subprocess.run(
+        [str(linked / "radium-runtime"), "create", "id"],
+        cwd=place / "bundle", env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True,
+        timeout=30,
+    )  # fmt: skip
+    assert done.stdout.split() == ["PYTHON", "create", "id"], done

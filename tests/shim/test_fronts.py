@@ -21,7 +21,12 @@ from radium.shim import containerd
 from radium.shim import request as request_module
 
 BIN = Path(__file__).resolve().parents[2] / "bin"
-PLAIN = {"process": {"env": ["PATH=/usr/bin", "HOME=/root"]}, "annotations": {"a": "b"}}
+# Says "radium", as containerd namespaces, data roots and image names do, but asks nothing.
+PLAIN = {
+    "process": {"env": ["PATH=/usr/bin", "HOME=/root", "IMAGE=radium/app"]},
+    "annotations": {"a": "b", "radium.io-like": "x"},
+    "linux": {"cgroupsPath": "/radium-test/c1"},
+}
 ASKS_BY_ENV = {"process": {"env": ["PATH=/usr/bin", "RADIUM_GPUS=1"]}}
 ASKS_BY_ANNOTATION = {"process": {"env": []}, "annotations": {"radium.io/gpus": "1"}}
 

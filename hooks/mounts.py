@@ -7,7 +7,6 @@ are always ``/proc/self/fd/N`` paths of descriptors from :mod:`radium.hooks.safe
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 from typing import Optional
 
@@ -28,7 +27,9 @@ _libc: Optional[ctypes.CDLL] = None
 def _lib() -> ctypes.CDLL:
     global _libc
     if _libc is None:
-        _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        # The interpreter's own global symbols include libc's (glibc or musl): no lookup, and
+        # no `ldconfig -p` fork, which ctypes.util.find_library runs on every hook call.
+        _libc = ctypes.CDLL(None, use_errno=True)
     return _libc
 
 

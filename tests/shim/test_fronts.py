@@ -29,6 +29,7 @@ PLAIN = {
 }
 ASKS_BY_ENV = {"process": {"env": ["PATH=/usr/bin", "RADIUM_GPUS=1"]}}
 ASKS_BY_ANNOTATION = {"process": {"env": []}, "annotations": {"radium.io/gpus": "1"}}
+SPECS = [PLAIN, ASKS_BY_ENV, ASKS_BY_ANNOTATION]
 
 
 def stand_in(path: Path, name: str) -> None:
@@ -70,6 +71,12 @@ def spec(place: Path, content: object) -> None:
     (place / "bundle" / "config.json").write_text(json.dumps(content))
 
 
+def in_bundle(place: Path, content: object, call: list[str]) -> list[str]:
+    """Write the spec; the call's arguments with ``{b}`` naming its bundle."""
+    spec(place, content)
+    return [arg.replace("{b}", str(place / "bundle")) for arg in call]
+
+
 def python_passes_runc_through(place: Path, args: list[str]) -> bool:
     """What the Python wrapper decides: no spec to edit, or a spec that asks nothing."""
     parsed = runc_argv.parse(args, cwd=str(place / "bundle"))
@@ -90,16 +97,14 @@ RUNC_CALLS = [
 ]
 
 
-@pytest.mark.parametrize("content", [PLAIN, ASKS_BY_ENV, ASKS_BY_ANNOTATION])
+@pytest.mark.parametrize("content", SPECS)
 @pytest.mark.parametrize("call", RUNC_CALLS)
 def test_the_runtime_front_passes_through_only_what_python_would(
     place: Path, content: object, call: list[str]
 ) -> None:
-    spec(place, content)
-    args = [a.replace("{b}", str(place / "bundle")) for a in call]
-    ran = run_front(place, "radium-runtime", args)
+    args = in_bundle(place, content, call)
     expected = "runc" if python_passes_runc_through(place, args) else "PYTHON"
-    assert ran == [expected, *args]
+    assert run_front(place, "radium-runtime", args) == [expected, *args]
 
 
 @pytest.mark.parametrize(
@@ -154,13 +159,12 @@ SHIM_CALLS = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize("content", [PLAIN, ASKS_BY_ENV, ASKS_BY_ANNOTATION])
+@pytest.mark.parametrize("content", SPECS)
 @pytest.mark.parametrize("call", SHIM_CALLS)
 def test_the_shim_front_passes_through_only_what_python_would(
     place: Path, content: object, call: list[str]
 ) -> None:
-    spec(place, content)
-    args = [a.replace("{b}", str(place / "bundle")) for a in call]
+    args = in_bundle(place, content, call)
     action, flags = containerd.parse(args)
     bundle = Path(flags.get("bundle") or place / "bundle")
     asks = request_module.from_spec(json.loads((bundle / "config.json").read_text()))

@@ -35,7 +35,7 @@ from radium.errors import (
 from radium.poolclient import PoolClient
 from radium.proto import pool_pb2 as pb
 from radium.proto import pool_pb2_grpc as pb_grpc
-from radium.shim.agent import dial
+from radium.shim.agent.broker import dial
 
 
 def test_acceptors_register_across_veth(cluster: PoolCluster) -> None:

@@ -34,7 +34,7 @@ from integration.radium_env import RadiumEnv
 from integration.site import RADIUM_CLI, Site, open_site
 from integration.test_leases import stop_agent
 from radium.proto import pool_pb2 as pb
-from radium.shim.agent import dial
+from radium.shim.agent.broker import dial
 from tests.interposer.harness import BARE_PYTHON, INTERPOSER
 
 ACCEPTOR = "tenant-acc"

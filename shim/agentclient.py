@@ -14,6 +14,7 @@ import sys
 import time
 
 from radium.errors import RadiumError, UnavailableError
+from radium.shim.agent import protocol
 from radium.shim.request import wait_seconds
 
 # Not typing.TYPE_CHECKING: importing typing costs milliseconds on every container start.
@@ -33,7 +34,7 @@ def call(path: str, message: dict[str, Any], timeout: float = 30.0) -> dict[str,
         sock.settimeout(timeout)
         try:
             sock.connect(path)
-            sock.sendall(json.dumps(message).encode() + b"\n")
+            sock.sendall(protocol.encode(message))
             reply = b""
             while not reply.endswith(b"\n") and len(reply) < MAX_REPLY:
                 chunk = sock.recv(65536)
@@ -66,7 +67,7 @@ def acquire(
     and acquire is idempotent in the agent, so asking again after that is safe.
     """
     message = {
-        "op": "acquire",
+        "op": protocol.ACQUIRE,
         "container": container,
         "pid": pid,
         "request": dict(request),
@@ -84,7 +85,7 @@ def acquire(
 
 def release(config: Config, container: str) -> None:
     """Give the container's lease back (idempotent)."""
-    call(config.agent.socket, {"op": "release", "container": container}, timeout=10)
+    call(config.agent.socket, {"op": protocol.RELEASE, "container": container}, timeout=10)
 
 
 def ensure_running(config: Config) -> None:
@@ -127,7 +128,7 @@ def _radium_env() -> dict[str, str]:
 
 def _answers(path: str) -> bool:
     try:
-        call(path, {"op": "ping"}, timeout=2)
+        call(path, {"op": protocol.PING}, timeout=2)
     except RadiumError:
         return False
     return True

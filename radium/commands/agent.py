@@ -10,14 +10,14 @@ from radium.lifeline import follow_supervisor
 
 
 def _agent(args: argparse.Namespace) -> int:
-    from radium.shim import agent
+    from radium.shim.agent.process import serve
 
     config = config_module.load()
     logs.setup("radium agent", "", stderr_level=20)
     follow_supervisor()
     import asyncio
 
-    asyncio.run(agent.serve(config))
+    asyncio.run(serve(config))
     return 0
 
 

@@ -41,6 +41,8 @@ LEAVES: Mapping[grpc.StatusCode, type[RadiumError]] = {
     grpc.StatusCode.RESOURCE_EXHAUSTED: errors.CapacityError,
     grpc.StatusCode.UNAUTHENTICATED: errors.AuthError,
     grpc.StatusCode.UNAVAILABLE: errors.UnavailableError,
+    # A server that stops (a pool replica deposed: it stops at once) cancels its calls.
+    grpc.StatusCode.CANCELLED: errors.UnavailableError,
     grpc.StatusCode.DEADLINE_EXCEEDED: errors.DeadlineError,
     grpc.StatusCode.FAILED_PRECONDITION: errors.NotRegisteredError,
     grpc.StatusCode.PERMISSION_DENIED: errors.PermissionDeniedError,
@@ -50,6 +52,7 @@ _HINTS: Mapping[grpc.StatusCode, str] = {
     grpc.StatusCode.UNAVAILABLE: "is the service running and the address right?",
     grpc.StatusCode.UNAUTHENTICATED: "check the token in the Radium config",
     grpc.StatusCode.DEADLINE_EXCEEDED: "the service is overloaded or stuck; try again",
+    grpc.StatusCode.CANCELLED: "try again; a lease it may have granted meanwhile ends with its TTL",
 }
 
 AUTH_HEADER = "authorization"
@@ -114,7 +117,11 @@ def from_code(code: grpc.StatusCode, details: str, service: str, tls: bool = Fal
             )
         if _CLOSED in details:
             hint = "is the service running, and does it want TLS ([client.tls])?"
-    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+    if code == grpc.StatusCode.CANCELLED:
+        details = (
+            f"{service} cut the call off (it stopped, or lost its leadership, while answering)"
+        )
+    elif code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
         details = f"{service}: {code.name.lower().replace('_', ' ')} ({details})"
     return leaf(details, hint=hint)
 

@@ -92,3 +92,16 @@ def test_a_list_of_pool_addresses_is_one_target_for_pick_first() -> None:
         rpc.target("10.0.0.1:7400,10.0.0.2")
     with pytest.raises(ConfigError, match="mix IPv4 and IPv6"):
         rpc.target("10.0.0.1:7400,[::1]:7400")
+
+
+def test_a_call_the_server_cut_off_reads_as_unavailable_with_what_to_do() -> None:
+    """Seen in CI when etcd lost its quorum under a pool replica: a call in flight ended with
+    status CANCELLED, details "CANCELLED", and the client raised a bare RadiumError('CANCELLED')."""
+    error = rpc.from_rpc_error(FakeCall(grpc.StatusCode.CANCELLED, "CANCELLED"), "pool at x:1")
+    assert isinstance(error, errors.UnavailableError)
+    assert error.one_line() == (
+        "pool at x:1 cut the call off (it stopped, or lost its leadership, while answering); "
+        "try again; a lease it may have granted meanwhile ends with its TTL"
+    )
+    inside_a_stream = rpc.from_status(grpc.StatusCode.CANCELLED.value[0], "CANCELLED", "pool")
+    assert isinstance(inside_a_stream, errors.UnavailableError)

@@ -52,7 +52,7 @@ def line(name: str, samples: list[float], base: list[float] | None = None) -> st
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.workflow")
     parser.add_argument("--runs", type=int, default=10)
-    parser.add_argument("--pulls", type=int, default=3)
+    parser.add_argument("--pulls", type=int, default=3, help="0 measures no pulls")
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
         print("run as root: it starts dockerds and network namespaces", file=sys.stderr)
@@ -72,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
                 client.import_image(images.debian_tar("bookworm"), IMAGE)
                 env = {**radium.environ(config), "DOCKER_HOST": f"unix://{client.socket}"}
                 run_commands(client, env, args.runs)
-                pulls(site, client, args.pulls)
+                if args.pulls:  # 0: only the container starts
+                    pulls(site, client, args.pulls)
             finally:
                 client.stop()
     finally:

@@ -12,7 +12,7 @@ import grpc
 import grpc.aio
 
 from radium import rpc
-from radium.errors import DeadlineError, RadiumError, UnavailableError
+from radium.errors import RadiumError, UnavailableError
 from radium.proto import pool_pb2 as pb
 from radium.proto import pool_pb2_grpc as pb_grpc
 
@@ -61,9 +61,7 @@ class LeaseStream:
         except grpc.RpcError as exc:
             raise rpc.from_rpc_error(exc, self._service, self._tls) from exc
         except asyncio.TimeoutError:
-            raise DeadlineError(
-                f"{self._service}: no lease stream within {self._timeout:g}s"
-            ) from None
+            raise self._deadline(f"no lease stream within {self._timeout:g}s") from None
 
     async def allocate(self, request: pb.AllocateRequest) -> pb.Lease:
         timeout = self._timeout + request.wait_seconds
@@ -91,15 +89,16 @@ class LeaseStream:
         except asyncio.TimeoutError:
             if abandon:
                 self._abandoned.add(call.id)
-            raise DeadlineError(
-                f"{self._service}: deadline exceeded ({call.WhichOneof('op')} unanswered)",
-                hint="the service is overloaded or stuck; try again",
-            ) from None
+            raise self._deadline(f"{call.WhichOneof('op')} unanswered") from None
         finally:
             self._pending.pop(call.id, None)
         if reply.WhichOneof("result") == "error":
             raise rpc.from_status(reply.error.code, reply.error.message, self._service)
         return reply
+
+    def _deadline(self, what: str) -> RadiumError:
+        """The error a unary call past its deadline raises: same leaf, line and hint."""
+        return rpc.from_code(grpc.StatusCode.DEADLINE_EXCEEDED, what, self._service, self._tls)
 
     def _open(self) -> None:
         if self._reader is None or self._reader.done():

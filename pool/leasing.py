@@ -72,7 +72,7 @@ class Leasing:
             future.cancel()  # withdraws it if it still waits
             if granted and error is not None:  # the grant came as the caller went away
                 self._give_back(future.result().id)
-            self.pool.observer.allocation(error, True, time.perf_counter() - began)
+            self._observe(error, wanted, began)
 
     async def allocate(self, request: pb.AllocateRequest) -> pb.Lease:
         lease = self.allocate_now(request)

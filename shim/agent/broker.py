@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from radium.errors import AuthError, LeaseNotFoundError, RadiumError, UnavailableError
 from radium.shim.agent.book import Held
-from radium.shim.agent.protocol import REQUEST_TIMEOUT, encode
+from radium.shim.agent.protocol import REQUEST_TIMEOUT, bad_request, encode
 from radium_interposer import handshake, wire
 
 log = logging.getLogger(__name__)
@@ -123,7 +123,7 @@ class ConnectionBroker:
         except RadiumError as exc:
             reply = {"ok": False, "error": exc.one_line()}
         except (asyncio.TimeoutError, ConnectionError, ValueError) as exc:
-            reply = {"ok": False, "error": f"bad request: {type(exc).__name__}"}
+            reply = bad_request(exc)
         try:
             raw = writer.get_extra_info("socket")
             with socket.socket(fileno=os.dup(raw.fileno())) as out:

@@ -46,5 +46,10 @@ def error_reply(exc: RadiumError) -> dict[str, Any]:
     return {"ok": False, "error": exc.message, "hint": exc.hint, "kind": exc.kind}
 
 
+def bad_request(exc: BaseException) -> dict[str, Any]:
+    """The reply to a peer whose request could not be read: too late, cut off, too long."""
+    return {"ok": False, "error": f"bad request: {type(exc).__name__}"}
+
+
 def encode(message: dict[str, Any]) -> bytes:
     return json.dumps(message).encode() + b"\n"

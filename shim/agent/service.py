@@ -166,7 +166,7 @@ class AgentService:
             asyncio.LimitOverrunError,
             ValueError,
         ) as exc:
-            reply = {"ok": False, "error": f"bad request: {type(exc).__name__}"}
+            reply = protocol.bad_request(exc)
         except Exception as exc:  # never leave a caller (a container's hook) waiting
             log.exception("agent request failed")
             reply = {"ok": False, "error": f"node agent internal error: {exc}"}

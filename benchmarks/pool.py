@@ -51,9 +51,12 @@ async def clients(
     metadata = rpc.metadata(AGENT_TOKEN)
     async with rpc.aio_channel(address) as channel:
         stub = pb_grpc.PoolStub(channel)
-        streams = [LeaseStream(channel, metadata, "pool", timeout=10) for _ in range(concurrency)]
-        if stream:  # opened first, as a node agent's stays open: the run measures the calls
-            await asyncio.gather(*(s.connect() for s in streams))
+        streams = [
+            LeaseStream(channel, metadata, "pool", timeout=10)
+            for _ in range(concurrency if stream else 0)
+        ]
+        # Opened first, as a node agent's stays open: the run measures the calls.
+        await asyncio.gather(*(s.connect() for s in streams))
 
         async def cycle(index: int, request: pb.AllocateRequest) -> None:
             if stream:

@@ -29,6 +29,19 @@ def holders(leasing: Leasing) -> list[str]:
     return sorted(lease.holder for lease in leasing.pool.state.leases.values())
 
 
+def open_stream(
+    leasing: Leasing,
+) -> tuple[asyncio.Queue[pb.LeaseCall], AsyncIterator[pb.LeaseReply]]:
+    """A lease stream served on this loop: the client's calls go into the queue."""
+    sent: asyncio.Queue[pb.LeaseCall] = asyncio.Queue()
+
+    async def calls() -> AsyncIterator[pb.LeaseCall]:
+        while True:
+            yield await sent.get()
+
+    return sent, leasing.stream(calls(), Context())
+
+
 async def until_waiting(leasing: Leasing) -> None:
     while not leasing.pool.waiters.pending():
         await asyncio.sleep(0)
@@ -52,13 +65,7 @@ def test_a_unary_allocation_cancelled_as_it_is_granted_gives_the_lease_back() ->
 def test_a_stream_that_ends_as_its_allocation_is_granted_gives_the_lease_back() -> None:
     async def run() -> list[str]:
         leasing, hog = one_gpu_taken()
-        sent: asyncio.Queue[pb.LeaseCall] = asyncio.Queue()
-
-        async def calls() -> AsyncIterator[pb.LeaseCall]:
-            while True:
-                yield await sent.get()
-
-        replies = leasing.stream(calls(), Context())
+        sent, replies = open_stream(leasing)
         first = asyncio.ensure_future(replies.__anext__())
         wanted = pb.AllocateRequest(gpus=1, holder="late", wait_seconds=30)
         sent.put_nowait(pb.LeaseCall(id=1, allocate=wanted))
@@ -76,13 +83,7 @@ def test_a_stream_that_ends_as_its_allocation_is_granted_gives_the_lease_back() 
 def test_a_stream_answers_a_waiting_allocation_once_capacity_frees() -> None:
     async def run() -> tuple[pb.LeaseReply, list[str]]:
         leasing, hog = one_gpu_taken()
-        sent: asyncio.Queue[pb.LeaseCall] = asyncio.Queue()
-
-        async def calls() -> AsyncIterator[pb.LeaseCall]:
-            while True:
-                yield await sent.get()
-
-        replies = leasing.stream(calls(), Context())
+        sent, replies = open_stream(leasing)
         wanted = pb.AllocateRequest(gpus=1, holder="patient", wait_seconds=30)
         sent.put_nowait(pb.LeaseCall(id=7, allocate=wanted))
         sent.put_nowait(pb.LeaseCall(id=8, release=pb.LeaseRef(lease_id=hog.id)))

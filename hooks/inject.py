@@ -76,30 +76,45 @@ class Mounter:
 
 
 def prestart(state: State, config: Config) -> None:
-    """Detect the image, pick its bundle, mount bundle, runtime dir and ``.pth``."""
-    spec = load_spec(state.bundle)
-    rootfs = Path(rootfs_path(state, spec))
-    selection_rules = rules.load_rules(config.bundles.rules)
-    if state.pid <= 0:
-        raise SpecError("OCI state has no container pid", hint="run radium-hook as a prestart hook")
-    host_dir = Path(runtime_dir(config, state.container_id))
-    host_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
+    """The lease (through the node agent), then :func:`mount_bundle`; nothing kept on failure."""
+    host_dir = make_runtime_dir(state, config)
     leased = False
     try:
         if config.agent.enabled:
             # Before joining the container's mount namespace: the agent lives in the host's.
             leased = _acquire(state, config, host_dir)
-        mounts.enter_mount_namespace(state.pid)
-        root_fd = safepath.open_root(rootfs)
-        try:
-            _inject(state, config, root_fd, host_dir, selection_rules)
-        finally:
-            os.close(root_fd)
+        mount_bundle(state, config, host_dir)
     except BaseException:
         shutil.rmtree(host_dir, ignore_errors=True)
         if leased:
             release(state, config)
         raise
+
+
+def make_runtime_dir(state: State, config: Config) -> Path:
+    """The container's host directory (mounted at hook.runtime_target), created if need be."""
+    if state.pid <= 0:
+        raise SpecError("OCI state has no container pid", hint="run radium-hook as a prestart hook")
+    host_dir = Path(runtime_dir(config, state.container_id))
+    host_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
+    return host_dir
+
+
+def mount_bundle(state: State, config: Config, host_dir: Path) -> None:
+    """Detect the image, pick its bundle, mount bundle, runtime dir and ``.pth``.
+
+    It joins the container's mount namespace, so it runs in a process of its own: the hook, or
+    a child of the node agent's mount helper (a process with threads cannot join one).
+    """
+    spec = load_spec(state.bundle)
+    rootfs = Path(rootfs_path(state, spec))
+    selection_rules = rules.load_rules(config.bundles.rules)
+    mounts.enter_mount_namespace(state.pid)
+    root_fd = safepath.open_root(rootfs)
+    try:
+        _inject(state, config, root_fd, host_dir, selection_rules)
+    finally:
+        os.close(root_fd)
 
 
 def _acquire(state: State, config: Config, host_dir: Path) -> bool:

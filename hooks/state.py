@@ -13,6 +13,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Mapping
 
+    from typing_extensions import TypeGuard
+
 MAX_STATE_BYTES = 1 << 20
 ANNOTATION_PREFIX = "radium.io/"
 # runc's own rule for container ids; anything else could be a path trick.
@@ -48,17 +50,22 @@ class State:
         return bool(self.radium_annotations)
 
 
+def valid_container_id(container_id: object) -> TypeGuard[str]:
+    """runc's rule for container ids: nothing that could be a path trick."""
+    return (
+        isinstance(container_id, str)
+        and bool(_CONTAINER_ID.match(container_id))
+        and container_id not in (".", "..")
+    )
+
+
 def parse_state(raw: bytes) -> State:
     """Parse and validate the state JSON."""
     if len(raw) > MAX_STATE_BYTES:
         raise SpecError("OCI state on stdin is larger than 1 MiB")
     data = parse_object(raw, "OCI state on stdin")
     container_id = data.get("id")
-    if (
-        not isinstance(container_id, str)
-        or not _CONTAINER_ID.match(container_id)
-        or container_id in (".", "..")
-    ):
+    if not valid_container_id(container_id):
         raise SpecError(f"OCI state has an invalid container id {container_id!r}")
     bundle = data.get("bundle")
     if not isinstance(bundle, str) or not bundle.startswith("/"):

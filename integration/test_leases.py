@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -134,6 +135,123 @@ def test_no_capacity_fails_the_start_with_the_pools_reason(
     assert result.returncode != 0
     assert "no capacity for 3 whole GPUs" in result.stderr
     assert list(radium.state_dir.iterdir()) == []
+
+
+def start_socket_of(config: Path) -> str:
+    from radium import config as config_module
+    from radium.shim.agent import protocol
+
+    return protocol.start_socket(config_module.load(config).agent.socket)
+
+
+def ensure_agent(config: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from radium import config as config_module
+    from radium.shim import agentclient
+
+    monkeypatch.setenv("RADIUM_CONFIG", str(config))  # what the hook has: the agent inherits it
+    agentclient.ensure_running(config_module.load(config))
+
+
+def test_a_leased_container_starts_through_the_agents_start_socket(
+    leasing: tuple[PoolCluster, Path],
+    leasing_dockerd: Dockerd,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cluster, config = leasing
+    ensure_agent(config, monkeypatch)
+    script = (
+        "python3 -c 'import radium_interposer; print(radium_interposer.__file__)'; "
+        "cat /run/radium/lease.json; sleep 2"
+    )
+    container = radium_run(
+        leasing_dockerd, "RADIUM_GPUS=1", "-d", IMAGE, "sh", "-c", script
+    ).stdout.strip()
+    try:
+        (spec_file,) = (leasing_dockerd.root / "x").glob(f"**/{container}/config.json")
+        hooks = json.loads(spec_file.read_text())["hooks"]
+        for stage in ("prestart", "poststop"):
+            # The agent's thin hook, with the full one as its fallback (docker adds its own
+            # libnetwork-setkey prestart hook).
+            (args,) = [h["args"] for h in hooks[stage] if "radium" in " ".join(h["args"])]
+            assert args[1:3] == ["-I", "-S"] and args[3].endswith("/radium-agent-call")
+            assert args[4:7] == ["--socket", start_socket_of(config), stage]
+            assert args[7] == "--" and args[-2:] == [
+                f"{os.path.dirname(args[3])}/radium-hook",
+                stage,
+            ]
+        assert leasing_dockerd.docker("wait", container).stdout.strip() == "0"
+        interposer, lease_json = leasing_dockerd.docker("logs", container).stdout.split("\n", 1)
+        assert interposer.startswith("/usr/lib/radium/")
+        assert json.loads(lease_json)["holder"] == f"testnode/{container}"
+    finally:
+        leasing_dockerd.docker("rm", "-f", container, check=False)
+    from radium import config as config_module
+
+    agent_log = Path(config_module.load(config).agent.log_file).read_text()
+    assert f"container {container}: started through the agent" in agent_log
+    assert f"bundle {spec_file.parent}: Radium hooks and annotations added" in agent_log
+    wait_until(lambda: f"testnode/{container}" not in holders(cluster), 5, "the lease back")
+
+
+def test_a_start_the_agent_cannot_finish_says_why_and_keeps_nothing(
+    leasing: tuple[PoolCluster, Path],
+    leasing_dockerd: Dockerd,
+    radium: RadiumEnv,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    cluster, config = leasing
+    ensure_agent(config, monkeypatch)
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("the image puts a file where the bundle goes\n")
+    before = holders(cluster)
+    result = radium_run(
+        leasing_dockerd, "RADIUM_GPUS=1", "--rm", "-v", f"{blocker}:/usr/lib/radium:ro",
+        IMAGE, "true", check=False,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "/usr/lib/radium exists in the image but is not a directory" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert holders(cluster) == before  # the lease taken for it was given back
+    assert list(radium.state_dir.iterdir()) == []
+
+
+def test_a_hook_whose_agent_died_after_create_falls_back_to_the_full_hook(
+    leasing: tuple[PoolCluster, Path],
+    radium: RadiumEnv,
+    rootfs: Rootfs,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cluster, config = leasing
+    ensure_agent(config, monkeypatch)
+    bundle = runc.make_bundle(tmp_path, rootfs.get("bookworm"), ["sleep", "30"], ["RADIUM_GPUS=1"])
+    call = radium.runtime.parent / "radium-agent-call"
+    subprocess.run(
+        [sys.executable, "-I", "-S", str(call), "--config", str(config), "create", str(bundle)],
+        check=True, timeout=30,
+    )  # fmt: skip
+    pid = agent_pid(config)
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)  # between create and prestart
+    wait_until(lambda: agent_pid(config) is None, 10, "the agent to die")
+    state_root = radium.root / "runc-root"
+    subprocess.run(
+        ["runc", "--root", str(state_root), "run", "-d", "--bundle", str(bundle), bundle.name],
+        env=radium.environ(config), check=True, stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=60,
+    )  # fmt: skip
+    try:
+        # The full hook started a new agent and took the lease through it.
+        wait_until(lambda: f"testnode/{bundle.name}" in holders(cluster), 10, "the lease")
+        assert agent_pid(config) is not None
+        assert (radium.state_dir / bundle.name / "lease.json").exists()
+    finally:
+        subprocess.run(
+            ["runc", "--root", str(state_root), "delete", "--force", bundle.name],
+            capture_output=True,
+        )
+    wait_until(lambda: f"testnode/{bundle.name}" not in holders(cluster), 5, "the lease back")
 
 
 def test_lease_released_when_the_container_dies_without_poststop(

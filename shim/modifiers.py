@@ -47,12 +47,17 @@ def hook_env(environ: Mapping[str, str]) -> list[str]:
     return env
 
 
-def _is_radium_hook(hook: Any, command: Sequence[str]) -> bool:
-    return (
-        isinstance(hook, dict)
-        and hook.get("path") == command[0]
-        and hook.get("args", [])[: len(command)] == list(command)
-    )
+def _runs(hook: Any, command: Sequence[str]) -> bool:
+    """Whether the hook entry runs ``command``, itself or as its fallback (after ``--``)."""
+    if not isinstance(hook, dict) or not command:
+        return False
+    args = hook.get("args", [])
+    if not isinstance(args, list):
+        return False
+    if hook.get("path") == command[0] and args[: len(command)] == list(command):
+        return True
+    after = args.index("--") + 1 if "--" in args else len(args)
+    return args[after : after + len(command)] == list(command)
 
 
 @dataclass(frozen=True)
@@ -63,21 +68,31 @@ class AddHooks:
     env: Sequence[str]
     #: Seconds the engine lets the hook run (the prestart one may wait for capacity).
     timeout: int = HOOK_TIMEOUT_SECONDS
+    #: The hook ``command`` runs when it cannot do the work itself (the agent's thin hook
+    #: falls back to the full one), given after ``--`` with the stage.
+    fallback: Sequence[str] = ()
 
     def __call__(self, spec: Spec) -> None:
         hooks = spec.setdefault("hooks", {})
         for stage in ("prestart", "poststop"):
             entries = hooks.setdefault(stage, [])
-            if any(_is_radium_hook(entry, self.command) for entry in entries):
+            # Either kind already there (a spec edited before by the agent, or by the full
+            # wrapper): the container gets one Radium hook per stage, never two.
+            if any(_runs(entry, self.command) for entry in entries):
+                continue
+            if self.fallback and any(_runs(entry, self.fallback) for entry in entries):
                 continue
             entries.append(
                 {
                     "path": self.command[0],
-                    "args": [*self.command, stage],
+                    "args": [*self.command, stage, *self._fallback(stage)],
                     "env": list(self.env),
                     "timeout": self.timeout,
                 }
             )
+
+    def _fallback(self, stage: str) -> list[str]:
+        return ["--", *self.fallback, stage] if self.fallback else []
 
 
 @dataclass(frozen=True)
@@ -91,11 +106,23 @@ class AddAnnotations:
 
 
 def for_request(
-    request: Mapping[str, str], config: Config, environ: Mapping[str, str]
+    request: Mapping[str, str],
+    config: Config,
+    environ: Mapping[str, str],
+    agent_hook: Sequence[str] = (),
 ) -> list[Modifier]:
-    """The modifiers for a container that asked for Radium with ``request``."""
+    """The modifiers for a container that asked for Radium with ``request``.
+
+    With ``agent_hook`` (the node agent's thin hook command) the hooks are that, falling back
+    to radium-hook when the agent cannot be reached; otherwise they are radium-hook.
+    """
     timeout = HOOK_TIMEOUT_SECONDS + math.ceil(request_module.wait_seconds(request))
-    return [AddAnnotations(request), AddHooks(hook_command(config), hook_env(environ), timeout)]
+    env = hook_env(environ)
+    if agent_hook:
+        hooks = AddHooks(agent_hook, env, timeout, fallback=hook_command(config))
+    else:
+        hooks = AddHooks(hook_command(config), env, timeout)
+    return [AddAnnotations(request), hooks]
 
 
 def for_spec(

@@ -15,13 +15,14 @@ from radium.errors import RadiumError
 
 ENGINES = ("docker", "containerd", "crio", "podman")
 #: What engines run (the runtime and the shim are shell fronts: docs/runtime-front.md) and the
-#: Python programs the fronts exec.
+#: Python programs the fronts exec, and the node agent's thin client they and its hooks run.
 PROGRAMS = (
     "radium-runtime",
     "radium-hook",
     "containerd-shim-radium-v2",
     "radium-runtime-full",
     "containerd-shim-radium-v2-full",
+    "radium-agent-call",
 )
 
 

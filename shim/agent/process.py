@@ -10,14 +10,21 @@ import logging
 import os
 import signal
 import socket
+import sys
+import sysconfig
 from pathlib import Path
+from typing import Awaitable, Callable
 
+from radium import config as config_module
 from radium import rpc
 from radium.config import Config
 from radium.leasestream import LeaseStream
+from radium.shim.agent import protocol
 from radium.shim.agent.book import LeaseBook, write_lease_file
 from radium.shim.agent.broker import ConnectionBroker
+from radium.shim.agent.mounthelper import MountHelper
 from radium.shim.agent.service import AgentService
+from radium.shim.agent.starts import ConfigSource, StartService
 
 log = logging.getLogger(__name__)
 
@@ -57,10 +64,14 @@ async def serve(config: Config) -> None:
         endpoint = metrics.serve(config.agent.metrics, registry, "agent.metrics")
     socket_path = config.agent.socket
     os.makedirs(os.path.dirname(socket_path), exist_ok=True)
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(socket_path)
-    server = await asyncio.start_unix_server(agent.serve_client, path=socket_path)
-    os.chmod(socket_path, 0o600)
+    server = await _listen(socket_path, agent.serve_client)
+    mounter = MountHelper(os.environ)
+    await mounter.start()
+    source = ConfigSource(config_module.config_path()[0])
+    start_path = protocol.start_socket(socket_path)
+    starts = StartService(config, source, agent, mounter, _agent_hook(start_path), os.environ)
+    start_server = await _listen(start_path, starts.serve_client)
+    link = _publish(source.path, start_path)
     tasks = [
         asyncio.create_task(agent.keep_alive_forever()),
         asyncio.create_task(agent.watch_forever()),
@@ -79,11 +90,49 @@ async def serve(config: Config) -> None:
         for task in tasks:
             task.cancel()
         server.close()
+        start_server.close()
+        _unpublish(link, start_path)
+        await mounter.close()
         broker.close_all()
         await pool.close()
         await channel.close()
         if endpoint is not None:
             endpoint.close()
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(socket_path)
+        for path in (socket_path, start_path):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
         lock.close()
+
+
+async def _listen(path: str, serve: Callable[..., Awaitable[None]]) -> asyncio.AbstractServer:
+    """A root-only unix socket server at ``path``."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    server = await asyncio.start_unix_server(serve, path=path)
+    os.chmod(path, 0o600)
+    return server
+
+
+def _agent_hook(start_path: str) -> tuple[str, ...]:
+    """The thin hook command: this installation's radium-agent-call on the start socket."""
+    client = os.path.join(sysconfig.get_path("scripts"), "radium-agent-call")
+    return (sys.executable, "-I", "-S", client, "--socket", start_path)
+
+
+def _publish(config_path: str, start_path: str) -> str:
+    """Link the start socket where the runtime's shell front looks for this config's agent."""
+    os.makedirs(protocol.RENDEZVOUS_DIR, mode=0o755, exist_ok=True)
+    link = os.path.join(protocol.RENDEZVOUS_DIR, protocol.rendezvous_name(config_path))
+    tmp = f"{link}.{os.getpid()}"
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)
+    os.symlink(start_path, tmp)
+    os.replace(tmp, link)  # atomic: a front never finds no link while an agent runs
+    return link
+
+
+def _unpublish(link: str, start_path: str) -> None:
+    """Remove the link, unless another agent of the same config has replaced it since."""
+    with contextlib.suppress(OSError):
+        if os.readlink(link) == start_path:
+            os.unlink(link)

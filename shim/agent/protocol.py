@@ -7,6 +7,7 @@ imports this module on every container start, so it imports nothing beyond ``jso
 from __future__ import annotations
 
 import json
+import os
 
 from radium.errors import InvalidRequestError, RadiumError
 
@@ -21,6 +22,29 @@ RELEASE = "release"
 LIST = "list"
 #: On a container's data-plane socket: dial the lease's acceptor and pass the socket in.
 CONNECT = "connect"
+
+# The start socket (docs/agent-protocol.md section 2): plain text, so that its client, run on
+# every Radium container start, imports nothing (bin/radium-agent-call spells these again).
+#: The wrapper's create (the shim's start): add the agent's hooks to the bundle's spec.
+CREATE = "create"
+#: The prestart hook: take the lease and mount the bundle into the container.
+PRESTART = "prestart"
+#: The poststop hook: give the lease back and remove the runtime directory.
+POSTSTOP = "poststop"
+#: The shim's delete: the same as poststop, for a container that may never have started.
+DELETE = "delete"
+#: Replies: done; not this agent's to do (the caller takes the full Python path); failed.
+REPLY_OK = b"ok\n"
+REPLY_PASS = b"pass\n"
+REPLY_ERROR = b"error "
+#: Field separator of a start request (no path, id or JSON document holds a NUL).
+FIELD_SEPARATOR = b"\0"
+#: The longest start request (the OCI state may carry large annotations).
+MAX_START_REQUEST = 1 << 20
+#: Where each agent links its start socket, under its config file's path quoted by
+#: :func:`rendezvous_name`: how the runtime's shell front finds it without reading TOML.
+RENDEZVOUS_DIR = "/run/radium/agents"
+START_SOCKET = "start.sock"
 
 #: The longest request line the agent reads.
 MAX_REQUEST = 1 << 16
@@ -49,6 +73,16 @@ def error_reply(exc: RadiumError) -> dict[str, Any]:
 def bad_request(exc: BaseException) -> dict[str, Any]:
     """The reply to a peer whose request could not be read: too late, cut off, too long."""
     return {"ok": False, "error": f"bad request: {type(exc).__name__}"}
+
+
+def rendezvous_name(config_path: str) -> str:
+    """The file name of the link to the agent that runs with ``config_path`` (absolute)."""
+    return config_path.replace("%", "%25").replace("/", "%2F")
+
+
+def start_socket(control_socket: str) -> str:
+    """The start socket, beside the control socket (``[agent] socket``)."""
+    return os.path.join(os.path.dirname(control_socket), START_SOCKET)
 
 
 def encode(message: dict[str, Any]) -> bytes:

@@ -14,6 +14,7 @@ PROGRAMS = {
     "containerd-shim-radium-v2": "/opt/radium/bin/containerd-shim-radium-v2",
     "radium-runtime-full": "/opt/radium/bin/radium-runtime-full",
     "containerd-shim-radium-v2-full": "/opt/radium/bin/containerd-shim-radium-v2-full",
+    "radium-agent-call": "/opt/radium/bin/radium-agent-call",
     "python": "/opt/radium/bin/python3",
 }
 

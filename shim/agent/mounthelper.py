@@ -1,0 +1,144 @@
+"""The agent's mount helper: a single-threaded process that puts bundles into containers.
+
+Joining a container's mount namespace (setns) is refused to a process with threads, and the
+agent has gRPC's. So the agent starts this helper once, with the hook's modules already
+imported, and asks it over a pipe. For each container the helper forks a child that joins the
+namespace, mounts (:func:`radium.hooks.inject.mount_bundle`) and exits: the helper itself never
+leaves the host's namespace, and a failed mount leaves nothing behind in it.
+
+Pipe protocol, one JSON line each way: ``{"state": OCI_STATE_TEXT, "runtime_dir": DIR}`` and
+``{"ok": true}`` or :func:`radium.shim.agent.protocol.error_reply`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any, Mapping
+
+from radium.config import Config
+from radium.errors import RadiumError, UnavailableError
+from radium.shim.agent.protocol import error_reply
+
+log = logging.getLogger(__name__)
+#: The helper's own name in `ps` and logs.
+PROGRAM = "radium agent mount helper"
+
+
+class MountHelper:
+    """The agent's side: one helper process, one request at a time, restarted if it dies."""
+
+    def __init__(self, environ: Mapping[str, str]) -> None:
+        self._environ = dict(environ)
+        self._process: asyncio.subprocess.Process | None = None
+        self._lock = asyncio.Lock()
+
+    async def start(self) -> None:
+        self._process = await asyncio.create_subprocess_exec(
+            sys.executable, "-I", "-m", __name__,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            env=self._environ,
+            start_new_session=True,  # its children die with it when a mount hangs (close)
+        )  # fmt: skip
+
+    async def mount_bundle(self, state: bytes, runtime_dir: str) -> None:
+        """Mount the bundle into the container of ``state`` (the OCI state as the hook got it);
+        the helper's error as RadiumError."""
+        request = json.dumps({"state": state.decode(), "runtime_dir": runtime_dir}).encode()
+        request += b"\n"
+        async with self._lock:
+            if self._process is None or self._process.returncode is not None:
+                await self.start()
+            process = self._process
+            assert process is not None and process.stdin and process.stdout
+            try:
+                process.stdin.write(request)
+                await process.stdin.drain()
+                line = await process.stdout.readline()
+            except (ConnectionError, OSError) as exc:
+                line = b""
+                log.error("mount helper: %s", exc)
+            if not line:
+                await self._stop()
+                raise UnavailableError(
+                    "the node agent's mount helper died while mounting",
+                    hint="see the agent's log; the next container starts a new one",
+                )
+        reply = json.loads(line)
+        if not reply.get("ok"):
+            error = RadiumError(str(reply.get("error")), hint=str(reply.get("hint", "")))
+            error.kind = str(reply.get("kind", error.kind))
+            raise error
+
+    async def _stop(self) -> None:
+        process, self._process = self._process, None
+        if process is None or process.returncode is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        await process.wait()
+
+    async def close(self) -> None:
+        async with self._lock:
+            await self._stop()
+
+
+def _serve_one(line: bytes, config: Config) -> dict[str, Any]:
+    """Fork a child that mounts; its one-line answer, or why it gave none."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: mount, answer, exit without running the helper's cleanups
+        os.close(read_end)
+        status = 0
+        try:
+            answer = _mount(line, config)
+        except BaseException as exc:
+            log.exception("mounting failed")
+            answer, status = {"ok": False, "error": f"mount helper internal error: {exc}"}, 2
+        with contextlib.suppress(OSError):
+            os.write(write_end, json.dumps(answer).encode())
+        os._exit(status)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as answers:
+        data = answers.read()
+    _, status = os.waitpid(pid, 0)
+    if data:
+        return dict(json.loads(data))
+    return {"ok": False, "error": f"mount helper child ended with status {status} and no answer"}
+
+
+def _mount(line: bytes, config: Config) -> dict[str, Any]:
+    from radium.hooks import inject
+    from radium.hooks.state import parse_state
+
+    request = json.loads(line)
+    state = parse_state(request["state"].encode())
+    try:
+        inject.mount_bundle(state, config, Path(request["runtime_dir"]))
+    except RadiumError as exc:
+        return error_reply(exc)
+    return {"ok": True}
+
+
+def main() -> int:
+    from radium import config as config_module
+    from radium import logs
+    from radium.hooks import detect, inject  # noqa: F401 - imported once, for every child
+
+    config = config_module.load()
+    logs.setup(PROGRAM, config.hook.log_file)
+    for line in sys.stdin.buffer:
+        sys.stdout.buffer.write(json.dumps(_serve_one(line, config)).encode() + b"\n")
+        sys.stdout.buffer.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,195 @@
+"""The start socket: a Radium container's start, done by the resident agent.
+
+Without it, a leased container starts three Python programs (the wrapper's create, the prestart
+and the poststop hook), each paying 100 ms of interpreter and imports. With it, each of those
+steps is one round trip of ``radium-agent-call`` (docs/agent-protocol.md, section 2) and the
+agent, with everything already imported, edits the spec, takes the lease and has its mount
+helper mount the bundle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+from typing import Mapping, Protocol, Sequence
+
+from radium import ocispec
+from radium.config import Config
+from radium.errors import InvalidRequestError, RadiumError
+from radium.hooks import inject
+from radium.hooks.cleanup import runtime_dir
+from radium.hooks.state import parse_state, valid_container_id
+from radium.shim import modifiers
+from radium.shim import request as request_module
+from radium.shim.agent import protocol
+from radium.shim.agent.service import AgentService
+from radium.shim.containerd import SANDBOX_ANNOTATION
+
+log = logging.getLogger(__name__)
+
+
+class BundleMounter(Protocol):
+    """Mounts a container's bundle (in the agent: its mount helper process)."""
+
+    async def mount_bundle(self, state: bytes, runtime_dir: str) -> None: ...
+
+
+class ConfigSource:
+    """The config file the agent loaded, and whether it still is what the agent loaded."""
+
+    def __init__(self, path: str) -> None:
+        self.path = os.path.abspath(path)
+        self._seen = self._signature()
+
+    def _signature(self) -> tuple[int, int, int] | None:
+        try:
+            info = os.stat(self.path)
+        except OSError:
+            return None
+        return (info.st_ino, info.st_size, info.st_mtime_ns)
+
+    def is_current(self, path: str) -> bool:
+        """Whether ``path`` is this config file, unchanged since the agent loaded it."""
+        if path != self.path:
+            return False
+        if self._signature() != self._seen:
+            log.warning("%s changed since the agent started: restart it to use it", self.path)
+            return False
+        return True
+
+
+class StartService:
+    """Answers the start socket. ``agent_hook`` is the thin hook command it puts in specs."""
+
+    def __init__(
+        self,
+        config: Config,
+        source: ConfigSource,
+        agent: AgentService,
+        mounter: BundleMounter,
+        agent_hook: Sequence[str],
+        environ: Mapping[str, str],
+    ) -> None:
+        self.config, self.source, self.agent, self.mounter = config, source, agent, mounter
+        self.agent_hook, self.environ = tuple(agent_hook), dict(environ)
+
+    def _mine(self, config_path: str) -> bool:
+        """Whether a create or delete under ``config_path`` is this agent's to do."""
+        runtime = self.config.runtime
+        return (
+            self.config.agent.enabled
+            and not runtime.hook_command  # the user's own hook: only the full path runs it
+            and self.source.is_current(config_path)
+        )
+
+    async def create(self, config_path: str, bundle: str) -> bytes:
+        """Add the agent's hooks (falling back to radium-hook) to a Radium container's spec."""
+        if not self._mine(config_path):
+            return protocol.REPLY_PASS
+        spec = ocispec.read(bundle)
+        annotations = spec.get("annotations")
+        if isinstance(annotations, dict) and annotations.get(SANDBOX_ANNOTATION) == "sandbox":
+            return protocol.REPLY_OK  # a pod's sandbox is never touched
+        request = request_module.from_spec(spec)
+        if request is None:
+            return protocol.REPLY_OK
+        edits = modifiers.for_request(request, self.config, self.environ, self.agent_hook)
+        ocispec.write(bundle, modifiers.apply(spec, edits))
+        log.info("bundle %s: Radium hooks and annotations added", bundle)
+        return protocol.REPLY_OK
+
+    async def prestart(self, raw_state: bytes) -> bytes:
+        """Take the container's lease and mount its bundle; nothing is kept when either fails."""
+        state = parse_state(raw_state)
+        if not state.wants_radium:
+            return protocol.REPLY_OK
+        host_dir = inject.make_runtime_dir(state, self.config)
+        leased = False
+        try:
+            lease = await self.agent.acquire(
+                {
+                    "container": state.container_id,
+                    "pid": state.pid,
+                    "request": state.radium_annotations,
+                    "runtime_dir": str(host_dir),
+                }
+            )
+            leased = lease.get("lease") is not None
+            await self.mounter.mount_bundle(raw_state, str(host_dir))
+        except BaseException:
+            shutil.rmtree(host_dir, ignore_errors=True)
+            if leased:
+                await self.agent.release(state.container_id, "its start failed")
+            raise
+        log.info("container %s: started through the agent", state.container_id)
+        return protocol.REPLY_OK
+
+    async def poststop(self, raw_state: bytes) -> bytes:
+        state = parse_state(raw_state)
+        if state.wants_radium:
+            await self._forget(state.container_id, "poststop")
+        return protocol.REPLY_OK
+
+    async def delete(self, config_path: str, container_id: str) -> bytes:
+        if not self._mine(config_path):
+            return protocol.REPLY_PASS
+        if not valid_container_id(container_id):
+            raise InvalidRequestError(f"invalid container id {container_id!r}")
+        await self._forget(container_id, "deleted")
+        return protocol.REPLY_OK
+
+    async def _forget(self, container_id: str, why: str) -> None:
+        """Give the lease back and remove the runtime directory; idempotent."""
+        await self.agent.release(container_id, why)
+        shutil.rmtree(runtime_dir(self.config, container_id), ignore_errors=True)
+
+    async def handle(self, request: bytes) -> bytes:
+        op, _, rest = request.partition(protocol.FIELD_SEPARATOR)
+        name = op.decode(errors="replace")
+        if name in (protocol.PRESTART, protocol.POSTSTOP):
+            stage = self.prestart if name == protocol.PRESTART else self.poststop
+            return await stage(rest)
+        if name in (protocol.CREATE, protocol.DELETE):
+            fields = [os.fsdecode(f) for f in rest.split(protocol.FIELD_SEPARATOR)]
+            if len(fields) != 2 or not fields[1]:
+                raise InvalidRequestError(f"{name} takes a config path and one argument")
+            action = self.create if name == protocol.CREATE else self.delete
+            return await action(fields[0], fields[1])
+        raise InvalidRequestError(f"unknown start operation {name!r}")
+
+    async def serve_client(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        try:
+            request = await asyncio.wait_for(_read(reader), timeout=protocol.REQUEST_TIMEOUT)
+            reply = await self.handle(request)
+        except RadiumError as exc:
+            log.warning("start request failed: %s", exc.one_line())
+            reply = _error(exc.one_line())
+        except (asyncio.TimeoutError, ConnectionError) as exc:
+            log.warning("start request unreadable: %s", type(exc).__name__)
+            reply = _error(f"bad request: {type(exc).__name__}")
+        except Exception as exc:  # never leave a caller (a container's start) waiting
+            log.exception("start request failed")
+            reply = _error(f"node agent internal error: {exc}")
+        with contextlib.suppress(ConnectionError):
+            writer.write(reply)
+            await writer.drain()
+        writer.close()
+
+
+async def _read(reader: asyncio.StreamReader) -> bytes:
+    """The request: everything up to the client's end of writing, within the size limit."""
+    request = bytearray()
+    while chunk := await reader.read(1 << 16):
+        request += chunk
+        if len(request) > protocol.MAX_START_REQUEST + 4096:  # the state, plus op and paths
+            raise InvalidRequestError("start request too large")
+    return bytes(request)
+
+
+def _error(message: str) -> bytes:
+    return protocol.REPLY_ERROR + message.replace("\n", " ").encode() + b"\n"

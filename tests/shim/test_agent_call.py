@@ -1,0 +1,181 @@
+"""bin/radium-agent-call, the agent's thin client, run as its callers run it (``python -I -S``)
+against a stand-in start socket that answers what each test wants."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.machinery
+import os
+import socket
+import subprocess
+import sys
+import threading
+import types
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from radium.shim.agent import protocol
+
+CLIENT = Path(__file__).resolve().parents[2] / "bin" / "radium-agent-call"
+STATE = b'{"ociVersion": "1.0.2", "id": "c1", "pid": 1, "bundle": "/b"}'
+
+
+class StandIn:
+    """A unix socket that records each request (to the client's end of writing) and answers."""
+
+    def __init__(self, path: Path, answer: bytes) -> None:
+        self.path, self.answer = path, answer
+        self.requests: list[bytes] = []
+        self.listener = socket.socket(socket.AF_UNIX)
+        self.listener.bind(str(path))
+        self.listener.listen(8)
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            with conn:
+                request = b""
+                while chunk := conn.recv(65536):
+                    request += chunk
+                self.requests.append(request)
+                conn.sendall(self.answer)
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+@contextlib.contextmanager
+def stand_in(tmp_path: Path, answer: bytes) -> Iterator[StandIn]:
+    server = StandIn(tmp_path / "start.sock", answer)
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@contextlib.contextmanager
+def published(config: Path, socket_path: Path) -> Iterator[None]:
+    """The rendezvous link an agent running with ``config`` makes."""
+    os.makedirs(protocol.RENDEZVOUS_DIR, exist_ok=True)
+    link = Path(protocol.RENDEZVOUS_DIR) / protocol.rendezvous_name(str(config))
+    link.symlink_to(socket_path)
+    try:
+        yield
+    finally:
+        link.unlink()
+
+
+def run(
+    *args: str, stdin: bytes = b"", cwd: Path | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-I", "-S", str(CLIENT), *args],
+        input=stdin, capture_output=True, cwd=cwd, timeout=30, env={},
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "answer, status, stderr",
+    [
+        (protocol.REPLY_OK, 0, b""),
+        (protocol.REPLY_PASS, 3, b""),
+        (protocol.REPLY_ERROR + b"no capacity for 3 whole GPUs (try later)\n", 1,
+         b"radium-agent-call: no capacity for 3 whole GPUs (try later)\n"),
+        (b"<html>\n", 1, b"radium-agent-call: node agent at "),
+        (b"", 1, b"radium-agent-call: node agent at "),
+    ],
+)  # fmt: skip
+def test_a_hook_sends_its_stage_and_state_and_exits_with_the_answer(
+    tmp_path: Path, answer: bytes, status: int, stderr: bytes
+) -> None:
+    with stand_in(tmp_path, answer) as server:
+        result = run("--socket", str(server.path), "prestart", stdin=STATE)
+    assert result.returncode == status
+    assert result.stderr.startswith(stderr) and result.stdout == b""
+    assert server.requests == [b"prestart\0" + STATE]
+
+
+def test_create_finds_its_agent_by_config_and_sends_an_absolute_bundle(tmp_path: Path) -> None:
+    config = tmp_path / "radium%.toml"
+    (tmp_path / "bundle").mkdir()
+    with stand_in(tmp_path, protocol.REPLY_OK) as server, published(config, server.path):
+        result = run("--config", str(config), "create", "bundle", cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        assert server.requests == [
+            b"\0".join([b"create", bytes(config), bytes(tmp_path / "bundle")])
+        ]
+        result = run("--config", str(config), "delete", "c1")
+        assert (
+            result.returncode == 0 and server.requests[-1] == b"delete\0" + bytes(config) + b"\0c1"
+        )
+
+
+def test_create_without_an_agent_is_passed_to_the_full_path(tmp_path: Path) -> None:
+    config = tmp_path / "radium.toml"
+    assert run("--config", str(config), "create", "/b").returncode == 3  # no link
+    assert run("--config", "relative.toml", "create", "/b").returncode == 3
+    with published(config, tmp_path / "gone.sock"):  # an agent that died
+        result = run("--config", str(config), "create", "/b")
+    assert result.returncode == 3 and result.stderr == b""
+
+
+def test_a_hook_whose_agent_is_gone_runs_the_full_hook_with_the_same_state(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "state-seen"
+    big = STATE[:-1] + b', "annotations": {"x": "' + b"y" * 200_000 + b'"}}'  # > a pipe buffer
+    # The fallback as the agent writes it: the full hook command, then the stage ($0 here).
+    fallback = ["/bin/sh", "-c", f'cat > {out}; echo "$0"', "prestart"]
+    result = run("--socket", str(tmp_path / "gone.sock"), "prestart", "--", *fallback, stdin=big)
+    assert result.returncode == 0, result.stderr
+    assert out.read_bytes() == big
+    assert result.stdout == b"prestart\n"
+    result = run("--socket", str(tmp_path / "gone.sock"), "poststop", stdin=STATE)
+    assert result.returncode == 1
+    assert b"is 'radium agent' running?" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [[], ["--socket", "/s"], ["--config", "/c", "prestart", "x"],
+     ["--socket", "/s", "create", "/b"], ["--config", "/c", "create"],
+     ["--pool", "/p", "create", "/b"]],
+)  # fmt: skip
+def test_a_bad_command_line_is_one_line_and_status_2(args: list[str]) -> None:
+    result = run(*args)
+    assert result.returncode == 2 and result.stderr.count(b"\n") == 1
+
+
+def test_the_client_spells_the_protocol_as_the_agent_does() -> None:
+    """The client cannot import radium (it runs without site): its copies must stay equal."""
+    loader = importlib.machinery.SourceFileLoader("radium_agent_call", str(CLIENT))
+    client = types.ModuleType(loader.name)
+    loader.exec_module(client)
+    assert client.RENDEZVOUS_DIR == protocol.RENDEZVOUS_DIR
+    assert client.HOOK_STAGES == (protocol.PRESTART, protocol.POSTSTOP)
+    assert client.RUNTIME_OPS == (protocol.CREATE, protocol.DELETE)
+    assert client.MAX_STATE == protocol.MAX_START_REQUEST
+    for name in ("REPLY_OK", "REPLY_PASS", "REPLY_ERROR"):
+        assert getattr(client, name) == getattr(protocol, name)
+    for path in ("/etc/radium/config.toml", "/a%2Fb/c%d.toml"):
+        assert client.rendezvous_name(path) == protocol.rendezvous_name(path)
+
+
+def test_the_client_imports_nothing_but_the_interpreters_own(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-I", "-S", "-X", "importtime", str(CLIENT),
+         "--socket", str(tmp_path / "s"), "poststop"],
+        input=STATE, capture_output=True, timeout=30, env={},
+    )  # fmt: skip
+    imported = {
+        line.split("|")[-1].strip() for line in result.stderr.decode().splitlines() if "|" in line
+    }
+    assert "site" not in imported and "socket" not in imported and "json" not in imported
+    assert "_socket" in imported

@@ -2,15 +2,17 @@
 
 Alternates, on the same image and command, each engine private to this run:
 
-  docker      runc         docker run --rm IMG true
-              radium-pass  docker run --rm --runtime=radium IMG true            (wrapper only)
-              radium       docker run --rm --runtime=radium -e RADIUM_GPUS=1 IMG true  (+ hooks)
-  containerd  runc.v2      ctr run --rm --runtime io.containerd.runc.v2 IMG ID true
-              radium-pass  ctr run --rm --runtime io.containerd.radium.v2 IMG ID true
-              radium       ctr run --rm --runtime io.containerd.radium.v2 --env RADIUM_GPUS=1 ...
+  docker      runc           docker run --rm IMG true
+              radium-pass    docker run --rm --runtime=radium IMG true          (front only)
+              radium-leased  docker run --rm --runtime=radium -e RADIUM_GPUS=1 IMG true
+  containerd  runc.v2        ctr run --rm --runtime io.containerd.runc.v2 IMG ID true
+              radium-pass    ctr run --rm --runtime io.containerd.radium.v2 IMG ID true
+              radium-leased  ctr run --rm --runtime io.containerd.radium.v2 --env RADIUM_GPUS=1 ...
 
 and prints median and p90 of each, the milliseconds added over the engine's plain runc and the
-ratio.
+ratio. A leased start is the whole of it: the node agent (started by the warm-up run) takes a
+lease from a local SQLite pool with one CPU acceptor, the bundle is mounted, the container
+runs, the lease is given back.
 
     sudo .venv/bin/python -m benchmarks.container_start [--runs 15] [--install VENV]
 
@@ -33,17 +35,19 @@ from typing import Callable
 from integration import images
 from integration.containerd import Containerd
 from integration.dockerd import Dockerd
+from integration.pool import PoolCluster
 from integration.radium_env import RadiumEnv, make_env
+from integration.test_leases import stop_agent
 
 DOCKER: dict[str, tuple[str, ...]] = {
     "runc": (),
     "radium-pass": ("--runtime=radium",),
-    "radium": ("--runtime=radium", "-e", "RADIUM_GPUS=1"),
+    "radium-leased": ("--runtime=radium", "-e", "RADIUM_GPUS=1"),
 }
 CONTAINERD: dict[str, tuple[str, ...]] = {
     "runc.v2": ("--runtime", "io.containerd.runc.v2"),
     "radium-pass": ("--runtime", "io.containerd.radium.v2"),
-    "radium": ("--runtime", "io.containerd.radium.v2", "--env", "RADIUM_GPUS=1"),
+    "radium-leased": ("--runtime", "io.containerd.radium.v2", "--env", "RADIUM_GPUS=1"),
 }
 
 
@@ -66,8 +70,10 @@ def alternate(
     return samples
 
 
-def docker_samples(radium: RadiumEnv, suite: str, runs: int) -> dict[str, list[float]]:
-    daemon = Dockerd({"radium": radium.runtime}, radium.environ())
+def docker_samples(
+    radium: RadiumEnv, config: Path, suite: str, runs: int
+) -> dict[str, list[float]]:
+    daemon = Dockerd({"radium": radium.runtime}, radium.environ(config))
     try:
         daemon.start()
         tag = f"radium-bench/{suite}"
@@ -81,8 +87,10 @@ def docker_samples(radium: RadiumEnv, suite: str, runs: int) -> dict[str, list[f
         daemon.stop()
 
 
-def containerd_samples(radium: RadiumEnv, suite: str, runs: int) -> dict[str, list[float]]:
-    env = radium.environ()
+def containerd_samples(
+    radium: RadiumEnv, config: Path, suite: str, runs: int
+) -> dict[str, list[float]]:
+    env = radium.environ(config)
     env["PATH"] = f"{radium.runtime.parent}:{env['PATH']}"
     daemon = Containerd(env)
     counter = itertools.count()
@@ -103,11 +111,11 @@ def containerd_samples(radium: RadiumEnv, suite: str, runs: int) -> dict[str, li
 def print_table(title: str, samples: dict[str, list[float]], baseline: str) -> None:
     base = statistics.median(samples[baseline])
     print(title)
-    print(f"  {'variant':<12} {'median ms':>10} {'p90 ms':>8} {'added ms':>9} {'ratio':>6}")
+    print(f"  {'variant':<14} {'median ms':>10} {'p90 ms':>8} {'added ms':>9} {'ratio':>6}")
     for name, values in samples.items():
         median, p90 = statistics.median(values), percentile(values, 0.9)
         print(
-            f"  {name:<12} {median:>10.1f} {p90:>8.1f} {median - base:>9.1f} {median / base:>6.2f}"
+            f"  {name:<14} {median:>10.1f} {p90:>8.1f} {median - base:>9.1f} {median / base:>6.2f}"
         )
 
 
@@ -123,18 +131,27 @@ def main(argv: list[str] | None = None) -> int:
 
     scripts = args.install / "bin" if args.install else None
     radium = make_env(Path(tempfile.mkdtemp(prefix="radium-bench-")), scripts)
+    cluster = PoolCluster(radium.root / "pool")
+    config = radium.client_config(
+        "leased.toml", cluster.client_table(), radium.root / "agent", node="bench"
+    )
     try:
+        cluster.start_pool()
+        cluster.start_acceptor("bench-acc", devices=4)
+        cluster.wait_up("bench-acc")
         print(
             f"container start, {args.suite} image, command true, {args.runs} runs each, alternating"
         )
         print(f"radium installation: {radium.runtime.parent}")
         if args.engine in ("docker", "all"):
-            print_table("docker run --rm", docker_samples(radium, args.suite, args.runs), "runc")
+            samples = docker_samples(radium, config, args.suite, args.runs)
+            print_table("docker run --rm", samples, "runc")
         if args.engine in ("containerd", "all"):
-            print_table(
-                "ctr run --rm", containerd_samples(radium, args.suite, args.runs), "runc.v2"
-            )
+            samples = containerd_samples(radium, config, args.suite, args.runs)
+            print_table("ctr run --rm", samples, "runc.v2")
     finally:
+        stop_agent(config)
+        cluster.stop()
         shutil.rmtree(radium.root, ignore_errors=True)
     return 0
 

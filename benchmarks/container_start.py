@@ -131,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
 
     scripts = args.install / "bin" if args.install else None
     radium = make_env(Path(tempfile.mkdtemp(prefix="radium-bench-")), scripts)
+    (radium.root / "pool").mkdir()
     cluster = PoolCluster(radium.root / "pool")
     config = radium.client_config(
         "leased.toml", cluster.client_table(), radium.root / "agent", node="bench"

@@ -52,9 +52,7 @@ def call(path: str, message: dict[str, Any], timeout: float = 30.0) -> dict[str,
     if not isinstance(data, dict):
         raise UnavailableError(f"node agent at {path} answered garbage")
     if not data.get("ok"):
-        error = RadiumError(str(data.get("error", "unknown error")), hint=str(data.get("hint", "")))
-        error.kind = str(data.get("kind", error.kind))
-        raise error
+        raise protocol.error_from_reply(data)
     return data
 
 

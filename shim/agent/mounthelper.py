@@ -24,11 +24,13 @@ from typing import Any, Mapping
 
 from radium.config import Config
 from radium.errors import RadiumError, UnavailableError
-from radium.shim.agent.protocol import error_reply
+from radium.shim.agent.protocol import error_from_reply, error_reply
 
 log = logging.getLogger(__name__)
 #: The helper's own name in `ps` and logs.
 PROGRAM = "radium agent mount helper"
+#: Seconds one container's mounts may take (the hook's own limit is 30 s and up).
+MOUNT_TIMEOUT = 30.0
 
 
 class MountHelper:
@@ -61,21 +63,19 @@ class MountHelper:
             try:
                 process.stdin.write(request)
                 await process.stdin.drain()
-                line = await process.stdout.readline()
-            except (ConnectionError, OSError) as exc:
+                line = await asyncio.wait_for(process.stdout.readline(), MOUNT_TIMEOUT)
+            except (ConnectionError, OSError, asyncio.TimeoutError) as exc:
                 line = b""
-                log.error("mount helper: %s", exc)
-            if not line:
+                log.error("mount helper: %s", type(exc).__name__)
+            if not line:  # dead or hung (a stuck mount): kill it and its child, start anew
                 await self._stop()
                 raise UnavailableError(
-                    "the node agent's mount helper died while mounting",
+                    "the node agent's mount helper died or hung while mounting",
                     hint="see the agent's log; the next container starts a new one",
                 )
         reply = json.loads(line)
         if not reply.get("ok"):
-            error = RadiumError(str(reply.get("error")), hint=str(reply.get("hint", "")))
-            error.kind = str(reply.get("kind", error.kind))
-            raise error
+            raise error_from_reply(reply)
 
     async def _stop(self) -> None:
         process, self._process = self._process, None

@@ -70,6 +70,13 @@ def error_reply(exc: RadiumError) -> dict[str, Any]:
     return {"ok": False, "error": exc.message, "hint": exc.hint, "kind": exc.kind}
 
 
+def error_from_reply(reply: dict[str, Any]) -> RadiumError:
+    """The error an :func:`error_reply` carries, with its hint and kind, to raise again."""
+    error = RadiumError(str(reply.get("error", "unknown error")), hint=str(reply.get("hint", "")))
+    error.kind = str(reply.get("kind", error.kind))
+    return error
+
+
 def bad_request(exc: BaseException) -> dict[str, Any]:
     """The reply to a peer whose request could not be read: too late, cut off, too long."""
     return {"ok": False, "error": f"bad request: {type(exc).__name__}"}

@@ -1,0 +1,88 @@
+"""The agent's mount helper as a real process: its answers, and its death, seen by the agent.
+
+Real mounts into real containers are in integration/test_leases.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from radium.errors import MountError, RadiumError, UnavailableError
+from radium.shim.agent.mounthelper import MountHelper
+
+
+def gone_pid() -> int:
+    """A pid no process has (a container that exited before its prestart)."""
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    return pid
+
+
+@pytest.fixture
+def helper_env(tmp_path: Path) -> dict[str, str]:
+    config = tmp_path / "radium.toml"
+    config.write_text(f'[hook]\nstate_dir = "{tmp_path}/state"\nlog_file = "{tmp_path}/hook.log"\n')
+    return {"PATH": os.environ["PATH"], "RADIUM_CONFIG": str(config)}
+
+
+def state_of(tmp_path: Path, pid: int) -> bytes:
+    bundle = tmp_path / "bundle"
+    (bundle / "rootfs").mkdir(parents=True, exist_ok=True)
+    (bundle / "config.json").write_text(json.dumps({"root": {"path": "rootfs"}}))
+    return json.dumps({"id": "c1", "pid": pid, "bundle": str(bundle)}).encode()
+
+
+def test_the_helpers_error_reaches_the_agent_with_its_kind_and_hint(
+    tmp_path: Path, helper_env: dict[str, str]
+) -> None:
+    async def scenario() -> None:
+        helper = MountHelper(helper_env)
+        await helper.start()
+        try:
+            with pytest.raises(RadiumError) as raised:
+                await helper.mount_bundle(state_of(tmp_path, gone_pid()), str(tmp_path / "run"))
+            assert raised.value.kind == MountError.kind
+            assert "cannot open the mount namespace of container process" in raised.value.message
+            assert raised.value.hint == "the container exited before its prestart hook ran"
+        finally:
+            await helper.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_helper_that_died_or_hung_is_replaced(
+    tmp_path: Path, helper_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("radium.shim.agent.mounthelper.MOUNT_TIMEOUT", 1.0)
+
+    async def scenario() -> None:
+        helper = MountHelper(helper_env)
+        await helper.start()
+        try:
+            process = helper._process
+            assert process is not None
+            os.kill(process.pid, signal.SIGKILL)
+            await process.wait()
+            # Noticed at the next call: a new helper answers it.
+            with pytest.raises(RadiumError, match="cannot open the mount namespace"):
+                await helper.mount_bundle(state_of(tmp_path, gone_pid()), str(tmp_path / "run"))
+            assert helper._process is not None and helper._process.pid != process.pid
+            os.kill(helper._process.pid, signal.SIGSTOP)  # hung now: one start fails
+            with pytest.raises(UnavailableError):
+                await asyncio.wait_for(
+                    helper.mount_bundle(state_of(tmp_path, gone_pid()), str(tmp_path / "run")), 60
+                )
+            with pytest.raises(RadiumError, match="cannot open the mount namespace"):
+                await helper.mount_bundle(state_of(tmp_path, gone_pid()), str(tmp_path / "run"))
+        finally:
+            await helper.close()
+
+    asyncio.run(scenario())

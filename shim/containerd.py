@@ -27,7 +27,6 @@ PROGRAM = "containerd-shim-radium-v2"
 DEFAULT_RUNC_SHIM = "containerd-shim-runc-v2"
 #: Go flag-package flags of the v2 shim that take a value.
 _VALUE_FLAGS = frozenset({"namespace", "address", "publish-binary", "id", "bundle", "socket"})
-SANDBOX_ANNOTATION = "io.kubernetes.cri.container-type"
 
 
 def parse(argv: Sequence[str]) -> tuple[str, dict[str, str]]:
@@ -66,8 +65,7 @@ def start(bundle: str, environ: Mapping[str, str]) -> Config | None:
     from radium.shim import specedit
 
     spec = ocispec.read(bundle)
-    annotations = spec.get("annotations")
-    if isinstance(annotations, dict) and annotations.get(SANDBOX_ANNOTATION) == "sandbox":
+    if specedit.is_pod_sandbox(spec):
         return None
     return specedit.edit_bundle(bundle, environ, PROGRAM, lambda c: c.shim.log_file, spec)
 

@@ -12,9 +12,38 @@ from radium.shim import request as request_module
 # Not typing.TYPE_CHECKING: importing typing costs milliseconds on every container start.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable, Mapping
+    from typing import Any, Callable, Mapping, Sequence
 
     from radium.config import Config
+
+
+#: containerd's CRI plugin marks a pod's sandbox (pause) container with this annotation.
+SANDBOX_ANNOTATION = "io.kubernetes.cri.container-type"
+
+
+def is_pod_sandbox(spec: Mapping[str, Any]) -> bool:
+    """A pod's sandbox is never touched: its containers ask, not the pause process."""
+    annotations = spec.get("annotations")
+    return isinstance(annotations, dict) and annotations.get(SANDBOX_ANNOTATION) == "sandbox"
+
+
+def add_radium(
+    bundle: str,
+    spec: dict[str, Any],
+    request: Mapping[str, str],
+    config: Config,
+    environ: Mapping[str, str],
+    agent_hook: Sequence[str] = (),
+) -> None:
+    """Write ``spec`` back to the bundle with Radium's annotations and hooks for ``request``
+    (the node agent's thin hooks with ``agent_hook``: :func:`modifiers.for_request`)."""
+    import logging
+
+    from radium.shim import modifiers
+
+    edits = modifiers.for_request(request, config, environ, agent_hook)
+    ocispec.write(bundle, modifiers.apply(spec, edits))
+    logging.getLogger(__name__).info("bundle %s: Radium hooks and annotations added", bundle)
 
 
 def edit_bundle(
@@ -36,13 +65,9 @@ def edit_bundle(
 
     from radium import config as config_module
     from radium import logs
-    from radium.shim import modifiers
 
     config = config_module.load(environ=environ)
     # Files only: stdout and stderr belong to runc's or containerd's caller.
     logs.setup(program, log_file(config), stderr_level=logging.CRITICAL + 1)
-    ocispec.write(bundle, modifiers.apply(spec, modifiers.for_request(request, config, environ)))
-    logging.getLogger(__name__).info(
-        "%s: bundle %s: Radium hooks and annotations added", program, bundle
-    )
+    add_radium(bundle, spec, request, config, environ)
     return config

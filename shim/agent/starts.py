@@ -22,11 +22,10 @@ from radium.errors import InvalidRequestError, RadiumError
 from radium.hooks import inject
 from radium.hooks.cleanup import runtime_dir
 from radium.hooks.state import parse_state, valid_container_id
-from radium.shim import modifiers
 from radium.shim import request as request_module
+from radium.shim import specedit
 from radium.shim.agent import protocol
 from radium.shim.agent.service import AgentService
-from radium.shim.containerd import SANDBOX_ANNOTATION
 
 log = logging.getLogger(__name__)
 
@@ -90,15 +89,9 @@ class StartService:
         if not self._mine(config_path):
             return protocol.REPLY_PASS
         spec = ocispec.read(bundle)
-        annotations = spec.get("annotations")
-        if isinstance(annotations, dict) and annotations.get(SANDBOX_ANNOTATION) == "sandbox":
-            return protocol.REPLY_OK  # a pod's sandbox is never touched
         request = request_module.from_spec(spec)
-        if request is None:
-            return protocol.REPLY_OK
-        edits = modifiers.for_request(request, self.config, self.environ, self.agent_hook)
-        ocispec.write(bundle, modifiers.apply(spec, edits))
-        log.info("bundle %s: Radium hooks and annotations added", bundle)
+        if request is not None and not specedit.is_pod_sandbox(spec):
+            specedit.add_radium(bundle, spec, request, self.config, self.environ, self.agent_hook)
         return protocol.REPLY_OK
 
     async def prestart(self, raw_state: bytes) -> bytes:

@@ -202,3 +202,69 @@ def test_a_front_finds_its_python_program_through_a_link(place: Path, tmp_path: 
         timeout=30,
     )  # fmt: skip
     assert done.stdout.split() == ["PYTHON", "create", "id"], done
+
+
+def agent_first(place: Path, status: int) -> Path:
+    """Make the Python programs' interpreter a stand-in: called as ``-I -S radium-agent-call``
+    it records its argv in ``agent-calls`` and exits ``status`` (the agent's answer); called as
+    the interpreter of a -full program it says PYTHON."""
+    calls = place / "agent-calls"
+    python = place / "python"
+    python.write_text(
+        "#!/bin/sh\n"
+        f'if [ "$1" = -I ]; then echo "$@" >> {calls}; exit {status}; fi\n'
+        'shift; echo PYTHON "$@"\n'
+    )
+    python.chmod(0o755)
+    for front in ("radium-runtime", "containerd-shim-radium-v2"):
+        (place / "bin" / f"{front}-full").write_text(f"#!{python}\n")
+    return calls
+
+
+@pytest.mark.parametrize("status, who", [(0, "runc"), (3, "PYTHON"), (1, "PYTHON")])
+def test_the_runtime_front_asks_the_agent_first_for_a_radium_create(
+    place: Path, status: int, who: str
+) -> None:
+    calls = agent_first(place, status)
+    spec(place, ASKS_BY_ENV)
+    args = ["--root", "/r", "create", "--bundle", str(place / "bundle"), "id"]
+    assert run_front(place, "radium-runtime", args) == [who, *args]
+    client = place / "bin" / "radium-agent-call"
+    config = place / "c.toml"
+    assert calls.read_text().split() == [
+        "-I", "-S", str(client), "--config", str(config), "create", str(place / "bundle"),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "call, agent_args, low",
+    [
+        (["-id", "x", "start"], ["create", "."], "containerd-shim-runc-v2"),
+        (["-id=x", "-bundle", "{b}", "delete"], ["delete", "x"], "containerd-shim-runc-v2"),
+    ],
+)
+def test_the_shim_front_asks_the_agent_first_for_a_radium_start_or_delete(
+    place: Path, call: list[str], agent_args: list[str], low: str
+) -> None:
+    calls = agent_first(place, 0)
+    args = in_bundle(place, ASKS_BY_ANNOTATION, call)
+    assert run_front(place, "containerd-shim-radium-v2", args) == [low, *args]
+    assert calls.read_text().split()[-len(agent_args) :] == agent_args
+
+
+def test_the_agent_is_not_asked_when_python_must_decide(place: Path) -> None:
+    calls = agent_first(place, 0)
+    spec(place, PLAIN)  # asks nothing: runc at once
+    assert run_front(place, "radium-runtime", ["create", "id"])[0] == "runc"
+    spec(place, ASKS_BY_ENV)  # configured runtimes: only Python reads them
+    named = '[runtime]\nruntimes = ["crun"]\n'
+    assert run_front(place, "radium-runtime", ["create", "id"], named)[0] == "PYTHON"
+    (place / "c.toml").unlink()
+    env = {"PATH": f"{place / 'low'}:/usr/bin:/bin", "RADIUM_CONFIG": str(place / "c.toml"),
+           "RADIUM_DEBUG": "1"}  # fmt: skip
+    done = subprocess.run(
+        [str(place / "bin" / "radium-runtime"), "create", "id"],
+        cwd=place / "bundle", env=env, capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert done.stdout.split()[0] == "PYTHON"
+    assert not calls.exists()

@@ -21,6 +21,7 @@ from integration.dockerd import Dockerd
 from integration.host import running
 from integration.pool import PoolCluster, wait_until
 from integration.radium_env import RadiumEnv
+from radium.shim.agent import nativeclient
 
 IMAGE = "radium-test/bookworm:leases"
 
@@ -170,13 +171,13 @@ def test_a_leased_container_starts_through_the_agents_start_socket(
         (spec_file,) = (leasing_dockerd.root / "x").glob(f"**/{container}/config.json")
         hooks = json.loads(spec_file.read_text())["hooks"]
         for stage in ("prestart", "poststop"):
-            # The agent's thin hook, with the full one as its fallback (docker adds its own
-            # libnetwork-setkey prestart hook).
+            # The agent's thin hook (the native client: scripts/setup built it), with the full
+            # one as its fallback (docker adds its own libnetwork-setkey prestart hook).
             (args,) = [h["args"] for h in hooks[stage] if "radium" in " ".join(h["args"])]
-            assert args[1:3] == ["-I", "-S"] and args[3].endswith("/radium-agent-call")
-            assert args[4:7] == ["--socket", start_socket_of(config), stage]
-            assert args[7] == "--" and args[-2:] == [
-                f"{os.path.dirname(args[3])}/radium-hook",
+            assert args[0].endswith(f"/{nativeclient.NAME}")
+            assert args[1:4] == ["--socket", start_socket_of(config), stage]
+            assert args[4] == "--" and args[-2:] == [
+                f"{os.path.dirname(args[0])}/radium-hook",
                 stage,
             ]
         assert leasing_dockerd.docker("wait", container).stdout.strip() == "0"

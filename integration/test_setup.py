@@ -14,6 +14,7 @@ from integration.dockerd import Dockerd
 from integration.podman import Podman
 from integration.radium_env import RadiumEnv
 from integration.test_runc import REPORT
+from radium.shim.agent import nativeclient
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -40,7 +41,10 @@ def test_docker_daemon_json_from_setup(radium: RadiumEnv, tmp_path: Path) -> Non
     config.write_bytes(original)
     out = radium_setup(radium, "docker", "--config", str(config))
     assert "restart dockerd" in out
-    assert radium_setup(radium, "docker", "--config", str(config)) == f"{config}: unchanged\n"
+    native = radium.runtime.parent / nativeclient.NAME  # scripts/setup built it
+    assert radium_setup(radium, "docker", "--config", str(config)) == (
+        f"{config}: unchanged\n{native}: present\n"
+    )
     daemon = Dockerd({}, radium.environ(), config_file=config)
     try:
         daemon.start()

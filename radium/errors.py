@@ -166,3 +166,9 @@ class SandboxError(RadiumError):
     """A lease's worker sandbox cannot be set up (bubblewrap or libseccomp missing, bad paths)."""
 
     kind = Kind.FAILED_PRECONDITION
+
+
+class BuildError(RadiumError):
+    """A program Radium builds on the machine (the agent's native client) cannot be built."""
+
+    kind = Kind.FAILED_PRECONDITION

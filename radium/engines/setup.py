@@ -94,6 +94,10 @@ def run(
             out.write(outcome.content.decode() if outcome.content is not None else "# (no file)\n")
         else:
             out.write(f"{outcome.path}: {outcome.action}\n")
+    if not (dry_run or remove):
+        from radium.shim.agent import nativeclient
+
+        out.write(nativeclient.ensure(Path(sysconfig.get_path("scripts"))) + "\n")
     changed = any(o.action not in ("unchanged", "absent") for o in outcomes)
     if dry_run or not changed:
         return 0

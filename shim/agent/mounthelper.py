@@ -127,6 +127,23 @@ def _mount(line: bytes, config: Config) -> dict[str, Any]:
     return {"ok": True}
 
 
+def _warm_up() -> None:
+    """Detect the host's own root once, so that what detection loads and compiles lazily
+    (distro's patterns, codecs) is loaded here, before the fork, not in every child."""
+    import tempfile
+
+    from radium.hooks import detect, safepath
+
+    root_fd = safepath.open_root(Path("/"))
+    try:
+        with tempfile.TemporaryDirectory(prefix="radium-warm-up-") as scratch:
+            detect.detect(root_fd, Path(scratch) / "release")
+    except (OSError, RadiumError) as exc:  # only a lost head start
+        log.warning("mount helper warm-up: %s", exc)
+    finally:
+        os.close(root_fd)
+
+
 def main() -> int:
     from radium import config as config_module
     from radium import logs
@@ -134,6 +151,7 @@ def main() -> int:
 
     config = config_module.load()
     logs.setup(PROGRAM, config.hook.log_file)
+    _warm_up()
     for line in sys.stdin.buffer:
         sys.stdout.buffer.write(json.dumps(_serve_one(line, config)).encode() + b"\n")
         sys.stdout.buffer.flush()

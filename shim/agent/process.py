@@ -19,7 +19,7 @@ from radium import config as config_module
 from radium import rpc
 from radium.config import Config
 from radium.leasestream import LeaseStream
-from radium.shim.agent import protocol
+from radium.shim.agent import nativeclient, protocol
 from radium.shim.agent.book import LeaseBook, write_lease_file
 from radium.shim.agent.broker import ConnectionBroker
 from radium.shim.agent.mounthelper import MountHelper
@@ -114,8 +114,13 @@ async def _listen(path: str, serve: Callable[..., Awaitable[None]]) -> asyncio.A
 
 
 def _agent_hook(start_path: str) -> tuple[str, ...]:
-    """The thin hook command: this installation's radium-agent-call on the start socket."""
-    client = os.path.join(sysconfig.get_path("scripts"), "radium-agent-call")
+    """The thin hook command: this installation's client on the start socket, the native one
+    where it was built (1 ms a start instead of 10)."""
+    scripts = sysconfig.get_path("scripts")
+    native = nativeclient.installed(scripts)
+    if native is not None:
+        return (native, "--socket", start_path)
+    client = os.path.join(scripts, "radium-agent-call")
     return (sys.executable, "-I", "-S", client, "--socket", start_path)
 
 

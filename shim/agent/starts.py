@@ -88,6 +88,9 @@ class StartService:
         """Add the agent's hooks (falling back to radium-hook) to a Radium container's spec."""
         if not self._mine(config_path):
             return protocol.REPLY_PASS
+        if not os.path.isabs(bundle):
+            raise InvalidRequestError(f"create takes an absolute bundle path, not {bundle!r}")
+        bundle = os.path.normpath(bundle)  # the native client joins, but does not normalise
         spec = ocispec.read(bundle)
         request = request_module.from_spec(spec)
         if request is not None and not specedit.is_pod_sandbox(spec):

@@ -1,11 +1,13 @@
-"""bin/radium-agent-call, the agent's thin client, run as its callers run it (``python -I -S``)
-against a stand-in start socket that answers what each test wants."""
+"""The agent's thin clients, bin/radium-agent-call (run as its callers run it, ``python -I -S``)
+and its C twin (shim/agent/agent_call.c, built here), against a stand-in start socket that
+answers what each test wants: one suite, both clients."""
 
 from __future__ import annotations
 
 import contextlib
 import importlib.machinery
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -16,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from radium.shim.agent import protocol
+from radium.errors import BuildError
+from radium.shim.agent import nativeclient, protocol
 
 CLIENT = Path(__file__).resolve().parents[2] / "bin" / "radium-agent-call"
 STATE = b'{"ociVersion": "1.0.2", "id": "c1", "pid": 1, "bundle": "/b"}'
@@ -72,13 +75,25 @@ def published(config: Path, socket_path: Path) -> Iterator[None]:
         link.unlink()
 
 
+@pytest.fixture(scope="module")
+def native(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return nativeclient.build(tmp_path_factory.mktemp("native"), nativeclient.compiler())
+
+
+@pytest.fixture(params=["python", "native"])
+def client(request: pytest.FixtureRequest) -> list[str]:
+    """The command line that runs one client, as the fronts and the agent's hooks run it."""
+    if request.param == "native":
+        return [str(request.getfixturevalue("native"))]
+    return [sys.executable, "-I", "-S", str(CLIENT)]
+
+
 def run(
-    *args: str, stdin: bytes = b"", cwd: Path | None = None
+    client: list[str], *args: str, stdin: bytes = b"", cwd: Path | None = None
 ) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(
-        [sys.executable, "-I", "-S", str(CLIENT), *args],
-        input=stdin, capture_output=True, cwd=cwd, timeout=30, env={},
-    )  # fmt: skip
+        [*client, *args], input=stdin, capture_output=True, cwd=cwd, timeout=30, env={}
+    )
 
 
 @pytest.mark.parametrize(
@@ -93,51 +108,57 @@ def run(
     ],
 )  # fmt: skip
 def test_a_hook_sends_its_stage_and_state_and_exits_with_the_answer(
-    tmp_path: Path, answer: bytes, status: int, stderr: bytes
+    client: list[str], tmp_path: Path, answer: bytes, status: int, stderr: bytes
 ) -> None:
     with stand_in(tmp_path, answer) as server:
-        result = run("--socket", str(server.path), "prestart", stdin=STATE)
+        result = run(client, "--socket", str(server.path), "prestart", stdin=STATE)
     assert result.returncode == status
     assert result.stderr.startswith(stderr) and result.stdout == b""
     assert server.requests == [b"prestart\0" + STATE]
 
 
-def test_create_finds_its_agent_by_config_and_sends_an_absolute_bundle(tmp_path: Path) -> None:
+def test_create_finds_its_agent_by_config_and_sends_an_absolute_bundle(
+    client: list[str], tmp_path: Path
+) -> None:
     config = tmp_path / "radium%.toml"
     (tmp_path / "bundle").mkdir()
     with stand_in(tmp_path, protocol.REPLY_OK) as server, published(config, server.path):
-        result = run("--config", str(config), "create", "bundle", cwd=tmp_path)
+        result = run(client, "--config", str(config), "create", "bundle", cwd=tmp_path)
         assert result.returncode == 0, result.stderr
         assert server.requests == [
             b"\0".join([b"create", bytes(config), bytes(tmp_path / "bundle")])
         ]
-        result = run("--config", str(config), "delete", "c1")
+        result = run(client, "--config", str(config), "delete", "c1")
         assert (
             result.returncode == 0 and server.requests[-1] == b"delete\0" + bytes(config) + b"\0c1"
         )
 
 
-def test_create_without_an_agent_is_passed_to_the_full_path(tmp_path: Path) -> None:
+def test_create_without_an_agent_is_passed_to_the_full_path(
+    client: list[str], tmp_path: Path
+) -> None:
     config = tmp_path / "radium.toml"
-    assert run("--config", str(config), "create", "/b").returncode == 3  # no link
-    assert run("--config", "relative.toml", "create", "/b").returncode == 3
+    assert run(client, "--config", str(config), "create", "/b").returncode == 3  # no link
+    assert run(client, "--config", "relative.toml", "create", "/b").returncode == 3
     with published(config, tmp_path / "gone.sock"):  # an agent that died
-        result = run("--config", str(config), "create", "/b")
+        result = run(client, "--config", str(config), "create", "/b")
     assert result.returncode == 3 and result.stderr == b""
 
 
 def test_a_hook_whose_agent_is_gone_runs_the_full_hook_with_the_same_state(
-    tmp_path: Path,
+    client: list[str], tmp_path: Path
 ) -> None:
     out = tmp_path / "state-seen"
     big = STATE[:-1] + b', "annotations": {"x": "' + b"y" * 200_000 + b'"}}'  # > a pipe buffer
     # The fallback as the agent writes it: the full hook command, then the stage ($0 here).
     fallback = ["/bin/sh", "-c", f'cat > {out}; echo "$0"', "prestart"]
-    result = run("--socket", str(tmp_path / "gone.sock"), "prestart", "--", *fallback, stdin=big)
+    result = run(
+        client, "--socket", str(tmp_path / "gone.sock"), "prestart", "--", *fallback, stdin=big
+    )
     assert result.returncode == 0, result.stderr
     assert out.read_bytes() == big
     assert result.stdout == b"prestart\n"
-    result = run("--socket", str(tmp_path / "gone.sock"), "poststop", stdin=STATE)
+    result = run(client, "--socket", str(tmp_path / "gone.sock"), "poststop", stdin=STATE)
     assert result.returncode == 1
     assert b"is 'radium agent' running?" in result.stderr
 
@@ -148,8 +169,8 @@ def test_a_hook_whose_agent_is_gone_runs_the_full_hook_with_the_same_state(
      ["--socket", "/s", "create", "/b"], ["--config", "/c", "create"],
      ["--pool", "/p", "create", "/b"]],
 )  # fmt: skip
-def test_a_bad_command_line_is_one_line_and_status_2(args: list[str]) -> None:
-    result = run(*args)
+def test_a_bad_command_line_is_one_line_and_status_2(client: list[str], args: list[str]) -> None:
+    result = run(client, *args)
     assert result.returncode == 2 and result.stderr.count(b"\n") == 1
 
 
@@ -166,6 +187,48 @@ def test_the_client_spells_the_protocol_as_the_agent_does() -> None:
         assert getattr(client, name) == getattr(protocol, name)
     for path in ("/etc/radium/config.toml", "/a%2Fb/c%d.toml"):
         assert client.rendezvous_name(path) == protocol.rendezvous_name(path)
+
+
+def test_the_native_client_spells_the_protocol_as_the_agent_does() -> None:
+    source = nativeclient.SOURCE.read_text()
+    defined = dict(re.findall(r"^#define (\w+) (.+)$", source, re.MULTILINE))
+    assert defined["RENDEZVOUS_DIR"] == f'"{protocol.RENDEZVOUS_DIR}"'
+    assert defined["MAX_STATE"] == "(1 << 20)" and protocol.MAX_START_REQUEST == 1 << 20
+    for name in ("REPLY_OK", "REPLY_PASS", "REPLY_ERROR"):
+        assert defined[name] == '"' + getattr(protocol, name).decode().replace("\n", "\\n") + '"'
+    assert f'"{protocol.PRESTART}"' in source and f'"{protocol.POSTSTOP}"' in source
+    assert f'"{protocol.CREATE}"' in source and f'"{protocol.DELETE}"' in source
+
+
+def test_the_native_client_compiles_without_a_warning(tmp_path: Path) -> None:
+    compiler = nativeclient.compiler()
+    assert compiler is not None, "no C compiler: scripts/setup installs gcc"
+    result = subprocess.run(
+        [compiler, *nativeclient.CFLAGS, "-Werror", "-o", str(tmp_path / "c"),
+         str(nativeclient.SOURCE)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+
+
+def test_building_without_a_compiler_says_what_to_do(tmp_path: Path) -> None:
+    with pytest.raises(BuildError, match="no C compiler") as caught:
+        nativeclient.build(tmp_path, None)
+    assert "install gcc" in caught.value.one_line()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_setup_builds_the_native_client_once_and_says_when_it_cannot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    built = tmp_path / nativeclient.NAME
+    assert nativeclient.ensure(tmp_path) == f"{built}: built"
+    assert nativeclient.installed(str(tmp_path)) == str(built)
+    assert nativeclient.ensure(tmp_path) == f"{built}: present"  # a package's own is kept
+    built.unlink()
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    assert nativeclient.ensure(tmp_path).startswith(f"{built}: not built (no C compiler")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_the_client_imports_nothing_but_the_interpreters_own(tmp_path: Path) -> None:

@@ -268,3 +268,26 @@ def test_the_agent_is_not_asked_when_python_must_decide(place: Path) -> None:
     )  # fmt: skip
     assert done.stdout.split()[0] == "PYTHON"
     assert not calls.exists()
+
+
+@pytest.mark.parametrize("status, runtime, shim", [
+    (0, "runc", "containerd-shim-runc-v2"), (3, "PYTHON", "PYTHON"), (1, "PYTHON", "PYTHON"),
+])  # fmt: skip
+def test_the_fronts_ask_the_native_client_where_it_was_built(
+    place: Path, status: int, runtime: str, shim: str
+) -> None:
+    python_calls = agent_first(place, 0)  # the Python client would say "ok": it must not run
+    native_calls = place / "native-calls"
+    native = place / "bin" / "radium-agent-call-native"
+    native.write_text(f'#!/bin/sh\necho "$@" >> {native_calls}; exit {status}\n')
+    native.chmod(0o755)
+    spec(place, ASKS_BY_ENV)
+    args = ["create", "--bundle", str(place / "bundle"), "id"]
+    assert run_front(place, "radium-runtime", args) == [runtime, *args]
+    args = ["-id", "x", "start"]
+    assert run_front(place, "containerd-shim-radium-v2", args) == [shim, *args]
+    config = str(place / "c.toml")
+    assert native_calls.read_text().splitlines() == [
+        f"--config {config} create {place / 'bundle'}", f"--config {config} create .",
+    ]  # fmt: skip
+    assert not python_calls.exists()

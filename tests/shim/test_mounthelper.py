@@ -9,6 +9,8 @@ import asyncio
 import json
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -86,3 +88,36 @@ def test_a_helper_that_died_or_hung_is_replaced(
             await helper.close()
 
     asyncio.run(scenario())
+
+
+WARMED = """
+import re, sys
+from pathlib import Path
+from radium.hooks import detect, safepath
+from radium.shim.agent import mounthelper
+from tests.distro_roots import build_root, root_by_name
+
+root = Path(sys.argv[1])
+build_root(root_by_name("debian-12"), root)
+if sys.argv[2] == "warm":
+    mounthelper._warm_up()
+modules, patterns = set(sys.modules), len(re._cache)
+fd = safepath.open_root(root)
+found = detect.detect(fd, Path(sys.argv[1] + "-scratch"))
+assert found.distro_id == "debian", found
+print(sorted(set(sys.modules) - modules), len(re._cache) - patterns)
+"""
+
+
+@pytest.mark.parametrize("warm", [True, False])
+def test_the_warm_up_loads_before_the_fork_what_detection_would_load_in_each_child(
+    tmp_path: Path, warm: bool
+) -> None:
+    """What a child of the helper still has to import or compile, after and without it."""
+    done = subprocess.run(
+        [sys.executable, "-c", WARMED, str(tmp_path / "root"), "warm" if warm else "cold"],
+        capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parents[2],
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    left = done.stdout.strip()
+    assert (left == "[] 0") == warm, left

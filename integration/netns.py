@@ -55,6 +55,12 @@ class Network:
         self.hosts[name] = address
         return address
 
+    def set_link(self, name: str, up: bool) -> None:
+        """Cut host ``name`` off the bridge (its veth down), or join it again."""
+        outside = f"rdmv{self.hosts[name].rsplit('.', 1)[1]}"
+        with IPRoute() as ipr:
+            ipr.link("set", index=ipr.link_lookup(ifname=outside)[0], state="up" if up else "down")
+
     def exec_prefix(self, name: str) -> list[str]:
         """Argv prefix that runs a command on host ``name``: in its network namespace only.
         Not ``ip netns exec``, which also remounts /sys and so hides the cgroup tree that

@@ -73,12 +73,17 @@ class PoolCluster:
         pool_extra: str = "",
         etcd: list[str] | None = None,
         replicas: int = 1,
+        replica_hosts: dict[str, list[str]] | None = None,
     ) -> None:
         """``pool_extra``: TOML lines for the ``[pool]`` table (and tables under it).
         ``etcd``: the pool's store is this etcd cluster, and it runs ``replicas`` processes
-        (``self.replicas``; ``self.pool`` is the first), reached as one comma-separated list."""
+        (``self.replicas``; ``self.pool`` is the first), reached as one comma-separated list.
+        ``replica_hosts``: instead, one replica per entry, listening on that address and run
+        under that command prefix (another network namespace)."""
         self.root = root
-        listens = [f"{host}:{free_port()}" for _ in range(replicas)]
+        addresses = list(replica_hosts) if replica_hosts else [host] * replicas
+        prefixes = list(replica_hosts.values()) if replica_hosts else [[]] * replicas
+        listens = [f"{address}:{free_port()}" for address in addresses]
         self.address = ",".join(listens)
         #: Where the pool and each acceptor serve /metrics (free ports: never 7410's default,
         #: which a `radium up` of another test may hold).
@@ -121,7 +126,9 @@ class PoolCluster:
         )
         self.env = {"PATH": os.environ["PATH"], "RADIUM_CONFIG": str(self.config)}
         self.cli = str(Path(sys.executable).parent / "radium")
-        self.replicas = [Service([self.cli, "pool", "serve"], self.env, root / "pool.log")]
+        self.replicas = [
+            Service([*prefixes[0], self.cli, "pool", "serve"], self.env, root / "pool.log")
+        ]
         for n, listen in enumerate(listens[1:], 1):
             config = root / f"replica-{n}.toml"
             config.write_text(
@@ -129,7 +136,7 @@ class PoolCluster:
             )
             env = {**self.env, "RADIUM_CONFIG": str(config)}
             self.replicas.append(
-                Service([self.cli, "pool", "serve"], env, root / f"replica-{n}.log")
+                Service([*prefixes[n], self.cli, "pool", "serve"], env, root / f"replica-{n}.log")
             )
         self.pool = self.replicas[0]
         self.acceptors: dict[str, Service] = {}

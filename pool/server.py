@@ -107,7 +107,7 @@ async def lead(
                 QUEUES_SERVICE: settings.agent_tokens,
             }
         )
-    server = grpc.aio.server(interceptors=[rpc.CallGuard(check)])
+    server = grpc.aio.server(interceptors=[rpc.CallGuard(check)], options=rpc.SERVER_OPTIONS)
     pb_grpc.add_PoolServicer_to_server(PoolService(pool), server)
     pb_grpc.add_QueuesServicer_to_server(QueueService(pool), server)
     heartbeat = min(2.0, settings.heartbeat_timeout / 3)

@@ -13,7 +13,7 @@ import json
 import logging
 import threading
 import time
-from typing import Callable
+from typing import Callable, Protocol
 
 from radium.errors import StoreUnavailableError
 from radium.pool.etcd_kv import EtcdKV, absent, put
@@ -21,11 +21,21 @@ from radium.pool.etcd_kv import EtcdKV, absent, put
 log = logging.getLogger(__name__)
 
 
+class LeaseKeeper(Protocol):
+    """What keeping the leadership needs of etcd (:class:`EtcdKV`)."""
+
+    timeout: float
+
+    def keep_alive(self, lease: int) -> int: ...
+
+    def revoke(self, lease: int) -> None: ...
+
+
 class Leadership:
     """This replica's hold on the leader key, kept alive by a thread until it is lost or
     resigned. ``on_lost`` runs once, on that thread or the caller's."""
 
-    def __init__(self, kv: EtcdKV, key: str, revision: int, lease: int, ttl: int) -> None:
+    def __init__(self, kv: LeaseKeeper, key: str, revision: int, lease: int, ttl: int) -> None:
         self.kv = kv
         self.key = key
         self.revision = revision
@@ -53,15 +63,20 @@ class Leadership:
         self.on_lost(why)
 
     def _keep(self) -> None:
-        # Renew three times per TTL. The lease is given up as lost once a full TTL has passed
-        # since the last renewal etcd confirmed: by then etcd may have let the key go.
+        # Renew three times per TTL. The leadership is given up as lost once a TTL and one
+        # etcd call's timeout have passed since the last renewal etcd confirmed. Not a TTL
+        # alone: an etcd election (one member killed) stalls every call for about a second
+        # without ending any lease (etcd's new leader extends them all), and a leader that
+        # stepped down for it would stop the whole pool. Waiting longer is safe: every write
+        # is fenced on the key, so a replica that lost it meanwhile can grant nothing.
         confirmed = time.monotonic()
+        patience = self.ttl + self.kv.timeout
         while not self._done.wait(self.ttl / 3):
             try:
                 left = self.kv.keep_alive(self.lease)
             except StoreUnavailableError as exc:
-                if time.monotonic() - confirmed >= self.ttl:
-                    self.lost(f"etcd unreachable for {self.ttl}s ({exc.message})")
+                if time.monotonic() - confirmed >= patience:
+                    self.lost(f"etcd unreachable for {patience:g}s ({exc.message})")
                 continue
             if left <= 0:
                 self.lost("its etcd lease expired")

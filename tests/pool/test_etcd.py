@@ -101,3 +101,35 @@ def test_malformed_endpoints_are_refused(endpoint: str) -> None:
         EtcdKV([endpoint])
     with pytest.raises(ConfigError, match="at least one"):
         EtcdKV([])
+
+
+class StalledEtcd:
+    """Keep-alives that get no answer until ``answers_at`` (an etcd election, or a cut link)."""
+
+    def __init__(self, stalled_for: float, timeout: float) -> None:
+        self.timeout = timeout
+        self.answers_at = time.monotonic() + stalled_for
+
+    def keep_alive(self, lease: int) -> int:
+        if time.monotonic() < self.answers_at:
+            raise StoreUnavailableError("etcd lease keep-alive got no answer (no quorum?)")
+        return 1
+
+    def revoke(self, lease: int) -> None:
+        pass
+
+
+@pytest.mark.parametrize("stalled_for, kept", [(1.3, True), (60.0, False)])
+def test_a_leader_rides_out_an_etcd_election_but_not_a_longer_silence(
+    stalled_for: float, kept: bool
+) -> None:
+    """TTL 1 s and calls of 1 s: a 1.3 s stall (longer than the TTL, as an etcd election after
+    its leader was killed) keeps the leadership; silence past TTL + timeout loses it."""
+    losses: list[str] = []
+    held = leadership.Leadership(StalledEtcd(stalled_for, timeout=1.0), "k", 1, 7, ttl=1)
+    held.start(losses.append)
+    time.sleep(2.8)
+    held.resign()
+    assert (losses == []) is kept, losses
+    if not kept:
+        assert losses[0].startswith("etcd unreachable for 2s")

@@ -77,9 +77,14 @@ def error_from_reply(reply: dict[str, Any]) -> RadiumError:
     return error
 
 
+def bad_request_line(exc: BaseException) -> str:
+    """What a peer whose request could not be read is told: too late, cut off, too long."""
+    return f"bad request: {type(exc).__name__}"
+
+
 def bad_request(exc: BaseException) -> dict[str, Any]:
-    """The reply to a peer whose request could not be read: too late, cut off, too long."""
-    return {"ok": False, "error": f"bad request: {type(exc).__name__}"}
+    """The JSON reply of :func:`bad_request_line` (the control and data-plane sockets)."""
+    return {"ok": False, "error": bad_request_line(exc)}
 
 
 def rendezvous_name(config_path: str) -> str:

@@ -167,7 +167,7 @@ class StartService:
             reply = _error(exc.one_line())
         except (asyncio.TimeoutError, ConnectionError) as exc:
             log.warning("start request unreadable: %s", type(exc).__name__)
-            reply = _error(f"bad request: {type(exc).__name__}")
+            reply = _error(protocol.bad_request_line(exc))
         except Exception as exc:  # never leave a caller (a container's start) waiting
             log.exception("start request failed")
             reply = _error(f"node agent internal error: {exc}")

@@ -104,19 +104,28 @@ class Acceptor:
             await asyncio.sleep(interval)
 
     async def watch(self, stub: pb_grpc.AcceptorsStub) -> None:
-        async for assignment in stub.Watch(pb.WatchRequest(name=self.name), metadata=self.metadata):
-            if assignment.kind == pb.Assignment.GRANTED:
-                self.in_order(assignment.lease.id, self.slots.prepare, assignment.lease)
-            elif assignment.kind == pb.Assignment.REVOKED:
-                self.slots.revoking(assignment.lease.id)  # a grant still queued is skipped
-                self.in_order(assignment.lease.id, self.slots.teardown, assignment.lease.id)
-            elif assignment.kind == pb.Assignment.PREEMPTED:
-                self.in_order(assignment.lease.id, self.slots.preempt, assignment.lease)
-            elif assignment.kind == pb.Assignment.PULL_IMAGE:
-                self.images.start(self.images.pull(assignment.image))
-            elif assignment.kind == pb.Assignment.REMOVE_IMAGE:
-                self.images.start(self.images.remove(assignment.image))
+        request = pb.WatchRequest(name=self.name, batches=True)
+        async for batch in stub.Watch(request, metadata=self.metadata):
+            for assignment in (batch, *batch.then):
+                self.assigned(assignment)
         raise UnavailableError("the pool closed the assignment stream")
+
+    def assigned(self, assignment: pb.Assignment) -> None:
+        """Apply one of the pool's assignments."""
+        # A grant and a revocation of a lease whose slot was never made stay on this
+        # loop: no thread, no file (a churning pool sends thousands a second).
+        if assignment.kind == pb.Assignment.GRANTED:
+            if self.slots.grant(assignment.lease):
+                self.in_order(assignment.lease.id, self.slots.make, assignment.lease.id)
+        elif assignment.kind == pb.Assignment.REVOKED:
+            if not self.slots.revoke(assignment.lease.id):
+                self.in_order(assignment.lease.id, self.slots.teardown, assignment.lease.id)
+        elif assignment.kind == pb.Assignment.PREEMPTED:
+            self.in_order(assignment.lease.id, self.slots.preempt, assignment.lease)
+        elif assignment.kind == pb.Assignment.PULL_IMAGE:
+            self.images.start(self.images.pull(assignment.image))
+        elif assignment.kind == pb.Assignment.REMOVE_IMAGE:
+            self.images.start(self.images.remove(assignment.image))
 
     def in_order(self, lease_id: str, change: Callable[..., None], *args: Any) -> None:
         """Apply a slot change in a thread, after the earlier changes of the same lease: a

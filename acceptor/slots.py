@@ -11,17 +11,20 @@ Layout under ``<state_dir>/slots`` (0700, root; no worker ever sees it)::
 
 A worker is started with the lease's device pinning, under its own uid from the configured
 range (:mod:`radium.acceptor.sandbox`), and killed on revoke with every process of that uid.
-A process-mode worker starts on the lease's first data-plane connection: a grant costs a
-directory and a record, so a lease that never calls (or a pool churning through thousands a
-second) starts no sandbox; the first call pays the start once (``benchmarks/sandbox.py``). A
-container-mode worker starts on grant, its engine's seconds hidden behind the holder's own
-start. Authenticated data-plane connections are handed to the worker over its control socket
+A grant is kept in memory: a lease's slot is made, and its process-mode worker started, on its
+first data-plane connection, so a lease that never calls (or a pool churning through thousands a
+second) costs no directory and no sandbox; the first call pays the start once
+(``benchmarks/sandbox.py``). A container-mode worker's slot is made and its worker started on
+grant, its engine's seconds hidden behind the holder's own start. A slot outlives a restart of
+the acceptor; the grants it keeps in memory come back from the pool when it registers again.
+Authenticated data-plane connections are handed to the worker over its control socket
 (``SCM_RIGHTS``); a crashed worker is replaced on the next one.
 
-Threads: slot changes run in threads of the acceptor's loop, data-plane threads hand
-connections over. ``lock`` guards ``workers``, ``starting`` and uid allocation and is never held
-while a worker starts or stops; ``starting`` holds one lock per lease, which serialises starting,
-replacing and stopping that lease's worker. Records on disk are written whole.
+Threads: grants and revocations are taken on the acceptor's loop, slot changes run in its
+threads, data-plane threads hand connections over (making the slot if need be). ``lock`` guards
+``granted``, ``workers``, ``starting`` and uid allocation and is never held while a worker starts
+or stops; ``starting`` holds one lock per lease, which serialises making its slot and starting,
+replacing and stopping its worker. Records on disk are written whole.
 """
 
 from __future__ import annotations
@@ -88,12 +91,13 @@ class Slots:
         self.workers: dict[str, Worker] = {}  # guarded by lock
         #: lease id -> its worker uid, for every slot (guarded by lock): a grant picks a free
         #: uid without reading every record, which under churn cost more than the grant.
-        self.uids = {r.id: r.uid for r in map(self.record, self.active()) if r is not None}
+        self.uids = {r.id: r.uid for r in map(self.record, self._on_disk()) if r is not None}
         self.starting: dict[str, threading.Lock] = {}  # guarded by lock
-        #: Leases the pool revoked whose teardown has not run yet (guarded by lock).
-        self.revoked: set[str] = set()
-        #: Notified (under lock) when a slot is prepared: a connection may arrive first.
-        self.prepared = threading.Condition(self.lock)
+        #: lease id -> the lease, for every lease the pool granted here and has not revoked
+        #: (guarded by lock); its slot on disk is made when it is first needed.
+        self.granted: dict[str, pb.Lease] = {}
+        #: Notified (under lock) on a grant: a connection may arrive before it.
+        self.granting = threading.Condition(self.lock)
         self.meter = Meter()
         #: lease id -> the counters its worker last answered (heartbeat thread; see usage)
         self.counted: dict[str, Counters] = {}
@@ -106,7 +110,13 @@ class Slots:
         return self.root / lease_id
 
     def active(self) -> list[str]:
-        return sorted(p.name for p in self.root.iterdir() if p.is_dir())
+        """The leases this acceptor serves: granted, or with a slot on disk."""
+        with self.lock:
+            granted = set(self.granted)
+        return sorted(granted.union(self._on_disk()))
+
+    def _on_disk(self) -> list[str]:
+        return [p.name for p in self.root.iterdir() if p.is_dir()]
 
     def record(self, lease_id: str) -> SlotRecord | None:
         return SlotRecord.load(self._dir(lease_id) / "lease.json")
@@ -125,45 +135,71 @@ class Slots:
             hint="widen acceptor.sandbox.uid_min/uid_max",
         )
 
-    def revoking(self, lease_id: str) -> None:
-        """The pool revoked the lease: its grant, if still queued, makes no slot. A pool that
-        churns through leases faster than slots are made must not have this acceptor make (and
-        unmake) slots for leases already gone: it would fall behind, and miss heartbeats."""
+    def grant(self, lease: pb.Lease) -> bool:
+        """Take the pool's grant; True when its slot is to be made now (:meth:`make`): its
+        worker may be a container, whose engine's seconds hide behind the holder's own start.
+        Otherwise the slot waits for the lease's first connection: a pool that churns through
+        thousands of leases a second costs this acceptor a dict entry each, not a directory."""
+        self._dir(lease.id)  # refuses an id that is no name
         with self.lock:
-            self.revoked.add(lease_id)
+            self.granted[lease.id] = lease
+            self.granting.notify_all()
+        return self._starts_at_grant(lease.image, lease.worker)
+
+    def _starts_at_grant(self, image: str, worker: str) -> bool:
+        """A lease whose worker may be a container (the engine decides) starts it at grant."""
+        return self.backend is not None and bool(image) and worker != "process"
+
+    def revoke(self, lease_id: str) -> bool:
+        """The pool revoked the lease; True when that is all (no slot was made for it),
+        False when its :meth:`teardown` must follow."""
+        with self.lock:
+            self.granted.pop(lease_id, None)
+            return lease_id not in self.uids
 
     def prepare(self, lease: pb.Lease) -> None:
-        slot = self._dir(lease.id)
-        with self.lock:
-            if lease.id in self.revoked:
-                return
+        """Grant the lease and make its slot now."""
+        self.grant(lease)
+        self.make(lease.id)
+
+    def make(self, lease_id: str) -> None:
+        """Make the granted lease's slot, and start its worker if it is to be a container;
+        nothing if the lease has ended meanwhile."""
+        record = self._slot(lease_id)
+        if record is not None and self._starts_at_grant(record.image, record.worker):
+            self._worker(record)
+
+    def _slot(self, lease_id: str) -> SlotRecord | None:
+        """The lease's slot record, its slot made now if it has none; None for a lease that
+        is not (or no longer) granted here."""
+        slot = self._dir(lease_id)
+        with self._starting(lease_id):
+            record = self.record(lease_id)
+            if record is not None:
+                return record
+            with self.lock:
+                lease = self.granted.get(lease_id)
+                if lease is None:
+                    return None
+                record = SlotRecord.of(lease, self._free_uid())
+                self.uids[lease_id] = record.uid  # taken: no other slot gets it
             slot.mkdir(mode=0o700, exist_ok=True)
-            known = self.record(lease.id)  # prepared twice: keep its uid (its worker has it)
-            record = SlotRecord.of(lease, known.uid if known else self._free_uid())
-            self.uids[lease.id] = record.uid  # taken: no other grant gets it
-        home = slot / "home"
-        home.mkdir(exist_ok=True)
-        if record.uid:
-            os.chown(home, record.uid, record.uid)
-        # o+x: the sandbox enters it before it drops to the uid (as a root without
-        # CAP_DAC_OVERRIDE); nobody can list it, and only this lease's sandbox can reach it.
-        home.chmod(0o711)
-        with self.lock:
-            # The record last: a connection that finds it (and may start the worker at once)
-            # finds the home made.
-            record.save(slot / "lease.json")
-            self.prepared.notify_all()
-        if self.backend is not None and record.image and record.worker != "process":
-            self._worker(record)  # container mode, maybe (the engine decides): start it now
-        # Per lease at debug: a churning pool makes thousands a second. A worker's start and
-        # its slot's teardown are logged at info.
+            home = slot / "home"
+            home.mkdir(exist_ok=True)
+            if record.uid:
+                os.chown(home, record.uid, record.uid)
+            # o+x: the sandbox enters it before it drops to the uid (as a root without
+            # CAP_DAC_OVERRIDE); nobody can list it, and only this lease's sandbox can reach it.
+            home.chmod(0o711)
+            record.save(slot / "lease.json")  # last: a slot with a record is whole
         log.debug(
-            "slot ready for lease %s (devices %s, holder %s, uid %d)",
-            lease.id,
-            list(lease.device_ids),
-            lease.holder,
+            "slot made for lease %s (devices %s, holder %s, uid %d)",
+            lease_id,
+            list(record.devices),
+            record.holder,
             record.uid,
         )
+        return record
 
     def credential(self, lease_id: str, wait: float = 0.0) -> str | None:
         """The lease's data-plane credential, None for a lease this acceptor does not serve.
@@ -177,8 +213,12 @@ class Slots:
             return None
         deadline = time.monotonic() + wait
         with self.lock:
-            while (record := self.record(lease_id)) is None and time.monotonic() < deadline:
-                self.prepared.wait(deadline - time.monotonic())
+            while (lease := self.granted.get(lease_id)) is None and time.monotonic() < deadline:
+                self.granting.wait(deadline - time.monotonic())
+        if lease is not None:
+            return lease.credential or None
+        # A slot kept from before this acceptor restarted, while the pool is out of reach.
+        record = self.record(lease_id)
         return record.credential if record and record.credential else None
 
     def _container_image(self, record: SlotRecord) -> str:
@@ -283,7 +323,7 @@ class Slots:
         """The lease's live worker, started now if it has none or a dead one."""
         worker = self._live(lease_id)
         if worker is None:
-            record = self.record(lease_id)
+            record = self._slot(lease_id)
             if record is None:
                 raise LeaseNotFoundError(f"lease {lease_id} has no slot on this acceptor")
             worker = self._worker(record)
@@ -298,6 +338,8 @@ class Slots:
         the lease when the grace period is over."""
         slot = self._dir(lease.id)
         text = preemption_notice(lease.id, lease.queue, lease.preempted_for, lease.expires_at)
+        if self._slot(lease.id) is None:  # ended meanwhile
+            return
         with self._starting(lease.id):
             if not slot.is_dir():
                 return
@@ -333,7 +375,7 @@ class Slots:
             with self.lock:
                 self.starting.pop(lease_id, None)
                 self.uids.pop(lease_id, None)
-                self.revoked.discard(lease_id)
+                self.granted.pop(lease_id, None)
             self.counted.pop(lease_id, None)
         log.log(logging.INFO if started else logging.DEBUG, "slot of lease %s torn down", lease_id)
 
@@ -347,12 +389,15 @@ class Slots:
     def reconcile(self, leases: list[pb.Lease]) -> None:
         """After (re)registering: exactly the pool's active leases have slots."""
         wanted = {lease.id: lease for lease in leases}
-        for lease_id in self.active():
+        with self.lock:
+            for lease_id in set(self.granted) - set(wanted):
+                del self.granted[lease_id]
+        for lease_id in self._on_disk():
             if lease_id not in wanted:
                 self.teardown(lease_id)
         for lease in leases:
-            if not self._dir(lease.id).exists():
-                self.prepare(lease)
+            if self.grant(lease):
+                self.make(lease.id)
             if lease.preempted_at:
                 self.preempt(lease)
 
@@ -360,7 +405,7 @@ class Slots:
         """What each slot's worker uses: CPU and RSS (with its children) measured here, and
         the data-plane counters it answered since the last call (docs/data-plane.md)."""
         report = []
-        for lease_id in self.active():
+        for lease_id in self.active():  # a lease without a slot has no worker: zeros
             cpu, rss = self.meter.measure(_worker_pid(self.root / lease_id))
             worker = self._live(lease_id)
             counters = worker.counters() if worker is not None else None

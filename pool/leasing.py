@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator
 from radium import rpc
 from radium.errors import CapacityError, InvalidRequestError, RadiumError
 from radium.pool import convert
+from radium.pool.commits import committed
 from radium.pool.model import Lease, Request, preemption_notice
 from radium.proto import pool_pb2 as pb
 
@@ -63,7 +64,10 @@ class Leasing:
             # comes with the grant, and the lease would go to a caller that is gone.
             if not (await asyncio.wait([future], timeout=wanted.wait))[0]:
                 raise CapacityError(f"no capacity for {wanted.describe()} within {wanted.wait:g}s")
-            return convert.lease_to_pb(future.result())  # or the refusal it ended with
+            lease = convert.lease_to_pb(future.result())  # or the refusal it ended with
+            # Granted by another call's change, maybe not committed yet.
+            await committed(self.pool.commits)
+            return lease
         except BaseException as exc:  # refused, timed out, or the caller went away
             error = exc
             raise
@@ -75,8 +79,12 @@ class Leasing:
             self._observe(error, wanted, began)
 
     async def allocate(self, request: pb.AllocateRequest) -> pb.Lease:
-        lease = self.allocate_now(request)
-        return lease if lease is not None else await self.allocate_waiting(request)
+        with self.pool.commits.deferred():
+            lease = self.allocate_now(request)
+        if lease is None:
+            return await self.allocate_waiting(request)
+        await committed(self.pool.commits)
+        return lease
 
     def _observe(self, error: BaseException | None, wanted: Request, began: float) -> None:
         self.pool.observer.allocation(error, wanted.wait > 0, time.perf_counter() - began)
@@ -103,6 +111,12 @@ class Leasing:
             self.pool.ended([lease])
         return pb.ReleaseResponse(released=lease is not None)
 
+    async def release_durably(self, lease_id: str) -> pb.ReleaseResponse:
+        with self.pool.commits.deferred():
+            released = self.release(lease_id)
+        await committed(self.pool.commits)
+        return released
+
     async def stream(
         self, calls: AsyncIterator[pb.LeaseCall], context: Any
     ) -> AsyncIterator[pb.LeaseReply]:
@@ -121,6 +135,16 @@ class Leasing:
             elif reply.WhichOneof("result") == "lease":  # granted as the client left
                 self._give_back(reply.lease.id)
 
+        def answer(reply: pb.LeaseReply) -> None:
+            """Deliver once every change so far is committed: in the order the calls came,
+            with one commit for all the calls of a turn (docs/store.md, group commit)."""
+
+            def then(error: RadiumError | None) -> None:
+                # A failed commit may have lost the call's change: the caller is not told of it.
+                deliver(reply if error is None else _failed(reply.id, error))
+
+            self.pool.commits.when_committed(then)
+
         async def wait_then_reply(call: pb.LeaseCall) -> None:
             try:
                 deliver(pb.LeaseReply(id=call.id, lease=await self.allocate_waiting(call.allocate)))
@@ -135,7 +159,7 @@ class Leasing:
                     error = InvalidRequestError(f"lease call {call.id} is still in flight")
                     deliver(_failed(call.id, error))
                 elif (reply := self._answer(call)) is not None:
-                    deliver(reply)
+                    answer(reply)
                 else:  # an allocation that must wait
                     waiting[call.id] = asyncio.create_task(wait_then_reply(call))
             # The client sent its last call: answer those still waiting, then end the stream.
@@ -159,17 +183,18 @@ class Leasing:
     def _answer(self, call: pb.LeaseCall) -> pb.LeaseReply | None:
         """The reply to a call that needs no waiting; None for an allocation that must wait."""
         op = call.WhichOneof("op")
-        try:
-            if op == "allocate":
-                lease = self.allocate_now(call.allocate)
-                return None if lease is None else pb.LeaseReply(id=call.id, lease=lease)
-            if op == "release":
-                return pb.LeaseReply(id=call.id, released=self.release(call.release.lease_id))
-            if op == "keep_alive":
-                return pb.LeaseReply(id=call.id, kept=self.keep_alive(call.keep_alive.lease_id))
-            raise InvalidRequestError(f"lease call {call.id} names no operation")
-        except RadiumError as exc:
-            return _failed(call.id, exc)
+        with self.pool.commits.deferred():
+            try:
+                if op == "allocate":
+                    lease = self.allocate_now(call.allocate)
+                    return None if lease is None else pb.LeaseReply(id=call.id, lease=lease)
+                if op == "release":
+                    return pb.LeaseReply(id=call.id, released=self.release(call.release.lease_id))
+                if op == "keep_alive":
+                    return pb.LeaseReply(id=call.id, kept=self.keep_alive(call.keep_alive.lease_id))
+                raise InvalidRequestError(f"lease call {call.id} names no operation")
+            except RadiumError as exc:
+                return _failed(call.id, exc)
 
 
 def _failed(call_id: int, error: RadiumError) -> pb.LeaseReply:

@@ -13,8 +13,15 @@ import grpc.aio
 
 from radium import metrics, rpc
 from radium.config import Config, QueueConfig
-from radium.errors import ConfigError, InvalidRequestError, RadiumError, UnavailableError
+from radium.errors import (
+    ConfigError,
+    InvalidRequestError,
+    RadiumError,
+    StoreUnavailableError,
+    UnavailableError,
+)
 from radium.pool import heap, queues
+from radium.pool.commits import GroupCommit, Immediate
 from radium.pool.metrics import PoolMetrics, on_loop
 from radium.pool.model import Queue
 from radium.pool.policies import POLICIES
@@ -91,7 +98,15 @@ async def lead(
     except RadiumError:
         store.close()
         raise
-    pool = Pool(state, grace=settings.preempt_grace)
+    broken: list[StoreUnavailableError] = []  # the database failed: memory is ahead of it
+    failed = asyncio.Event()
+
+    def fail(error: StoreUnavailableError) -> None:
+        broken.append(error)
+        failed.set()
+
+    commits = GroupCommit(store, fail) if isinstance(store, SQLiteStore) else Immediate()
+    pool = Pool(state, grace=settings.preempt_grace, commits=commits)
     registry = metrics.new_registry()
     pool.observer = PoolMetrics(pool, registry, on_loop(asyncio.get_running_loop()))
     if tls:
@@ -146,7 +161,7 @@ async def lead(
     if ready is not None:
         ready.set()
     try:
-        await _first(stop, lost)
+        await _first(stop, lost, failed)
     finally:
         reaper.cancel()
         settler.cancel()
@@ -156,6 +171,8 @@ async def lead(
             endpoint.close()
         store.close()
         log.info("pool stopped serving")
+    if broken:
+        raise broken[0]
 
 
 async def _first(*events: asyncio.Event | None) -> None:

@@ -12,6 +12,7 @@ from typing import Any, AsyncIterator, Callable, Protocol
 from radium import __version__, rpc
 from radium.errors import InvalidRequestError, NotRegisteredError, RadiumError
 from radium.pool import convert
+from radium.pool.commits import Commits, Immediate
 from radium.pool.images import DONE_ADDING, DONE_REMOVING, REMOVING, Images, check_ref
 from radium.pool.leasing import NAME_LIMIT, Leasing
 from radium.pool.model import Lease, Queue, Request
@@ -28,6 +29,8 @@ IMAGE_FOLLOW = 3600.0
 #: Ended leases stay listed (`radium leases --all`) this long, in seconds.
 ENDED_RETENTION = 7 * 24 * 3600.0
 PRUNE_EVERY = 3600.0
+#: Most assignments in one message of a watch stream (a granted lease is about 200 bytes).
+WATCH_BATCH = 500
 
 
 class Observer(Protocol):
@@ -72,9 +75,11 @@ class Pool:
         clock: Callable[[], float] = time.time,
         grace: float = 30.0,
         observer: Observer | None = None,
+        commits: Commits | None = None,
     ) -> None:
         self.state = state
         self.clock = clock
+        self.commits: Commits = commits or Immediate()
         self.observer: Observer = observer or Unobserved()
         self.waiters = WaitingRoom(state, self.grant, self.preempted, clock, grace)
         self.watchers: dict[str, asyncio.Queue[pb.Assignment]] = {}
@@ -191,7 +196,10 @@ class PoolService(pb_grpc.PoolServicer):
             await rpc.abort(context, exc)
 
     async def Release(self, request: pb.LeaseRef, context: Context) -> pb.ReleaseResponse:
-        return self.leasing.release(request.lease_id)
+        try:
+            return await self.leasing.release_durably(request.lease_id)
+        except RadiumError as exc:
+            await rpc.abort(context, exc)
 
     def Leases(
         self, requests: AsyncIterator[pb.LeaseCall], context: Context
@@ -338,7 +346,11 @@ class AcceptorService(pb_grpc.AcceptorsServicer):
         self.pool.watchers[request.name] = queue
         try:
             while True:
-                yield await queue.get()
+                assignment = await queue.get()
+                if request.batches:  # with it, those queued meanwhile
+                    while len(assignment.then) < WATCH_BATCH and not queue.empty():
+                        assignment.then.append(queue.get_nowait())
+                yield assignment
         finally:
             if self.pool.watchers.get(request.name) is queue:
                 del self.pool.watchers[request.name]

@@ -8,11 +8,12 @@ implementation, for pools of several replicas.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
-from typing import Iterable, Protocol
+from typing import Callable, Iterable, Iterator, Protocol
 
-from radium.errors import AlreadyExistsError
+from radium.errors import AlreadyExistsError, StoreUnavailableError
 from radium.pool import sqlite_tables as tables
 from radium.pool.model import (
     ACTIVE,
@@ -47,22 +48,64 @@ class Store(Protocol):
 
 
 class SQLiteStore:
+    """The store in one SQLite file. Each change commits before it returns, except within
+    :meth:`deferring`: there changes join one open transaction, which :meth:`commit` ends (the
+    pool's group commit, :mod:`radium.pool.commits`). The first change of such a transaction
+    calls ``on_open``."""
+
     def __init__(self, path: str, synchronous: str = "normal") -> None:
         self._db = tables.connect(path, synchronous)
+        self._deferring = False
+        self.on_open: Callable[[], None] = lambda: None
+
+    @contextlib.contextmanager
+    def deferring(self) -> Iterator[None]:
+        self._deferring = True
+        try:
+            yield
+        finally:
+            self._deferring = False
+
+    def commit(self) -> None:
+        """Commit the transaction changes left open (nothing if none)."""
+        if not self._db.in_transaction:
+            return
+        try:
+            self._db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            with contextlib.suppress(sqlite3.Error):
+                self._db.execute("ROLLBACK")
+            raise StoreUnavailableError(
+                f"the pool's database did not commit: {exc}",
+                hint="check the disk under [pool] db; the pool stops, and its restart reloads"
+                " what was committed",
+            ) from exc
 
     def _tx(self, statements: Iterable[tuple[str, tuple[object, ...]]]) -> None:
         statements = list(statements)
-        if len(statements) == 1:  # autocommit: one statement is a transaction of its own
-            self._db.execute(*statements[0])
-            return
-        self._db.execute("BEGIN IMMEDIATE")
+        if not self._db.in_transaction:
+            if len(statements) == 1 and not self._deferring:
+                self._db.execute(*statements[0])  # autocommit: a transaction of its own
+                return
+            self._db.execute("BEGIN IMMEDIATE")
+            if self._deferring:
+                self.on_open()
         try:
-            for sql, params in statements:
-                self._db.execute(sql, params)
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
+            if len(statements) == 1:  # one statement is atomic: a failed one undoes itself
+                self._db.execute(*statements[0])
+                return
+            self._db.execute("SAVEPOINT change")
+            try:
+                for sql, params in statements:
+                    self._db.execute(sql, params)
+            except BaseException:
+                self._db.execute("ROLLBACK TO change")
+                raise
+            finally:
+                self._db.execute("RELEASE change")
+        finally:
+            if not self._deferring:
+                self.commit()  # deferred changes before it too: durable sooner is never wrong
 
     def load(self) -> tuple[list[AcceptorState], list[Lease]]:
         acceptors = {
@@ -285,4 +328,7 @@ class SQLiteStore:
         self._tx([("DELETE FROM image_status WHERE ref = ? AND acceptor = ?", (ref, acceptor))])
 
     def close(self) -> None:
-        self._db.close()
+        try:
+            self.commit()  # changes whose answers wait for it: earlier is never wrong
+        finally:
+            self._db.close()

@@ -399,13 +399,15 @@ class HeartbeatResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class WatchRequest(_message.Message):
-    __slots__ = ("name",)
+    __slots__ = ("name", "batches")
     NAME_FIELD_NUMBER: _ClassVar[int]
+    BATCHES_FIELD_NUMBER: _ClassVar[int]
     name: str
-    def __init__(self, name: _Optional[str] = ...) -> None: ...
+    batches: bool
+    def __init__(self, name: _Optional[str] = ..., batches: _Optional[bool] = ...) -> None: ...
 
 class Assignment(_message.Message):
-    __slots__ = ("kind", "lease", "image")
+    __slots__ = ("kind", "lease", "image", "then")
     class Kind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         GRANTED: _ClassVar[Assignment.Kind]
@@ -421,7 +423,9 @@ class Assignment(_message.Message):
     KIND_FIELD_NUMBER: _ClassVar[int]
     LEASE_FIELD_NUMBER: _ClassVar[int]
     IMAGE_FIELD_NUMBER: _ClassVar[int]
+    THEN_FIELD_NUMBER: _ClassVar[int]
     kind: Assignment.Kind
     lease: Lease
     image: str
-    def __init__(self, kind: _Optional[_Union[Assignment.Kind, str]] = ..., lease: _Optional[_Union[Lease, _Mapping]] = ..., image: _Optional[str] = ...) -> None: ...
+    then: _containers.RepeatedCompositeFieldContainer[Assignment]
+    def __init__(self, kind: _Optional[_Union[Assignment.Kind, str]] = ..., lease: _Optional[_Union[Lease, _Mapping]] = ..., image: _Optional[str] = ..., then: _Optional[_Iterable[_Union[Assignment, _Mapping]]] = ...) -> None: ...

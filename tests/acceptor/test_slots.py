@@ -37,6 +37,7 @@ def test_prepare_reconcile_teardown(tmp_path: Path) -> None:
     assert record.stat().st_mode & 0o777 == 0o600
     slots.reconcile([lease("l-2"), lease("l-3")])
     assert slots.active() == ["l-2", "l-3"]
+    assert slots._on_disk() == ["l-2"]  # l-3's slot waits for its first connection
     slots.teardown("l-2")
     assert slots.active() == ["l-3"]
     with pytest.raises(ValueError, match="refusing lease id"):
@@ -71,10 +72,9 @@ def test_cpu_backend_devices() -> None:
 
 def test_a_connection_may_come_before_its_grant(tmp_path: Path) -> None:
     slots = Slots(str(tmp_path))
-    late = threading.Timer(0.2, slots.prepare, [lease("l-late")])
+    late = threading.Timer(0.2, slots.grant, [lease("l-late")])
     late.start()
     assert slots.credential("l-late", wait=30) == "secret"  # waited for the grant
-    assert (slots.root / "l-late" / "home").is_dir()  # which a worker started now needs
     assert slots.credential("l-never", wait=0.1) is None
     assert slots.credential("../etc", wait=5) is None
 
@@ -115,17 +115,34 @@ def test_a_process_worker_starts_on_the_lease_s_first_connection(tmp_path: Path)
     assert not slot.exists() and not worker.alive()
 
 
-def test_a_grant_revoked_before_it_was_applied_makes_no_slot(tmp_path: Path) -> None:
+def test_a_grant_makes_no_slot_until_the_lease_s_first_connection(tmp_path: Path) -> None:
     slots = Slots(str(tmp_path), CpuBackend(2, 1024))
-    slots.revoking("l-gone")  # the pool's revocation came in while the grant waited its turn
-    slots.prepare(lease("l-gone"))
-    assert slots.active() == [] and slots.workers == {}
-    slots.teardown("l-gone")
-    assert slots.revoked == set()
-    slots.prepare(lease("l-gone"))  # the book is clean: a grant (say, restored) applies again
-    assert slots.active() == ["l-gone"]
-    slots.teardown("l-gone")
-    assert slots.active() == []
+    assert slots.grant(lease("l-1")) is False  # process mode: nothing to make now
+    assert list(slots.root.iterdir()) == [] and slots.active() == ["l-1"]
+    assert slots.credential("l-1") == "secret"  # the data plane authenticates from memory
+    ours, theirs = socket.socketpair()
+    try:
+        slots.hand_over("l-1", theirs)  # the first connection makes the slot and the worker
+        assert slots.record("l-1") is not None and slots.workers["l-1"].alive()
+        assert slots.revoke("l-1") is False  # a slot on disk: its teardown must follow
+        assert slots.credential("l-1") == "secret"  # until the teardown, from its record
+        slots.teardown("l-1")
+    finally:
+        ours.close()
+        theirs.close()
+    assert slots.active() == [] and slots.credential("l-1") is None
+
+
+def test_a_grant_revoked_before_its_slot_was_made_makes_none(tmp_path: Path) -> None:
+    slots = Slots(str(tmp_path), CpuBackend(2, 1024))
+    container = pb.Lease(id="l-c", device_ids=["cpu0"], credential="c", image="alpine")
+    assert slots.grant(container) is True  # a container worker's slot is made at once...
+    assert slots.revoke("l-c") is True  # ...but the revocation came before that turn
+    slots.make("l-c")
+    assert slots.active() == [] and slots.workers == {} and list(slots.root.iterdir()) == []
+    with pytest.raises(LeaseNotFoundError):
+        slots.hand_over("l-c", socket.socket())  # a late connection makes nothing either
+    assert list(slots.root.iterdir()) == []
 
 
 class Told:

@@ -1,0 +1,176 @@
+"""Group commit (docs/store.md): the SQLite store's deferred changes, one commit per loop turn,
+and lease-stream answers that wait for it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+from pathlib import Path
+from typing import ContextManager
+
+import pytest
+
+from radium.errors import AlreadyExistsError, RadiumError, StoreUnavailableError
+from radium.pool.commits import Committed, GroupCommit
+from radium.pool.leasing import Leasing
+from radium.pool.model import Lease
+from radium.pool.service import Pool
+from radium.pool.store import SQLiteStore
+from radium.proto import pool_pb2 as pb
+from tests.pool.test_leasing import open_stream
+from tests.pool.test_queues import pool
+
+
+def lease(lease_id: str) -> Lease:
+    return Lease(lease_id, "a", "127.0.0.1:1", {"gpu0": 1}, 0.1, "h", "default", "c", 60, 60, 0)
+
+
+def committed_ids(db: Path) -> list[str]:
+    """What another process would find in the database: committed rows only."""
+    with sqlite3.connect(db) as other:
+        return sorted(row[0] for row in other.execute("SELECT id FROM leases"))
+
+
+def test_deferred_changes_commit_together_and_only_on_commit(tmp_path: Path) -> None:
+    db = tmp_path / "pool.db"
+    store = SQLiteStore(str(db))
+    opened: list[int] = []
+    store.on_open = lambda: opened.append(1)
+    with store.deferring():
+        store.add_lease(lease("l-1"))
+        store.add_lease(lease("l-2"))
+        with pytest.raises(AlreadyExistsError):  # a failed change undoes itself alone
+            store.add_lease(lease("l-1"))
+    assert opened == [1] and committed_ids(db) == []
+    store.commit()
+    assert committed_ids(db) == ["l-1", "l-2"]
+    with store.deferring():
+        store.add_lease(lease("l-3"))
+    store.add_lease(lease("l-4"))  # a change that commits takes the deferred ones with it
+    assert committed_ids(db) == ["l-1", "l-2", "l-3", "l-4"]
+    with store.deferring():
+        store.add_lease(lease("l-5"))
+    store.close()  # and so does closing
+    assert committed_ids(db) == ["l-1", "l-2", "l-3", "l-4", "l-5"]
+
+
+def test_the_changes_of_one_turn_share_the_commit_of_the_next(tmp_path: Path) -> None:
+    db = tmp_path / "pool.db"
+    store = SQLiteStore(str(db))
+    told: list[tuple[str, RadiumError | None, list[str]]] = []
+
+    async def run() -> None:
+        commits = GroupCommit(store, failed=lambda error: pytest.fail(str(error)))
+        for name in ("a", "b"):  # two calls answered in the same turn
+            with commits.deferred():
+                store.add_lease(lease(f"l-{name}"))
+            commits.when_committed(
+                lambda error, name=name: told.append((name, error, committed_ids(db)))
+            )
+        assert told == [] and committed_ids(db) == []
+        await asyncio.sleep(0)
+        assert told == [("a", None, ["l-a", "l-b"]), ("b", None, ["l-a", "l-b"])]
+        commits.when_committed(lambda error: told.append(("c", error, [])))  # nothing pending
+        assert told[-1] == ("c", None, [])
+
+    asyncio.run(run())
+
+
+class FullDisk(SQLiteStore):
+    """A database whose disk fills up once ``full`` is set: its commits fail."""
+
+    full = False
+
+    def commit(self) -> None:
+        if self.full and self._db.in_transaction:
+            self._db.execute("ROLLBACK")
+            raise StoreUnavailableError("the pool's database did not commit: disk is full")
+        super().commit()
+
+
+def test_a_failed_commit_fails_the_answers_waiting_for_it_and_stops_the_pool(
+    tmp_path: Path,
+) -> None:
+    stopped: list[StoreUnavailableError] = []
+
+    async def run() -> list[pb.LeaseReply]:
+        store = FullDisk(str(tmp_path / "pool.db"))
+        state = pool(gpus=1, store=store)
+        store.full = True
+        commits = GroupCommit(store, stopped.append)
+        leasing = Leasing(Pool(state, clock=lambda: 1.0, commits=commits))
+        sent, replies = open_stream(leasing)
+        sent.put_nowait(pb.LeaseCall(id=1, allocate=pb.AllocateRequest(gpus=1, holder="x")))
+        sent.put_nowait(pb.LeaseCall(id=2, keep_alive=pb.LeaseRef(lease_id="l-none")))
+        answers = [await replies.__anext__(), await replies.__anext__()]
+        await replies.aclose()
+        return answers
+
+    granted, refused = asyncio.run(run())
+    assert granted.id == 1 and granted.WhichOneof("result") == "error"  # not told of a lease
+    assert "did not commit" in granted.error.message
+    assert refused.id == 2 and refused.WhichOneof("result") == "error"
+    assert len(stopped) == 1
+
+
+def test_a_stream_answers_only_what_is_committed(tmp_path: Path) -> None:
+    db = tmp_path / "pool.db"
+
+    async def run() -> tuple[list[pb.LeaseReply], list[list[str]]]:
+        state = pool(gpus=2, store=SQLiteStore(str(db)))
+        commits = GroupCommit(state.store, lambda error: pytest.fail(str(error)))
+        leasing = Leasing(Pool(state, clock=lambda: 1.0, commits=commits))
+        sent, replies = open_stream(leasing)
+        for n in (1, 2):
+            sent.put_nowait(pb.LeaseCall(id=n, allocate=pb.AllocateRequest(gpus=1, holder="x")))
+        answers, seen = [], []
+        for _ in (1, 2):
+            answers.append(await replies.__anext__())
+            seen.append(committed_ids(db))  # as the client is told
+        await replies.aclose()
+        return answers, seen
+
+    answers, seen = asyncio.run(run())
+    assert [a.id for a in answers] == [1, 2]  # in the order asked
+    for answer, rows in zip(answers, seen):
+        assert answer.lease.id in rows
+
+
+class HeldCommits:
+    """Commits that happen when the test says so."""
+
+    def __init__(self) -> None:
+        self.waiting: list[Committed] = []
+
+    def deferred(self) -> ContextManager[None]:
+        return contextlib.nullcontext()
+
+    def when_committed(self, then: Committed) -> None:
+        self.waiting.append(then)
+
+    def commit(self) -> None:
+        waiting, self.waiting = self.waiting, []
+        for then in waiting:
+            then(None)
+
+
+def test_a_stream_s_answers_wait_for_the_commit() -> None:
+    async def run() -> None:
+        commits = HeldCommits()
+        leasing = Leasing(Pool(pool(gpus=2), clock=lambda: 1.0, commits=commits))
+        sent, replies = open_stream(leasing)
+        sent.put_nowait(pb.LeaseCall(id=1, allocate=pb.AllocateRequest(gpus=1, holder="x")))
+        first = asyncio.ensure_future(replies.__anext__())
+        await asyncio.sleep(0.05)
+        assert not first.done() and len(commits.waiting) == 1
+        commits.commit()
+        assert (await first).lease.holder == "x"
+        unary = asyncio.ensure_future(leasing.release_durably((await first).lease.id))
+        await asyncio.sleep(0.05)
+        assert not unary.done()  # a unary call's answer waits too
+        commits.commit()
+        assert (await unary).released
+        await replies.aclose()
+
+    asyncio.run(run())

@@ -1,0 +1,35 @@
+"""An acceptor's watch stream: one message per turn of the pool's loop when it takes batches."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from radium.pool.model import Request
+from radium.pool.service import AcceptorService, Pool
+from radium.proto import pool_pb2 as pb
+from tests.pool.test_queues import pool
+
+
+@pytest.mark.parametrize("batches", [True, False])
+def test_assignments_queued_in_one_turn_go_in_one_message_if_asked(batches: bool) -> None:
+    async def run() -> list[pb.Assignment]:
+        served = Pool(pool(gpus=4), clock=lambda: 1.0)
+        request = pb.WatchRequest(name="a", batches=batches)
+        watch = AcceptorService(served, 1.0).Watch(request, None)
+        first = asyncio.ensure_future(watch.__anext__())
+        await asyncio.sleep(0)  # it waits for the pool's first news
+        granted = [served.grant(Request(gpus=1, holder="h")) for _ in range(3)]
+        served.ended(served.state.end(granted[:1], "released", 1.0))
+        messages = [await first]
+        while sum(1 + len(m.then) for m in messages) < 4:
+            messages.append(await watch.__anext__())
+        await watch.aclose()
+        return messages
+
+    messages = asyncio.run(run())
+    told = [(a.kind, a.lease.id) for m in messages for a in (m, *m.then)]
+    assert len(told) == 4 and len(messages) == (1 if batches else 4)
+    assert [kind for kind, _ in told] == [pb.Assignment.GRANTED] * 3 + [pb.Assignment.REVOKED]
+    assert told[0][1] == told[3][1]  # in the order the pool told them

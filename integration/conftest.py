@@ -13,8 +13,9 @@ from integration.containerd import Containerd
 from integration.dockerd import Dockerd
 from integration.host import need, need_root
 from integration.netns import Network
-from integration.pool import PoolCluster
+from integration.pool import PoolCluster, bridged_pool
 from integration.radium_env import RadiumEnv, make_env
+from tests.etcd_server import EtcdCluster, EtcdMember
 
 
 @pytest.fixture(scope="session")
@@ -103,20 +104,26 @@ def network() -> Iterator[Network]:
         net.close()
 
 
+@pytest.fixture(scope="module", params=["sqlite", "etcd"])
+def pool_store(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[list[str] | None]:
+    """The store of a module's pool: SQLite, then a real 3-member etcd cluster (its endpoints),
+    for the modules whose tests must pass on both (docs/store.md)."""
+    if request.param == "sqlite":
+        yield None
+        return
+    root = tmp_path_factory.mktemp("etcd")
+    etcd = EtcdCluster([EtcdMember(f"m{n}", root / f"m{n}") for n in range(3)])
+    try:
+        etcd.start()
+        yield etcd.endpoints
+    finally:
+        etcd.stop()
+
+
 @pytest.fixture(scope="module")
 def cluster(network: Network, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PoolCluster]:
-    """A pool on the bridge and two CPU acceptors, each in its own network namespace: other
-    hosts, so the control plane runs over mutual TLS."""
-    need("ip", "iproute2")
-    pool = PoolCluster(tmp_path_factory.mktemp("pool"), host=network.gateway, tls=True)
-    try:
-        pool.start_pool()
-        for name in ("rdm-acc-a", "rdm-acc-b"):
-            address = network.add_host(name)
-            pool.start_acceptor(
-                name, prefix=network.exec_prefix(name), data_address=f"{address}:7401"
-            )
-        pool.wait_up("rdm-acc-a", "rdm-acc-b")
+    """:func:`bridged_pool` on SQLite."""
+    with bridged_pool(network, tmp_path_factory.mktemp("pool")) as pool:
         yield pool
-    finally:
-        pool.stop()

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Iterator
 
-from integration.host import log_tail
+from integration.host import log_tail, need
+from integration.netns import Network
 from radium import certs
 from radium.config import TlsConfig
 from radium.errors import CapacityError, RadiumError, UnavailableError
@@ -269,3 +272,24 @@ class PoolCluster:
     def stop(self) -> None:
         for service in [*self.acceptors.values(), *self.replicas]:
             service.kill(signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def bridged_pool(
+    network: Network, root: Path, etcd: list[str] | None = None
+) -> Iterator[PoolCluster]:
+    """A pool on the bridge and two CPU acceptors, each in its own network namespace: other
+    hosts, so the control plane runs over mutual TLS."""
+    need("ip", "iproute2")
+    pool = PoolCluster(root, host=network.gateway, tls=True, etcd=etcd)
+    try:
+        pool.start_pool()
+        for name in ("rdm-acc-a", "rdm-acc-b"):
+            address = network.hosts.get(name) or network.add_host(name)  # a module's 2nd pool
+            pool.start_acceptor(
+                name, prefix=network.exec_prefix(name), data_address=f"{address}:7401"
+            )
+        pool.wait_up("rdm-acc-a", "rdm-acc-b")
+        yield pool
+    finally:
+        pool.stop()

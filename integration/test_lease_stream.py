@@ -26,9 +26,11 @@ from radium.proto import pool_pb2_grpc as pb_grpc
 
 
 @pytest.fixture(scope="module")
-def pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PoolCluster]:
-    """A pool (tokens) and one acceptor of two devices."""
-    cluster = PoolCluster(tmp_path_factory.mktemp("stream"), lease_ttl=30)
+def pool(
+    pool_store: list[str] | None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[PoolCluster]:
+    """A pool (tokens) on each store in turn, and one acceptor of two devices."""
+    cluster = PoolCluster(tmp_path_factory.mktemp("stream"), lease_ttl=30, etcd=pool_store)
     try:
         cluster.start_pool()
         cluster.start_acceptor("acc", devices=2)

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,11 +29,13 @@ IMAGE = "radium-test/bookworm:leases"
 
 @pytest.fixture(scope="module")
 def leasing(
-    radium: RadiumEnv, tmp_path_factory: pytest.TempPathFactory
+    radium: RadiumEnv, pool_store: list[str] | None, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[PoolCluster, Path]]:
-    """A pool with one 2-device CPU acceptor, and a Radium config whose hook leases from it."""
+    """A pool on each store in turn with one 2-device CPU acceptor, and a Radium config whose
+    hook leases from it."""
     root = tmp_path_factory.mktemp("leasing")
-    cluster = PoolCluster(root, lease_ttl=3)
+    # On etcd, two replicas: the failover test kills the leader.
+    cluster = PoolCluster(root, lease_ttl=3, etcd=pool_store, replicas=2 if pool_store else 1)
     cluster.start_pool()
     cluster.start_acceptor("leases-acc", devices=2)
     cluster.wait_up("leases-acc")
@@ -380,6 +383,61 @@ def test_300_containers_killed_leave_no_lease_and_no_process(
     # A process still exiting is a race; one still there after this long is a leak.
     wait_until(lambda: not any(map(running, inits)), 30, "every container's init to be gone")
     wait_until(lambda: not shims(leasing_dockerd), 60, "every container's shim to exit")
+
+
+def test_containers_starting_as_the_pool_fails_over_start_or_fail_with_one_line(
+    leasing: tuple[PoolCluster, Path], leasing_dockerd: Dockerd
+) -> None:
+    """SIGKILL the leading pool while containers start: on etcd the standby takes over, on
+    SQLite the pool is restarted. Each start either succeeds or fails with one line naming the
+    pool; every lease comes back, none is granted twice, and starts succeed again after."""
+    cluster, _ = leasing
+    results: list[subprocess.CompletedProcess[str]] = []
+
+    def start_some() -> None:
+        for _ in range(5):
+            results.append(
+                radium_run(
+                    leasing_dockerd, "RADIUM_FRACTION=0.05", "--rm", IMAGE, "true", check=False
+                )
+            )
+
+    starters = [threading.Thread(target=start_some) for _ in range(3)]
+    for thread in starters:
+        thread.start()
+    try:
+        time.sleep(1.5)  # containers are starting
+        old = cluster.leader()
+        old.kill()
+        if len(cluster.replicas) == 1:  # SQLite: the pool comes back on the same address
+            old.start()
+        probe, took = cluster.allocate_until_granted()
+        print(f"\nfirst grant {took:.2f}s after the leader's SIGKILL")
+        client = cluster.client()
+        status = client.status()
+        assert all(d.allocated_fraction <= 1 + 1e-9 for d in status.devices)  # none twice
+        client.release(probe.id)
+    finally:
+        for thread in starters:
+            thread.join(timeout=120)
+    if len(cluster.replicas) > 1:
+        old.start()  # back, as a standby
+        cluster.wait_standing_by(old)
+    assert len(results) == 15
+    failed = [r for r in results if r.returncode != 0]
+    for result in failed:
+        assert "Traceback" not in result.stderr, result.stderr
+        lines = [line for line in result.stderr.splitlines() if "radium" in line]
+        assert len(lines) == 1 and "pool" in lines[0], result.stderr
+    said = next((line for r in failed for line in r.stderr.splitlines() if "radium" in line), "")
+    print(f"{len(results) - len(failed)} of {len(results)} starts succeeded across the failover")
+    print(f"a failed start said: {said}")
+    assert (
+        radium_run(leasing_dockerd, "RADIUM_FRACTION=0.05", "--rm", IMAGE, "true").returncode == 0
+    )
+    wait_until(
+        lambda: not any(h.startswith("testnode/") for h in holders(cluster)), 30, "every lease back"
+    )
 
 
 def test_garbage_on_the_agent_socket(

@@ -11,16 +11,19 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
 import pytest
 
+from integration.netns import Network
 from integration.pool import (
     ACCEPTOR_TOKEN,
     AGENT_TOKEN,
     PoolCluster,
     Service,
+    bridged_pool,
     wait_until,
 )
 from radium import certs, rpc
@@ -36,6 +39,15 @@ from radium.poolclient import PoolClient
 from radium.proto import pool_pb2 as pb
 from radium.proto import pool_pb2_grpc as pb_grpc
 from radium.shim.agent.broker import dial
+
+
+@pytest.fixture(scope="module")
+def cluster(
+    network: Network, pool_store: list[str] | None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[PoolCluster]:
+    """The bridged pool, on each store in turn: every test here runs on SQLite and on etcd."""
+    with bridged_pool(network, tmp_path_factory.mktemp("pool"), pool_store) as pool:
+        yield pool
 
 
 def test_acceptors_register_across_veth(cluster: PoolCluster) -> None:
@@ -211,7 +223,8 @@ def test_dead_acceptor_is_marked_down_and_its_leases_revoked(cluster: PoolCluste
     client = cluster.client()
     lease = client.allocate(gpus=1, selector={"acceptor": "rdm-acc-b"}, holder="on-b", ttl=60)
     slot = cluster.root / "rdm-acc-b" / "slots" / lease.id
-    wait_until(slot.exists, 10, "the acceptor to prepare the lease's slot")
+    dial(lease.data_address, lease.id, lease.credential).close()  # its first call makes a slot
+    wait_until(slot.exists, 10, "the acceptor to make the lease's slot")
     cluster.acceptors["rdm-acc-b"].kill(signal.SIGKILL)
     cluster.wait_up("rdm-acc-b", up=False, timeout=10)
     assert {le.id: le.state for le in client.leases(all_=True)}[lease.id] == "revoked"

@@ -14,6 +14,8 @@ import pytest
 from integration.pool import PoolCluster, Service
 from radium.errors import CapacityError, RadiumError, UnavailableError
 from radium.proto import pool_pb2 as pb
+from radium.shim.agent.broker import dial
+from radium_interposer.client import Connection
 from tests.etcd_server import EtcdCluster, EtcdMember
 
 DEVICES = 8
@@ -106,9 +108,16 @@ def test_the_leader_is_killed_under_load(pool: PoolCluster) -> None:
     client.close()
 
 
+def ping(connection: Connection) -> None:
+    """One call to the lease's worker and its answer (the data plane works)."""
+    assert connection.request({"op": "ping"}) is not None
+
+
 def test_etcd_loses_a_member_then_its_quorum(pool: PoolCluster, etcd: EtcdCluster) -> None:
     client = pool.client()
     kept = client.allocate(gpus=1, holder="kept")
+    running = Connection(dial(kept.data_address, kept.id, kept.credential))  # a running app's
+    ping(running)
     first, second, third = etcd.members
     first.kill()
     lease, _ = pool.allocate_until_granted()  # one member down: the pool serves on
@@ -125,6 +134,9 @@ def test_etcd_loses_a_member_then_its_quorum(pool: PoolCluster, etcd: EtcdCluste
     print(f"no quorum: first refusal after {refused_after:.2f}s: {line}")
     assert isinstance(caught.value, UnavailableError), line
     assert "\n" not in line
+    time.sleep(2)  # the leader has stepped down; the acceptor has lost its pool
+    ping(running)  # without quorum, a running lease's data plane works on...
+    ping(Connection(dial(kept.data_address, kept.id, kept.credential)))  # ...and takes new ones
 
     for member in (first, second):
         member.start(etcd.initial_cluster, state="existing")
@@ -144,6 +156,7 @@ def test_etcd_loses_a_member_then_its_quorum(pool: PoolCluster, etcd: EtcdCluste
             time.sleep(0.05)
     assert kept.id in listed
     assert all(r.alive() for r in pool.replicas), "nothing was restarted"
+    ping(running)
     for done in (lease, kept):
         client.release(done.id)
     client.close()

@@ -12,6 +12,7 @@ import logging
 import os
 import signal
 import socket
+import time
 from typing import Any, Callable
 
 import grpc
@@ -32,8 +33,11 @@ from radium.proto import pool_pb2 as pb
 from radium.proto import pool_pb2_grpc as pb_grpc
 
 log = logging.getLogger(__name__)
-#: Reconnecting: from a tenth of a second, slowly up (a pool replica takes over in 1-2 s).
+#: Reconnecting: every tenth of a second for the first seconds of an outage (a pool replica
+#: takes over in 1-2 s, and a lease is granted on an acceptor only once it registered with the
+#: new leader), then slowly up.
 FIRST_BACKOFF = 0.1
+FAILOVER_WINDOW = 3.0
 MAX_BACKOFF = 5.0
 
 
@@ -150,6 +154,7 @@ class Acceptor:
 
     async def run(self, stop: asyncio.Event) -> None:
         backoff = FIRST_BACKOFF
+        outage_began: float | None = None
         async with rpc.aio_channel(self.config.pool, self.config.tls) as channel:
             stub = pb_grpc.AcceptorsStub(channel)
             while not stop.is_set():
@@ -161,20 +166,24 @@ class Acceptor:
                 if stop.is_set():
                     session.cancel()
                     break
-                if self.registrations > registrations:  # it had served: a new outage
-                    backoff = FIRST_BACKOFF
+                now = time.monotonic()
+                if self.registrations > registrations or outage_began is None:  # a new outage
+                    backoff, outage_began, level = FIRST_BACKOFF, now, logging.WARNING
+                elif now - outage_began < FAILOVER_WINDOW:  # said once already
+                    backoff, level = FIRST_BACKOFF, logging.DEBUG
+                else:
+                    backoff, level = min(backoff * 1.3, MAX_BACKOFF), logging.WARNING
                 try:
                     session.result()
                 except grpc.RpcError as exc:
                     service = f"pool at {self.config.pool}"
                     error = rpc.from_rpc_error(exc, service, self.config.tls.enabled)
-                    level = logging.ERROR if isinstance(error, AuthError) else logging.WARNING
+                    level = logging.ERROR if isinstance(error, AuthError) else level
                     log.log(level, "%s; retrying in %.1fs", error.one_line(), backoff)
                 except RadiumError as exc:
-                    log.warning("%s; retrying in %.1fs", exc.one_line(), backoff)
+                    log.log(level, "%s; retrying in %.1fs", exc.one_line(), backoff)
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(stop.wait(), timeout=backoff)
-                backoff = min(backoff * 1.3, MAX_BACKOFF)
 
 
 def confinement(config: AcceptorConfig) -> Sandbox | None:

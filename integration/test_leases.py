@@ -389,8 +389,8 @@ def test_containers_starting_as_the_pool_fails_over_start_or_fail_with_one_line(
     leasing: tuple[PoolCluster, Path], leasing_dockerd: Dockerd
 ) -> None:
     """SIGKILL the leading pool while containers start: on etcd the standby takes over, on
-    SQLite the pool is restarted. Each start either succeeds or fails with one line naming the
-    pool; every lease comes back, none is granted twice, and starts succeed again after."""
+    SQLite the pool is restarted. Each start either succeeds or fails with one line saying why;
+    every lease comes back, none is granted twice, and starts succeed again after."""
     cluster, _ = leasing
     results: list[subprocess.CompletedProcess[str]] = []
 
@@ -428,7 +428,9 @@ def test_containers_starting_as_the_pool_fails_over_start_or_fail_with_one_line(
     for result in failed:
         assert "Traceback" not in result.stderr, result.stderr
         lines = [line for line in result.stderr.splitlines() if "radium" in line]
-        assert len(lines) == 1 and "pool" in lines[0], result.stderr
+        assert len(lines) == 1, result.stderr
+        # The pool was unreachable, or it was back before the acceptor had registered again.
+        assert "pool" in lines[0] or "no matching acceptor is up" in lines[0], result.stderr
     said = next((line for r in failed for line in r.stderr.splitlines() if "radium" in line), "")
     print(f"{len(results) - len(failed)} of {len(results)} starts succeeded across the failover")
     print(f"a failed start said: {said}")

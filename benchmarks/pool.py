@@ -38,7 +38,7 @@ from radium import rpc
 from radium.leasestream import LeaseStream
 from radium.proto import pool_pb2 as pb
 from radium.proto import pool_pb2_grpc as pb_grpc
-from tests.etcd_server import EtcdCluster, EtcdMember
+from tests import etcd_server
 
 
 async def clients(
@@ -142,7 +142,7 @@ def failovers(cluster: PoolCluster, trials: int) -> list[float]:
 def run(store: str, args: argparse.Namespace, root: Path) -> tuple[list[str], list[float]]:
     etcd = None
     if store == "etcd":
-        etcd = EtcdCluster([EtcdMember(f"m{n}", root / f"m{n}", fsync=True) for n in range(3)])
+        etcd = etcd_server.three(root, fsync=True)
         etcd.start()
     (root / store).mkdir()
     cluster = PoolCluster(

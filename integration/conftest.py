@@ -15,7 +15,7 @@ from integration.host import need, need_root
 from integration.netns import Network
 from integration.pool import PoolCluster, bridged_pool
 from integration.radium_env import RadiumEnv, make_env
-from tests.etcd_server import EtcdCluster, EtcdMember
+from tests.etcd_server import three
 
 
 @pytest.fixture(scope="session")
@@ -114,7 +114,7 @@ def pool_store(
         yield None
         return
     root = tmp_path_factory.mktemp("etcd")
-    etcd = EtcdCluster([EtcdMember(f"m{n}", root / f"m{n}") for n in range(3)])
+    etcd = three(root)
     try:
         etcd.start()
         yield etcd.endpoints

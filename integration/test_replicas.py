@@ -16,7 +16,7 @@ from radium.errors import CapacityError, RadiumError, UnavailableError
 from radium.proto import pool_pb2 as pb
 from radium.shim.agent.broker import dial
 from radium_interposer.client import Connection
-from tests.etcd_server import EtcdCluster, EtcdMember
+from tests.etcd_server import EtcdCluster, three
 
 DEVICES = 8
 
@@ -24,7 +24,7 @@ DEVICES = 8
 @pytest.fixture(scope="module")
 def etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdCluster]:
     root = tmp_path_factory.mktemp("etcd")
-    cluster = EtcdCluster([EtcdMember(f"m{n}", root / f"m{n}") for n in range(3)])
+    cluster = three(root)
     try:
         cluster.start()
         yield cluster
@@ -136,7 +136,9 @@ def test_etcd_loses_a_member_then_its_quorum(pool: PoolCluster, etcd: EtcdCluste
     assert "\n" not in line
     time.sleep(2)  # the leader has stepped down; the acceptor has lost its pool
     ping(running)  # without quorum, a running lease's data plane works on...
-    ping(Connection(dial(kept.data_address, kept.id, kept.credential)))  # ...and takes new ones
+    fresh = Connection(dial(kept.data_address, kept.id, kept.credential))
+    ping(fresh)  # ...and takes new ones
+    fresh.sock.close()
 
     for member in (first, second):
         member.start(etcd.initial_cluster, state="existing")
@@ -157,6 +159,7 @@ def test_etcd_loses_a_member_then_its_quorum(pool: PoolCluster, etcd: EtcdCluste
     assert kept.id in listed
     assert all(r.alive() for r in pool.replicas), "nothing was restarted"
     ping(running)
+    running.sock.close()
     for done in (lease, kept):
         client.release(done.id)
     client.close()

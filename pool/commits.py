@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Callable, ContextManager, Iterator, Protocol
+from typing import Callable, ContextManager, Protocol
 
 from radium.errors import RadiumError, StoreUnavailableError
 
@@ -75,10 +75,8 @@ class GroupCommit:
         self.waiting: list[Committed] | None = None
         store.on_open = self._opened
 
-    @contextlib.contextmanager
-    def deferred(self) -> Iterator[None]:
-        with self.store.deferring():
-            yield
+    def deferred(self) -> ContextManager[None]:
+        return self.store.deferring()
 
     def when_committed(self, then: Committed) -> None:
         if self.waiting is None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any, AsyncIterator
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, TypeVar
 
 from radium import rpc
 from radium.errors import CapacityError, InvalidRequestError, RadiumError
@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # service.py imports this module
     from radium.pool.service import Pool
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 #: Longest holder, queue or acceptor name (a DNS name's length).
 NAME_LIMIT = 253
 
@@ -79,12 +80,16 @@ class Leasing:
             self._observe(error, wanted, began)
 
     async def allocate(self, request: pb.AllocateRequest) -> pb.Lease:
+        lease = await self.durably(lambda: self.allocate_now(request))
+        return lease if lease is not None else await self.allocate_waiting(request)
+
+    async def durably(self, change: Callable[[], T]) -> T:
+        """``change()``'s result once its changes are committed (docs/store.md, group commit):
+        a unary call's answer."""
         with self.pool.commits.deferred():
-            lease = self.allocate_now(request)
-        if lease is None:
-            return await self.allocate_waiting(request)
+            result = change()
         await committed(self.pool.commits)
-        return lease
+        return result
 
     def _observe(self, error: BaseException | None, wanted: Request, began: float) -> None:
         self.pool.observer.allocation(error, wanted.wait > 0, time.perf_counter() - began)
@@ -110,12 +115,6 @@ class Leasing:
         if lease is not None:
             self.pool.ended([lease])
         return pb.ReleaseResponse(released=lease is not None)
-
-    async def release_durably(self, lease_id: str) -> pb.ReleaseResponse:
-        with self.pool.commits.deferred():
-            released = self.release(lease_id)
-        await committed(self.pool.commits)
-        return released
 
     async def stream(
         self, calls: AsyncIterator[pb.LeaseCall], context: Any

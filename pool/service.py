@@ -197,7 +197,7 @@ class PoolService(pb_grpc.PoolServicer):
 
     async def Release(self, request: pb.LeaseRef, context: Context) -> pb.ReleaseResponse:
         try:
-            return await self.leasing.release_durably(request.lease_id)
+            return await self.leasing.durably(lambda: self.leasing.release(request.lease_id))
         except RadiumError as exc:
             await rpc.abort(context, exc)
 

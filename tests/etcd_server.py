@@ -113,3 +113,8 @@ class EtcdCluster:
 
 def single(root: Path) -> EtcdCluster:
     return EtcdCluster([EtcdMember("solo", root / "etcd-solo")])
+
+
+def three(root: Path, fsync: bool = False) -> EtcdCluster:
+    """Three members on loopback: a cluster that outlives one of them."""
+    return EtcdCluster([EtcdMember(f"m{n}", root / f"m{n}", fsync=fsync) for n in range(3)])

@@ -14,16 +14,12 @@ import pytest
 from radium.errors import AlreadyExistsError, RadiumError, StoreUnavailableError
 from radium.pool.commits import Committed, GroupCommit
 from radium.pool.leasing import Leasing
-from radium.pool.model import Lease
 from radium.pool.service import Pool
 from radium.pool.store import SQLiteStore
 from radium.proto import pool_pb2 as pb
 from tests.pool.test_leasing import open_stream
 from tests.pool.test_queues import pool
-
-
-def lease(lease_id: str) -> Lease:
-    return Lease(lease_id, "a", "127.0.0.1:1", {"gpu0": 1}, 0.1, "h", "default", "c", 60, 60, 0)
+from tests.pool.test_store_contract import lease
 
 
 def committed_ids(db: Path) -> list[str]:
@@ -166,7 +162,8 @@ def test_a_stream_s_answers_wait_for_the_commit() -> None:
         assert not first.done() and len(commits.waiting) == 1
         commits.commit()
         assert (await first).lease.holder == "x"
-        unary = asyncio.ensure_future(leasing.release_durably((await first).lease.id))
+        lease_id = (await first).lease.id
+        unary = asyncio.ensure_future(leasing.durably(lambda: leasing.release(lease_id)))
         await asyncio.sleep(0.05)
         assert not unary.done()  # a unary call's answer waits too
         commits.commit()

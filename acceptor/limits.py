@@ -11,6 +11,7 @@ GPU shares are the vendor's business (the backend's environment: MPS thread perc
 from __future__ import annotations
 
 import contextlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,7 +52,9 @@ class Cgroups:
             f"run the acceptor where {self.root} is mounted and writable with the memory, cpu "
             "and pids controllers (`ip netns exec` hides it; nsenter --net does not)"
         )
-        dirs = self._dirs("check")
+        # A cgroup of this process's own: two acceptors started together (one host's test
+        # cluster, a unit's restart beside its old self) must not remove each other's.
+        dirs = self._dirs(f"check-{os.getpid()}")
         missing = [c for c in _CAPS if not self.v2 and c not in dirs]
         if not dirs or missing:
             what = f"no {missing[0]} controller" if dirs else "no cgroup hierarchy"

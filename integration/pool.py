@@ -236,6 +236,11 @@ class PoolCluster:
 
         try:
             wait_until(reached, timeout, f"acceptors {names} {'up' if up else 'down'}")
+        except AssertionError as exc:  # say why: the logs of those that did not make it
+            logs = [self.acceptors[n] for n in names if n in self.acceptors]
+            raise AssertionError(
+                "".join([str(exc), *(f"\n--- {a.log}:\n{a.log_tail(10)}" for a in logs)])
+            ) from None
         finally:
             client.close()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -93,6 +94,32 @@ def test_memory_and_cpu_share_are_enforced(limited: tuple[Slots, DataPlane, Cgro
     assert done.stdout.splitlines()[1].startswith("refused"), done.stdout
     slots.teardown("small")
     assert not any(directory.exists() for directory in directories.values())
+
+
+CHECK_TOGETHER = """
+import sys
+from radium.acceptor.limits import Cgroups
+from radium.errors import SandboxError
+for _ in range(300):
+    try:
+        Cgroups().check()
+    except SandboxError as exc:
+        sys.exit(exc.one_line())
+"""
+
+
+def test_acceptors_starting_together_both_pass_the_cgroup_check() -> None:
+    # Two acceptors of one cgroup (a test cluster's, a restart beside the old process) once
+    # shared one probe cgroup: either could remove it under the other, whose check then
+    # failed ('No such file or directory') and the acceptor with it: the likely cause of a CI
+    # run whose two bridged acceptors never came up.
+    need_root()
+    checks = [
+        subprocess.Popen([sys.executable, "-c", CHECK_TOGETHER], stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    failures = [c.communicate(timeout=120)[1].strip() for c in checks]
+    assert [c.returncode for c in checks] == [0, 0], failures
 
 
 def test_a_worker_outlives_the_thread_of_the_connection_that_started_it(tmp_path: Path) -> None:

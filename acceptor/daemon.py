@@ -167,7 +167,8 @@ class Acceptor:
                     session.cancel()
                     break
                 now = time.monotonic()
-                if self.registrations > registrations or outage_began is None:  # a new outage
+                served = self.registrations > registrations
+                if served or outage_began is None:  # a new outage
                     backoff, outage_began, level = FIRST_BACKOFF, now, logging.WARNING
                 elif now - outage_began < FAILOVER_WINDOW:  # said once already
                     backoff, level = FIRST_BACKOFF, logging.DEBUG
@@ -177,7 +178,10 @@ class Acceptor:
                     session.result()
                 except grpc.RpcError as exc:
                     service = f"pool at {self.config.pool}"
-                    error = rpc.from_rpc_error(exc, service, self.config.tls.enabled)
+                    # A session that registered had its certificate accepted: a connection
+                    # closed under it is the pool going away, not a refusal of the certificate.
+                    tls_refusal_possible = self.config.tls.enabled and not served
+                    error = rpc.from_rpc_error(exc, service, tls_refusal_possible)
                     level = logging.ERROR if isinstance(error, AuthError) else level
                     log.log(level, "%s; retrying in %.1fs", error.one_line(), backoff)
                 except RadiumError as exc:

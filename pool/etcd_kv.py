@@ -81,6 +81,10 @@ def _client(endpoint: str, timeout: float, ca: str, cert: str, key: str) -> etcd
         timeout=timeout,
         api_path="/v3/",  # etcd >= 3.4; no discovery round trip
     )
+    # Not the environment's proxies, netrc or CA bundle: etcd is reached directly, with the
+    # [pool.etcd] certificates, and requests scanned the whole environment for them on every
+    # call: a quarter of each transaction's CPU (1.2 -> 0.9 ms in a loop against one etcd).
+    client.session.trust_env = False
     return client
 
 

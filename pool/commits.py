@@ -14,9 +14,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Callable, ContextManager, Protocol
+from typing import Callable, ContextManager, Protocol, runtime_checkable
 
-from radium.errors import RadiumError, StoreUnavailableError
+from radium.errors import RadiumError, UnavailableError
 
 log = logging.getLogger(__name__)
 #: Told None once every change made before it was handed over is committed, or what failed.
@@ -48,7 +48,7 @@ async def committed(commits: Commits) -> None:
 
 
 class Immediate:
-    """Every change commits before it returns (the etcd store: one transaction each)."""
+    """Every change commits before it returns (a store that defers nothing)."""
 
     def deferred(self) -> ContextManager[None]:
         return contextlib.nullcontext()
@@ -57,8 +57,10 @@ class Immediate:
         then(None)
 
 
+@runtime_checkable
 class Deferring(Protocol):
-    """A store that can leave changes open (:class:`radium.pool.store.SQLiteStore`)."""
+    """A store that can leave changes open (:class:`radium.pool.store.SQLiteStore`,
+    :class:`radium.pool.etcd_store.EtcdStore`)."""
 
     on_open: Callable[[], None]
 
@@ -68,7 +70,7 @@ class Deferring(Protocol):
 
 
 class GroupCommit:
-    def __init__(self, store: Deferring, failed: Callable[[StoreUnavailableError], None]) -> None:
+    def __init__(self, store: Deferring, failed: Callable[[UnavailableError], None]) -> None:
         self.store = store
         self.failed = failed
         #: Waiting for the commit the loop's next turn makes; None when nothing is pending.
@@ -91,10 +93,10 @@ class GroupCommit:
 
     def _commit(self) -> None:
         waiting, self.waiting = self.waiting or [], None
-        error: StoreUnavailableError | None = None
+        error: UnavailableError | None = None
         try:
             self.store.commit()
-        except StoreUnavailableError as exc:
+        except UnavailableError as exc:  # the store failed, or (etcd) this replica was deposed
             log.critical("%s", exc.one_line())
             error = exc
         for then in waiting:  # here, not in another turn: the answers go out in this one

@@ -9,12 +9,13 @@ longer change anything, so no device is ever granted twice by two leaders.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import urllib.parse
-from typing import Any, Iterable, Protocol
+from typing import Any, Callable, Iterable, Iterator, Protocol
 
-from radium.errors import AlreadyExistsError, NotLeaderError
+from radium.errors import AlreadyExistsError, NotLeaderError, UnavailableError
 from radium.pool import records
 from radium.pool.etcd_kv import MAX_TXN_OPS, EtcdKV, KeyValue, absent, created_at, delete, put
 from radium.pool.model import AcceptorState, ImageStatus, Lease, Queue
@@ -31,23 +32,79 @@ class Fence(Protocol):
     def lost(self, why: str) -> None: ...
 
 
+def _target(op: dict[str, Any]) -> str:
+    """The (encoded) key an operation writes."""
+    return str(next(iter(op.values()))["key"])
+
+
 def _quoted(*parts: str) -> str:
     return "/".join(urllib.parse.quote(part, safe="") for part in parts)
 
 
 class EtcdStore:
+    """The store in etcd. Each change is a transaction of its own before it returns, except
+    within :meth:`deferring`: there changes wait, one operation per key (the last), for
+    :meth:`commit` to send them in as few transactions as etcd allows (the pool's group
+    commit, :mod:`radium.pool.commits`); the first such change calls ``on_open``."""
+
     def __init__(self, kv: EtcdKV, prefix: str, fence: Fence | None = None) -> None:
         self.kv = kv
         self.prefix = prefix if prefix.endswith("/") else prefix + "/"
         self.fence = fence
+        self.on_open: Callable[[], None] = lambda: None
+        self._deferring = False
+        #: Deferred operations by key: a lease granted and ended in one batch is one delete
+        #: and one put (etcd refuses a transaction that names a key twice).
+        self._pending: dict[str, dict[str, Any]] = {}
+        #: What failed a commit of deferred changes that a later change made (it commits them
+        #: first): the next commit() raises it, so their answers are not told of them.
+        self._failed: UnavailableError | None = None
+
+    @contextlib.contextmanager
+    def deferring(self) -> Iterator[None]:
+        self._deferring = True
+        try:
+            yield
+        finally:
+            self._deferring = False
+
+    def commit(self) -> None:
+        """Send the deferred changes (nothing if none); raise what failed them."""
+        failed, self._failed = self._failed, None
+        if failed is not None:
+            raise failed
+        pending, self._pending = self._pending, {}
+        if pending:
+            self._apply(list(pending.values()))
 
     def _key(self, kind: str, *parts: str) -> str:
         return f"{self.prefix}{kind}/{_quoted(*parts)}"
 
     def _records(self, kind: str) -> list[tuple[KeyValue, dict[str, Any]]]:
+        self._commit_pending()  # a read sees what this replica has changed
         return [(kv, json.loads(kv.value)) for kv in self.kv.range(f"{self.prefix}{kind}/")]
 
+    def _commit_pending(self) -> None:
+        if self._pending:
+            try:
+                self.commit()
+            except UnavailableError as exc:
+                self._failed = exc
+                raise
+
     def _write(self, ops: list[dict[str, Any]], compare: Iterable[dict[str, Any]] = ()) -> None:
+        if self._deferring:
+            # No compare of a new lease's absence here: its id is 64 random bits, and the
+            # leader's memory, fenced, knows every active one.
+            if not self._pending:
+                self.on_open()
+            for op in ops:
+                self._pending[_target(op)] = op
+            return
+        self._commit_pending()  # the changes made before this one go first
+        self._apply(ops, compare)
+
+    def _apply(self, ops: list[dict[str, Any]], compare: Iterable[dict[str, Any]] = ()) -> None:
         """Apply ``ops`` under the fence, in transactions of etcd's size limit (a change that
         needs several, like a restart extending every lease, is idempotent per record)."""
         guard = list(compare)
@@ -158,4 +215,9 @@ class EtcdStore:
         self._write([delete(self._key("image-status", acceptor, ref))])
 
     def close(self) -> None:
-        """Nothing to close: the connection belongs to the replica, which outlives a store."""
+        """Send what is deferred; the connection belongs to the replica, which outlives a
+        store."""
+        try:
+            self.commit()
+        except UnavailableError as exc:  # deposed or cut off: the next leader reloads etcd
+            log.warning("deferred changes not stored: %s", exc.one_line())

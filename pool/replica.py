@@ -12,7 +12,7 @@ import threading
 from typing import Awaitable, Callable
 
 from radium.config import Config
-from radium.errors import StoreUnavailableError
+from radium.errors import UnavailableError
 from radium.pool import leadership
 from radium.pool.etcd_kv import EtcdKV
 from radium.pool.etcd_store import EtcdStore
@@ -54,7 +54,7 @@ async def serve(
             held.start(_notify(loop, lost))
             try:
                 await lead(config, EtcdStore(kv, settings.etcd.prefix, held), stop, ready, lost)
-            except StoreUnavailableError as exc:
+            except UnavailableError as exc:  # etcd failed, or a commit found a new leader
                 log.error("cannot lead: %s", exc.one_line())
             finally:
                 held.resign()

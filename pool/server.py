@@ -17,11 +17,10 @@ from radium.errors import (
     ConfigError,
     InvalidRequestError,
     RadiumError,
-    StoreUnavailableError,
     UnavailableError,
 )
 from radium.pool import heap, queues
-from radium.pool.commits import GroupCommit, Immediate
+from radium.pool.commits import Deferring, GroupCommit, Immediate
 from radium.pool.metrics import PoolMetrics, on_loop
 from radium.pool.model import Queue
 from radium.pool.policies import POLICIES
@@ -98,14 +97,14 @@ async def lead(
     except RadiumError:
         store.close()
         raise
-    broken: list[StoreUnavailableError] = []  # the database failed: memory is ahead of it
+    broken: list[UnavailableError] = []  # a commit failed: memory is ahead of the store
     failed = asyncio.Event()
 
-    def fail(error: StoreUnavailableError) -> None:
+    def fail(error: UnavailableError) -> None:
         broken.append(error)
         failed.set()
 
-    commits = GroupCommit(store, fail) if isinstance(store, SQLiteStore) else Immediate()
+    commits = GroupCommit(store, fail) if isinstance(store, Deferring) else Immediate()
     pool = Pool(state, grace=settings.preempt_grace, commits=commits)
     registry = metrics.new_registry()
     pool.observer = PoolMetrics(pool, registry, on_loop(asyncio.get_running_loop()))

@@ -1,22 +1,33 @@
-"""Group commit (docs/store.md): the SQLite store's deferred changes, one commit per loop turn,
-and lease-stream answers that wait for it."""
+"""Group commit (docs/store.md): a store's deferred changes (SQLite and etcd), one commit per
+loop turn, and lease-stream answers that wait for it."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import sqlite3
 from pathlib import Path
 from typing import ContextManager
 
 import pytest
 
-from radium.errors import AlreadyExistsError, RadiumError, StoreUnavailableError
-from radium.pool.commits import Committed, GroupCommit
+from radium.errors import (
+    AlreadyExistsError,
+    NotLeaderError,
+    RadiumError,
+    StoreUnavailableError,
+)
+from radium.pool.commits import Committed, Deferring, GroupCommit
+from radium.pool.etcd_kv import EtcdKV
+from radium.pool.etcd_store import EtcdStore
 from radium.pool.leasing import Leasing
+from radium.pool.model import RELEASED
 from radium.pool.service import Pool
 from radium.pool.store import SQLiteStore
 from radium.proto import pool_pb2 as pb
+from tests.etcd_server import EtcdCluster
+from tests.pool.conftest import OpenStore
 from tests.pool.test_leasing import open_stream
 from tests.pool.test_queues import pool
 from tests.pool.test_store_contract import lease
@@ -49,6 +60,65 @@ def test_deferred_changes_commit_together_and_only_on_commit(tmp_path: Path) -> 
         store.add_lease(lease("l-5"))
     store.close()  # and so does closing
     assert committed_ids(db) == ["l-1", "l-2", "l-3", "l-4", "l-5"]
+
+
+def test_deferred_changes_reach_either_store_only_on_commit(open_store: OpenStore) -> None:
+    store, other = open_store("pool"), open_store("pool")  # other: what a restart would load
+    assert isinstance(store, Deferring)
+    opened: list[int] = []
+    store.on_open = lambda: opened.append(1)
+    many = [lease(f"l-{n:03}") for n in range(150)]  # more than one etcd transaction's worth
+    with store.deferring():
+        # Granted and ended in the same turn: etcd refuses a transaction naming a key twice.
+        store.add_lease(many[0])
+        store.end_leases([dataclasses.replace(many[0], state=RELEASED, ended_at=2.0)])
+        for x in many[1:]:
+            store.add_lease(x)
+    assert opened == [1] and other.load()[1] == []
+    store.commit()
+    assert sorted(x.id for x in other.load()[1]) == [x.id for x in many[1:]]
+    assert [x.id for x in other.ended_leases(5)] == ["l-000"]
+    with store.deferring():
+        store.add_lease(lease("l-late"))
+    store.end_leases([dataclasses.replace(many[1], state=RELEASED, ended_at=3.0)])
+    assert "l-late" in {x.id for x in other.load()[1]}  # an immediate change takes them along
+    assert opened == [1, 1]
+    store.close()
+
+
+class NoFence:
+    """The leadership of a replica whose key is gone: every fenced write is refused."""
+
+    key, revision = "/nobody/leader", 1
+
+    def __init__(self) -> None:
+        self.lost_why: list[str] = []
+
+    def lost(self, why: str) -> None:
+        self.lost_why.append(why)
+
+
+def test_a_deposed_etcd_leader_s_deferred_changes_fail_their_commit(etcd: EtcdCluster) -> None:
+    kv = EtcdKV(etcd.endpoints)
+    fence = NoFence()
+    store = EtcdStore(kv, "/deposed/", fence)
+    try:
+        with store.deferring():
+            store.add_lease(lease("l-1"))
+        with pytest.raises(NotLeaderError):
+            store.commit()
+        with store.deferring():
+            store.add_lease(lease("l-2"))
+        # A change that commits the deferred ones first fails; so does the commit their
+        # answers wait for, which must not tell of them.
+        with pytest.raises(NotLeaderError):
+            store.end_leases([dataclasses.replace(lease("l-2"), state=RELEASED, ended_at=2.0)])
+        with pytest.raises(NotLeaderError):
+            store.commit()
+        store.commit()  # said once: nothing is pending now
+        assert fence.lost_why and EtcdStore(kv, "/deposed/").load() == ([], [])
+    finally:
+        kv.close()
 
 
 def test_the_changes_of_one_turn_share_the_commit_of_the_next(tmp_path: Path) -> None:

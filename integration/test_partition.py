@@ -12,9 +12,10 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from integration.etcd_hosts import etcd_on_hosts
 from integration.netns import Network
 from integration.pool import AGENT_TOKEN, PoolCluster, Service, wait_until
-from tests.etcd_server import EtcdCluster, EtcdMember
+from tests.etcd_server import EtcdCluster
 
 DEVICES = 4
 #: What a client on the cut replica's own host sees when it asks that replica for a lease.
@@ -38,26 +39,16 @@ else:
 def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Network, EtcdCluster]]:
     """The bridge with five hosts: etcd members rdm-etcd0..2, replica hosts rdm-pool0..1."""
     network = Network(prefix="10.213.9", bridge="rdmbr9").open()
-    root = tmp_path_factory.mktemp("etcd")
-    members = []
+    etcd = None
     try:
-        for n in range(3):
-            name = f"rdm-etcd{n}"
-            address = network.add_host(name)
-            members.append(
-                EtcdMember(
-                    f"m{n}", root / f"m{n}", host=address, client_port=2379, peer_port=2380,
-                    wrapper=network.exec_prefix(name),
-                )
-            )  # fmt: skip
+        etcd = etcd_on_hosts(network, tmp_path_factory.mktemp("etcd"))
         for n in range(2):
             network.add_host(f"rdm-pool{n}")
-        etcd = EtcdCluster(members)
         etcd.start()
         yield network, etcd
     finally:
-        for member in members:
-            member.kill()
+        if etcd is not None:
+            etcd.stop()
         network.close()
 
 

@@ -1,5 +1,6 @@
-"""A pool of two replicas on a real 3-member etcd cluster: failover under load, an etcd member
-lost, quorum lost and back (docs/store.md). Real processes, stopped by pid."""
+"""A pool of two replicas on a real 3-member etcd cluster, each member on a host of its own
+(a network namespace): failover under load, an etcd member lost, quorum lost and back
+(docs/store.md). Real processes, stopped by pid."""
 
 from __future__ import annotations
 
@@ -11,25 +12,31 @@ from pathlib import Path
 
 import pytest
 
+from integration.etcd_hosts import etcd_on_hosts
+from integration.netns import Network
 from integration.pool import PoolCluster, Service
 from radium.errors import CapacityError, RadiumError, UnavailableError
 from radium.proto import pool_pb2 as pb
 from radium.shim.agent.broker import dial
 from radium_interposer.client import Connection
-from tests.etcd_server import EtcdCluster, three
+from tests.etcd_server import EtcdCluster
 
 DEVICES = 8
 
 
 @pytest.fixture(scope="module")
 def etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdCluster]:
-    root = tmp_path_factory.mktemp("etcd")
-    cluster = three(root)
+    """Three members, each on a host of its own; the replicas reach them across the bridge."""
+    network = Network(prefix="10.213.10", bridge="rdmbr10").open()
+    cluster = None
     try:
+        cluster = etcd_on_hosts(network, tmp_path_factory.mktemp("etcd"))
         cluster.start()
         yield cluster
     finally:
-        cluster.stop()
+        if cluster is not None:
+            cluster.stop()
+        network.close()
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Callable, ContextManager, Protocol, runtime_checkable
+from typing import Callable, ContextManager, Iterator, Protocol, runtime_checkable
 
 from radium.errors import RadiumError, UnavailableError
 
@@ -67,6 +67,24 @@ class Deferring(Protocol):
     def deferring(self) -> ContextManager[None]: ...
 
     def commit(self) -> None: ...
+
+
+class Deferrable:
+    """The switch of a store that can defer its changes (:class:`Deferring`): on for the
+    changes made within :meth:`deferring`."""
+
+    def __init__(self) -> None:
+        self._deferring = False
+        #: Told when the first change of a batch is deferred.
+        self.on_open: Callable[[], None] = lambda: None
+
+    @contextlib.contextmanager
+    def deferring(self) -> Iterator[None]:
+        self._deferring = True
+        try:
+            yield
+        finally:
+            self._deferring = False
 
 
 class GroupCommit:

@@ -9,14 +9,14 @@ longer change anything, so no device is ever granted twice by two leaders.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import urllib.parse
-from typing import Any, Callable, Iterable, Iterator, Protocol
+from typing import Any, Iterable, Protocol
 
 from radium.errors import AlreadyExistsError, NotLeaderError, UnavailableError
 from radium.pool import records
+from radium.pool.commits import Deferrable
 from radium.pool.etcd_kv import MAX_TXN_OPS, EtcdKV, KeyValue, absent, created_at, delete, put
 from radium.pool.model import AcceptorState, ImageStatus, Lease, Queue
 
@@ -41,32 +41,23 @@ def _quoted(*parts: str) -> str:
     return "/".join(urllib.parse.quote(part, safe="") for part in parts)
 
 
-class EtcdStore:
+class EtcdStore(Deferrable):
     """The store in etcd. Each change is a transaction of its own before it returns, except
     within :meth:`deferring`: there changes wait, one operation per key (the last), for
     :meth:`commit` to send them in as few transactions as etcd allows (the pool's group
     commit, :mod:`radium.pool.commits`); the first such change calls ``on_open``."""
 
     def __init__(self, kv: EtcdKV, prefix: str, fence: Fence | None = None) -> None:
+        super().__init__()
         self.kv = kv
         self.prefix = prefix if prefix.endswith("/") else prefix + "/"
         self.fence = fence
-        self.on_open: Callable[[], None] = lambda: None
-        self._deferring = False
         #: Deferred operations by key: a lease granted and ended in one batch is one delete
         #: and one put (etcd refuses a transaction that names a key twice).
         self._pending: dict[str, dict[str, Any]] = {}
         #: What failed a commit of deferred changes that a later change made (it commits them
         #: first): the next commit() raises it, so their answers are not told of them.
         self._failed: UnavailableError | None = None
-
-    @contextlib.contextmanager
-    def deferring(self) -> Iterator[None]:
-        self._deferring = True
-        try:
-            yield
-        finally:
-            self._deferring = False
 
     def commit(self) -> None:
         """Send the deferred changes (nothing if none); raise what failed them."""

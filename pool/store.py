@@ -11,10 +11,11 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
-from typing import Callable, Iterable, Iterator, Protocol
+from typing import Iterable, Protocol
 
 from radium.errors import AlreadyExistsError, StoreUnavailableError
 from radium.pool import sqlite_tables as tables
+from radium.pool.commits import Deferrable
 from radium.pool.model import (
     ACTIVE,
     AcceptorState,
@@ -47,24 +48,15 @@ class Store(Protocol):
     def close(self) -> None: ...
 
 
-class SQLiteStore:
+class SQLiteStore(Deferrable):
     """The store in one SQLite file. Each change commits before it returns, except within
     :meth:`deferring`: there changes join one open transaction, which :meth:`commit` ends (the
     pool's group commit, :mod:`radium.pool.commits`). The first change of such a transaction
     calls ``on_open``."""
 
     def __init__(self, path: str, synchronous: str = "normal") -> None:
+        super().__init__()
         self._db = tables.connect(path, synchronous)
-        self._deferring = False
-        self.on_open: Callable[[], None] = lambda: None
-
-    @contextlib.contextmanager
-    def deferring(self) -> Iterator[None]:
-        self._deferring = True
-        try:
-            yield
-        finally:
-            self._deferring = False
 
     def commit(self) -> None:
         """Commit the transaction changes left open (nothing if none)."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Callable, ContextManager, Iterator, Protocol, runtime_checkable
+from typing import Callable, ContextManager, Iterator, Protocol
 
 from radium.errors import RadiumError, UnavailableError
 
@@ -57,24 +57,17 @@ class Immediate:
         then(None)
 
 
-@runtime_checkable
-class Deferring(Protocol):
-    """A store that can leave changes open (:class:`radium.pool.store.SQLiteStore`,
-    :class:`radium.pool.etcd_store.EtcdStore`)."""
-
-    on_open: Callable[[], None]
-
-    def deferring(self) -> ContextManager[None]: ...
-
-    def commit(self) -> None: ...
-
-
 class Deferrable:
-    """The switch of a store that can defer its changes (:class:`Deferring`): on for the
-    changes made within :meth:`deferring`."""
+    """What a store that can defer changes shares (:class:`radium.pool.store.SQLiteStore`,
+    :class:`radium.pool.etcd_store.EtcdStore`): changes made within :meth:`deferring` are held
+    until :meth:`commit` (the first of a batch tells ``on_open``); a change made outside commits
+    them first (:meth:`_commit_ahead`), and if that fails, :meth:`commit` raises it too, so the
+    answers waiting for them are not told of changes that were not stored."""
 
     def __init__(self) -> None:
         self._deferring = False
+        self._holding = False
+        self._failed: UnavailableError | None = None
         #: Told when the first change of a batch is deferred.
         self.on_open: Callable[[], None] = lambda: None
 
@@ -86,9 +79,37 @@ class Deferrable:
         finally:
             self._deferring = False
 
+    def commit(self) -> None:
+        """Commit the held changes (nothing if none); raise what failed them."""
+        failed, self._failed = self._failed, None
+        if failed is not None:
+            raise failed
+        self._holding = False
+        self._send_held()
+
+    def _hold(self) -> None:
+        """A change is held: the first of a batch tells ``on_open``."""
+        if not self._holding:
+            self._holding = True
+            self.on_open()
+
+    def _commit_ahead(self) -> None:
+        """Commit the held changes for a change made outside :meth:`deferring` (ahead of it,
+        or with it); a failure is kept for the commit their answers wait for."""
+        holding, self._holding = self._holding, False
+        try:
+            self._send_held()
+        except UnavailableError as exc:
+            if holding:
+                self._failed = exc
+            raise
+
+    def _send_held(self) -> None:
+        raise NotImplementedError
+
 
 class GroupCommit:
-    def __init__(self, store: Deferring, failed: Callable[[UnavailableError], None]) -> None:
+    def __init__(self, store: Deferrable, failed: Callable[[UnavailableError], None]) -> None:
         self.store = store
         self.failed = failed
         #: Waiting for the commit the loop's next turn makes; None when nothing is pending.

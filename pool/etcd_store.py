@@ -55,15 +55,8 @@ class EtcdStore(Deferrable):
         #: Deferred operations by key: a lease granted and ended in one batch is one delete
         #: and one put (etcd refuses a transaction that names a key twice).
         self._pending: dict[str, dict[str, Any]] = {}
-        #: What failed a commit of deferred changes that a later change made (it commits them
-        #: first): the next commit() raises it, so their answers are not told of them.
-        self._failed: UnavailableError | None = None
 
-    def commit(self) -> None:
-        """Send the deferred changes (nothing if none); raise what failed them."""
-        failed, self._failed = self._failed, None
-        if failed is not None:
-            raise failed
+    def _send_held(self) -> None:
         pending, self._pending = self._pending, {}
         if pending:
             self._apply(list(pending.values()))
@@ -72,27 +65,18 @@ class EtcdStore(Deferrable):
         return f"{self.prefix}{kind}/{_quoted(*parts)}"
 
     def _records(self, kind: str) -> list[tuple[KeyValue, dict[str, Any]]]:
-        self._commit_pending()  # a read sees what this replica has changed
+        self._commit_ahead()  # a read sees what this replica has changed
         return [(kv, json.loads(kv.value)) for kv in self.kv.range(f"{self.prefix}{kind}/")]
-
-    def _commit_pending(self) -> None:
-        if self._pending:
-            try:
-                self.commit()
-            except UnavailableError as exc:
-                self._failed = exc
-                raise
 
     def _write(self, ops: list[dict[str, Any]], compare: Iterable[dict[str, Any]] = ()) -> None:
         if self._deferring:
             # No compare of a new lease's absence here: its id is 64 random bits, and the
             # leader's memory, fenced, knows every active one.
-            if not self._pending:
-                self.on_open()
+            self._hold()
             for op in ops:
                 self._pending[_target(op)] = op
             return
-        self._commit_pending()  # the changes made before this one go first
+        self._commit_ahead()  # the changes made before this one go first
         self._apply(ops, compare)
 
     def _apply(self, ops: list[dict[str, Any]], compare: Iterable[dict[str, Any]] = ()) -> None:

@@ -20,7 +20,7 @@ from radium.errors import (
     UnavailableError,
 )
 from radium.pool import heap, queues
-from radium.pool.commits import Deferring, GroupCommit, Immediate
+from radium.pool.commits import Deferrable, GroupCommit, Immediate
 from radium.pool.metrics import PoolMetrics, on_loop
 from radium.pool.model import Queue
 from radium.pool.policies import POLICIES
@@ -104,7 +104,7 @@ async def lead(
         broken.append(error)
         failed.set()
 
-    commits = GroupCommit(store, fail) if isinstance(store, Deferring) else Immediate()
+    commits = GroupCommit(store, fail) if isinstance(store, Deferrable) else Immediate()
     pool = Pool(state, grace=settings.preempt_grace, commits=commits)
     registry = metrics.new_registry()
     pool.observer = PoolMetrics(pool, registry, on_loop(asyncio.get_running_loop()))

@@ -58,7 +58,7 @@ class SQLiteStore(Deferrable):
         super().__init__()
         self._db = tables.connect(path, synchronous)
 
-    def commit(self) -> None:
+    def _send_held(self) -> None:
         """Commit the transaction changes left open (nothing if none)."""
         if not self._db.in_transaction:
             return
@@ -81,7 +81,7 @@ class SQLiteStore(Deferrable):
                 return
             self._db.execute("BEGIN IMMEDIATE")
             if self._deferring:
-                self.on_open()
+                self._hold()
         try:
             if len(statements) == 1:  # one statement is atomic: a failed one undoes itself
                 self._db.execute(*statements[0])
@@ -97,7 +97,7 @@ class SQLiteStore(Deferrable):
                 self._db.execute("RELEASE change")
         finally:
             if not self._deferring:
-                self.commit()  # deferred changes before it too: durable sooner is never wrong
+                self._commit_ahead()  # with the held changes: durable sooner is never wrong
 
     def load(self) -> tuple[list[AcceptorState], list[Lease]]:
         acceptors = {

@@ -14,19 +14,15 @@ import pytest
 
 from radium.errors import (
     AlreadyExistsError,
-    NotLeaderError,
     RadiumError,
     StoreUnavailableError,
 )
-from radium.pool.commits import Committed, Deferring, GroupCommit
-from radium.pool.etcd_kv import EtcdKV
-from radium.pool.etcd_store import EtcdStore
+from radium.pool.commits import Committed, Deferrable, GroupCommit
 from radium.pool.leasing import Leasing
 from radium.pool.model import RELEASED
 from radium.pool.service import Pool
 from radium.pool.store import SQLiteStore
 from radium.proto import pool_pb2 as pb
-from tests.etcd_server import EtcdCluster
 from tests.pool.conftest import OpenStore
 from tests.pool.test_leasing import open_stream
 from tests.pool.test_queues import pool
@@ -64,7 +60,7 @@ def test_deferred_changes_commit_together_and_only_on_commit(tmp_path: Path) -> 
 
 def test_deferred_changes_reach_either_store_only_on_commit(open_store: OpenStore) -> None:
     store, other = open_store("pool"), open_store("pool")  # other: what a restart would load
-    assert isinstance(store, Deferring)
+    assert isinstance(store, Deferrable)
     opened: list[int] = []
     store.on_open = lambda: opened.append(1)
     many = [lease(f"l-{n:03}") for n in range(150)]  # more than one etcd transaction's worth
@@ -84,41 +80,6 @@ def test_deferred_changes_reach_either_store_only_on_commit(open_store: OpenStor
     assert "l-late" in {x.id for x in other.load()[1]}  # an immediate change takes them along
     assert opened == [1, 1]
     store.close()
-
-
-class NoFence:
-    """The leadership of a replica whose key is gone: every fenced write is refused."""
-
-    key, revision = "/nobody/leader", 1
-
-    def __init__(self) -> None:
-        self.lost_why: list[str] = []
-
-    def lost(self, why: str) -> None:
-        self.lost_why.append(why)
-
-
-def test_a_deposed_etcd_leader_s_deferred_changes_fail_their_commit(etcd: EtcdCluster) -> None:
-    kv = EtcdKV(etcd.endpoints)
-    fence = NoFence()
-    store = EtcdStore(kv, "/deposed/", fence)
-    try:
-        with store.deferring():
-            store.add_lease(lease("l-1"))
-        with pytest.raises(NotLeaderError):
-            store.commit()
-        with store.deferring():
-            store.add_lease(lease("l-2"))
-        # A change that commits the deferred ones first fails; so does the commit their
-        # answers wait for, which must not tell of them.
-        with pytest.raises(NotLeaderError):
-            store.end_leases([dataclasses.replace(lease("l-2"), state=RELEASED, ended_at=2.0)])
-        with pytest.raises(NotLeaderError):
-            store.commit()
-        store.commit()  # said once: nothing is pending now
-        assert fence.lost_why and EtcdStore(kv, "/deposed/").load() == ([], [])
-    finally:
-        kv.close()
 
 
 def test_the_changes_of_one_turn_share_the_commit_of_the_next(tmp_path: Path) -> None:
@@ -148,11 +109,28 @@ class FullDisk(SQLiteStore):
 
     full = False
 
-    def commit(self) -> None:
+    def _send_held(self) -> None:
         if self.full and self._db.in_transaction:
             self._db.execute("ROLLBACK")
             raise StoreUnavailableError("the pool's database did not commit: disk is full")
-        super().commit()
+        super()._send_held()
+
+
+def test_held_changes_a_later_change_failed_to_commit_fail_their_own_commit(
+    tmp_path: Path,
+) -> None:
+    store = FullDisk(str(tmp_path / "pool.db"))
+    with store.deferring():
+        store.add_lease(lease("l-1"))
+    store.full = True
+    with pytest.raises(StoreUnavailableError):  # it commits the held change with its own
+        store.end_leases([dataclasses.replace(lease("l-2"), state=RELEASED, ended_at=2.0)])
+    with pytest.raises(StoreUnavailableError):  # their answers must not be told of them
+        store.commit()
+    store.full = False
+    store.commit()  # said once: nothing is held now
+    assert committed_ids(tmp_path / "pool.db") == []
+    store.close()
 
 
 def test_a_failed_commit_fails_the_answers_waiting_for_it_and_stops_the_pool(

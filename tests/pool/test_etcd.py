@@ -57,6 +57,34 @@ def test_a_deposed_leader_can_change_nothing(etcd: EtcdCluster) -> None:
     kv.close()
 
 
+def test_a_deposed_leader_s_deferred_changes_fail_their_commit(etcd: EtcdCluster) -> None:
+    kv, prefix = EtcdKV(etcd.endpoints), fresh_prefix()
+    first = elect(kv, prefix, "replica-1:7400")
+    losses: list[str] = []
+    first.on_lost = losses.append
+    store = EtcdStore(kv, prefix, first)
+    kv.revoke(first.lease)
+    second = elect(kv, prefix, "replica-2:7400")
+    try:
+        with store.deferring():
+            store.add_lease(lease("l-1"))
+        with pytest.raises(NotLeaderError):
+            store.commit()
+        with store.deferring():
+            store.add_lease(lease("l-2"))
+        # A change that commits the deferred ones first fails; so does the commit their
+        # answers wait for, which must not tell of them.
+        with pytest.raises(NotLeaderError):
+            store.end_leases([lease("l-2", state="released", ended_at=2.0)])
+        with pytest.raises(NotLeaderError):
+            store.commit()
+        store.commit()  # said once: nothing is pending now
+        assert losses and EtcdStore(kv, prefix).load() == ([], [])
+    finally:
+        second.resign()
+        kv.close()
+
+
 def test_a_leader_kept_alive_keeps_the_key_and_a_dead_one_loses_it(etcd: EtcdCluster) -> None:
     kv, prefix = EtcdKV(etcd.endpoints), fresh_prefix()
     alive = elect(kv, prefix, "alive:1")

@@ -39,16 +39,12 @@ else:
 def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Network, EtcdCluster]]:
     """The bridge with five hosts: etcd members rdm-etcd0..2, replica hosts rdm-pool0..1."""
     network = Network(prefix="10.213.9", bridge="rdmbr9").open()
-    etcd = None
     try:
-        etcd = etcd_on_hosts(network, tmp_path_factory.mktemp("etcd"))
         for n in range(2):
             network.add_host(f"rdm-pool{n}")
-        etcd.start()
-        yield network, etcd
+        with etcd_on_hosts(network, tmp_path_factory.mktemp("etcd")) as etcd:
+            yield network, etcd
     finally:
-        if etcd is not None:
-            etcd.stop()
         network.close()
 
 

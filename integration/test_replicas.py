@@ -28,14 +28,10 @@ DEVICES = 8
 def etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdCluster]:
     """Three members, each on a host of its own; the replicas reach them across the bridge."""
     network = Network(prefix="10.213.10", bridge="rdmbr10").open()
-    cluster = None
     try:
-        cluster = etcd_on_hosts(network, tmp_path_factory.mktemp("etcd"))
-        cluster.start()
-        yield cluster
+        with etcd_on_hosts(network, tmp_path_factory.mktemp("etcd")) as cluster:
+            yield cluster
     finally:
-        if cluster is not None:
-            cluster.stop()
         network.close()
 
 

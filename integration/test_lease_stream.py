@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import time
 from pathlib import Path
 from typing import AsyncIterator, Iterator
@@ -239,5 +240,40 @@ def test_an_acceptor_certificate_may_not_open_a_lease_stream(tmp_path: Path) -> 
             5,
             "the refusal logged",
         )
+    finally:
+        cluster.stop()
+
+
+def test_a_pool_gone_under_an_accepted_tls_stream_is_not_a_certificate_refusal(
+    tmp_path: Path,
+) -> None:
+    # grpc reports both a refused handshake and a connection closed later as "Socket closed":
+    # a stream the pool had accepted proved the certificate, so its end is the pool going away.
+    cluster = PoolCluster(tmp_path, tls=True)
+    try:
+        cluster.start_pool()
+        cluster.start_acceptor("acc", devices=1)
+        cluster.wait_up("acc")
+
+        async def run() -> None:
+            async with rpc.aio_channel(cluster.address, cluster.tls_config("agent")) as ch:
+                leases = LeaseStream(ch, (), "pool", 5, tls=True)
+                await leases.allocate(pb.AllocateRequest(gpus=1))  # the one device
+                # The pool holds the next allocation open on the accepted stream.
+                waiting = asyncio.ensure_future(
+                    leases.allocate(pb.AllocateRequest(gpus=1, wait_seconds=30))
+                )
+                admin = cluster.client(cert="admin")
+                for _ in range(200):  # its write goes out from this loop: poll, don't block it
+                    if await asyncio.to_thread(lambda: sum(q.waiting for q in admin.queues())):
+                        break
+                    await asyncio.sleep(0.05)
+                admin.close()
+                cluster.pool.kill(signal.SIGKILL)
+                with pytest.raises(UnavailableError):  # not AuthError: no certificate refused
+                    await waiting
+                await leases.close()
+
+        asyncio.run(run())
     finally:
         cluster.stop()

@@ -40,6 +40,8 @@ class LeaseStream:
         self._tls = tls
         self._ids = itertools.count(1)
         self._call: Any = None  # the open grpc.aio stream-stream call
+        #: The call the pool accepted (sent its initial metadata): our certificate was taken.
+        self._accepted: Any = None
         self._reader: asyncio.Task[None] | None = None
         #: Calls to send: one task writes them, since gRPC takes one write at a time per
         #: stream and a write cancelled half-way cancels the whole stream.
@@ -114,6 +116,7 @@ class LeaseStream:
             # Not before the pool accepted the stream (it sends its initial metadata then): a
             # write racing a refusal would turn the refusal into grpc's INTERNAL status.
             await stream.initial_metadata()
+            self._accepted = stream
             while True:
                 await stream.write(await self._outbox.get())
         except (grpc.RpcError, asyncio.InvalidStateError):
@@ -132,7 +135,8 @@ class LeaseStream:
                         self._give_back(reply.lease.id)
             error = UnavailableError(f"{self._service}: the pool ended the lease stream")
         except grpc.RpcError as exc:
-            error = rpc.from_rpc_error(exc, self._service, self._tls)
+            refusal_possible = self._tls and self._accepted is not stream
+            error = rpc.from_rpc_error(exc, self._service, refusal_possible)
             if exc.code() == grpc.StatusCode.INTERNAL and _LOST_STATUS in str(exc.details()):
                 # grpc-aio's own status for a write to a call the pool had just ended (it
                 # stopped, or lost its leadership): why it ended is lost with it.

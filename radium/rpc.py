@@ -101,7 +101,9 @@ def from_status(number: int, details: str, service: str) -> RadiumError:
 
 def from_rpc_error(exc: grpc.RpcError, service: str, tls: bool = False) -> RadiumError:
     """A RadiumError for a failed call (use as ``raise from_rpc_error(e, ...) from e``);
-    ``tls``: the call went over TLS."""
+    ``tls``: the call went over TLS and the server had not answered it yet. grpc says "Socket
+    closed" both for a handshake that refused our certificate and for a server that went away
+    later: a caller whose call (or session) the server had accepted passes False."""
     # grpc.RpcError subclasses (sync and aio) carry code() and details(); the base class does not.
     code = exc.code() if hasattr(exc, "code") else grpc.StatusCode.UNKNOWN
     details = (exc.details() if hasattr(exc, "details") else None) or str(exc)

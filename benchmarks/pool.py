@@ -5,10 +5,11 @@ before the reply) and one CPU acceptor; clients are asyncio gRPC coroutines in t
 each looping allocate(fraction) -> release for a fixed time: as fast as they can (the closed loop
 measures capacity; its latency is concurrency / throughput), then 100 clients paced to --rate in
 total (latency at a given load). Each client has its own lease stream (docs/lease-stream.md),
-as each node agent does; the baseline, measured in the same run, is the same loop as two unary
-calls per cycle. Prints cycles per second, p50/p99 of one cycle, the CPU time the pool and the
-acceptor spent per cycle (microseconds, user + system), the unary baseline's cycles/s and p99,
-and the ratio of the two rates.
+as each node agent does; in the last two levels the 100 are the containers of 10 nodes and share
+their node's stream, whose calls and replies then go in batches. The baseline, measured in the
+same run, is the same loop as two unary calls per cycle. Prints cycles per second, p50/p99 of
+one cycle, the CPU time the pool and the acceptor spent per cycle (microseconds, user +
+system), the unary baseline's cycles/s and p99, and the ratio of the two rates.
 
 With ``--store etcd`` (or ``both``, side by side) the pool's store is a 3-member etcd cluster on
 loopback (fsync on, as etcd runs by default) and ``--replicas`` pool processes, and the failover
@@ -40,12 +41,21 @@ from radium.proto import pool_pb2 as pb
 from radium.proto import pool_pb2_grpc as pb_grpc
 from tests import etcd_server
 
+#: Node agents (lease streams) the 100 clients share in the last two levels.
+AGENTS = 10
+
 
 async def clients(
-    address: str, concurrency: int, seconds: float, rate: float = 0.0, stream: bool = True
+    address: str,
+    concurrency: int,
+    seconds: float,
+    rate: float = 0.0,
+    stream: bool = True,
+    agents: int = 0,
 ) -> list[float]:
     """Latencies of allocate+release cycles; ``rate`` > 0 paces the clients to that total rate.
-    ``stream``: each client has its own lease stream, as each node agent does; otherwise each
+    ``stream``: the clients call on lease streams, one per client or, with ``agents``, that many
+    shared among them (the containers of one node share their agent's stream); otherwise each
     cycle is two unary calls."""
     latencies: list[float] = []
     metadata = rpc.metadata(AGENT_TOKEN)
@@ -53,14 +63,14 @@ async def clients(
         stub = pb_grpc.PoolStub(channel)
         streams = [
             LeaseStream(channel, metadata, "pool", timeout=10)
-            for _ in range(concurrency if stream else 0)
+            for _ in range((agents or concurrency) if stream else 0)
         ]
         # Opened first, as a node agent's stays open: the run measures the calls.
         await asyncio.gather(*(s.connect() for s in streams))
 
         async def cycle(index: int, request: pb.AllocateRequest) -> None:
             if stream:
-                leases = streams[index]
+                leases = streams[index % len(streams)]
                 await leases.release((await leases.allocate(request)).id)
                 return
             lease = await stub.Allocate(request, metadata=metadata, timeout=10)
@@ -93,12 +103,17 @@ def cpu_seconds(service: Service) -> float:
 
 
 def level(
-    cluster: PoolCluster, concurrency: int, seconds: float, rate: float, stream: bool
+    cluster: PoolCluster,
+    concurrency: int,
+    seconds: float,
+    rate: float,
+    stream: bool,
+    agents: int = 0,
 ) -> tuple[float, float, float, list[float]]:
     """(cycles/s, p50 ms, p99 ms, [pool, acceptor] CPU µs per cycle) of one run."""
     pool, acceptor = cluster.leader(), cluster.acceptors["bench"]
     before = cpu_seconds(pool), cpu_seconds(acceptor)
-    latencies = asyncio.run(clients(cluster.address, concurrency, seconds, rate, stream))
+    latencies = asyncio.run(clients(cluster.address, concurrency, seconds, rate, stream, agents))
     spent = [(cpu_seconds(s) - b) * 1e6 / len(latencies) for s, b in zip((pool, acceptor), before)]
     ms = sorted(x * 1000 for x in latencies)
     p99 = ms[min(len(ms) - 1, int(0.99 * len(ms)))]
@@ -108,16 +123,25 @@ def level(
 def measure(cluster: PoolCluster, seconds: float, paced: float) -> list[str]:
     """One row per level: the lease stream, with the CPU the pool (leader) and the acceptor
     spent per cycle (they share this machine's cores with the clients, and each slows the
-    others), then the unary baseline."""
+    others), then the unary baseline. The last two levels are the 100 clients as containers of
+    AGENTS nodes, sharing their node agent's stream: its calls and replies go in batches."""
     rows = []
-    for concurrency, rate in ((1, 0.0), (10, 0.0), (100, 0.0), (100, paced)):
+    for concurrency, agents, rate in (
+        (1, 0, 0.0),
+        (10, 0, 0.0),
+        (100, 0, 0.0),
+        (100, 0, paced),
+        (100, AGENTS, 0.0),
+        (100, AGENTS, paced),
+    ):
         cycles, p50, p99, (pool_us, acceptor_us) = level(
-            cluster, concurrency, seconds, rate, stream=True
+            cluster, concurrency, seconds, rate, True, agents
         )
         unary, _, unary_p99, _ = level(cluster, concurrency, seconds, rate, stream=False)
         offered = f"{rate:g}" if rate else "max"
         rows.append(
-            f"{concurrency:>7} {offered:>9} {cycles:>9.0f} {p50:>7.2f} {p99:>7.2f}"
+            f"{concurrency:>7} {agents or concurrency:>7} {offered:>9} {cycles:>9.0f}"
+            f" {p50:>7.2f} {p99:>7.2f}"
             f" {pool_us:>7.0f} {acceptor_us:>7.0f} {unary:>7.0f} {unary_p99:>7.2f}"
             f" {cycles / unary:>5.2f}x"
         )
@@ -174,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=5.0, help="per concurrency level")
     parser.add_argument("--synchronous", choices=("normal", "full"), default="normal")
     parser.add_argument(
-        "--rate", type=float, default=1000.0, help="paced level: cycles/s offered by 100 clients"
+        "--rate", type=float, default=2000.0, help="paced level: cycles/s offered by 100 clients"
     )
     parser.add_argument("--store", choices=("sqlite", "etcd", "both"), default="both")
     parser.add_argument("--replicas", type=int, default=2, help="pool processes on etcd")
@@ -192,8 +216,8 @@ def main(argv: list[str] | None = None) -> int:
         f" fsync on, {args.replicas} pool replicas"
     )
     header = (
-        f"{'clients':>7} {'offered/s':>9} {'cycles/s':>9} {'p50 ms':>7} {'p99 ms':>7}"
-        f" {'pool us':>7} {'acc. us':>7} {'unary/s':>7} {'p99 ms':>7} {'ratio':>6}"
+        f"{'clients':>7} {'streams':>7} {'offered/s':>9} {'cycles/s':>9} {'p50 ms':>7}"
+        f" {'p99 ms':>7} {'pool us':>7} {'acc. us':>7} {'unary/s':>7} {'p99 ms':>7} {'ratio':>6}"
     )
     print("  " + " | ".join(f"{store:^{len(header)}}" for store in stores))
     print("  " + " | ".join(header for _ in stores))

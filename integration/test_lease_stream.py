@@ -175,16 +175,54 @@ def test_a_wrong_token_ends_the_stream_with_one_line(pool: PoolCluster) -> None:
     asyncio.run(run())
 
 
-async def raw(pool: PoolCluster, calls: list[pb.LeaseCall]) -> list[pb.LeaseReply]:
-    """``calls`` on one stream with the stub alone (no client-side checks), then half-close."""
+async def raw(
+    pool: PoolCluster, calls: list[pb.LeaseCall], batches: bool = False
+) -> list[pb.LeaseReply]:
+    """``calls`` on one stream with the stub alone (no client-side checks), then half-close;
+    ``batches``: the stream is opened asking for batched replies."""
+    metadata = rpc.metadata(AGENT_TOKEN) + ((rpc.LEASE_BATCHES,) if batches else ())
     async with rpc.aio_channel(pool.address) as channel:
 
         async def sent() -> AsyncIterator[pb.LeaseCall]:
             for call in calls:
                 yield call
 
-        stream = pb_grpc.PoolStub(channel).Leases(sent(), metadata=rpc.metadata(AGENT_TOKEN))
+        stream = pb_grpc.PoolStub(channel).Leases(sent(), metadata=metadata)
+        assert rpc.takes_lease_batches(await stream.initial_metadata()) is batches
         return [reply async for reply in stream]
+
+
+def test_a_batch_of_calls_is_answered_in_order_in_one_message(pool: PoolCluster) -> None:
+    call = pb.LeaseCall(id=1, allocate=pb.AllocateRequest(gpus=1, holder="s-batch"))
+    call.more.add(id=2, allocate=pb.AllocateRequest(gpus=1, holder="s-batch"))
+    call.more.add(id=3, release=pb.LeaseRef(lease_id="l-nonexistent"))
+    (message,) = asyncio.run(raw(pool, [call], batches=True))
+    replies = [message, *message.more]
+    assert [r.id for r in replies] == [1, 2, 3]
+    granted = [r.lease.id for r in replies[:2]]
+    assert all(granted) and sorted(granted) == sorted(le.id for le in active(pool, "s-batch"))
+    assert replies[2].released.released is False
+    client = pool.client()
+    try:
+        assert [client.release(lease_id) for lease_id in granted] == [True, True]
+    finally:
+        client.close()
+
+
+def test_many_calls_at_once_on_one_stream_go_batched_and_all_come_back(pool: PoolCluster) -> None:
+    async def cycle(leases: LeaseStream) -> str:
+        lease = await leases.allocate(pb.AllocateRequest(fraction=0.01, holder="s-many"))
+        assert await leases.release(lease.id) is True
+        return lease.id
+
+    async def run() -> tuple[bool, list[str]]:
+        async with Session(pool) as leases:
+            await leases.connect()
+            return leases.batching, await asyncio.gather(*(cycle(leases) for _ in range(60)))
+
+    batching, granted = asyncio.run(run())
+    assert batching is True
+    assert len(set(granted)) == 60 and active(pool, "s-many") == []
 
 
 def test_malformed_calls_are_refused_one_by_one(pool: PoolCluster) -> None:

@@ -123,7 +123,8 @@ class Leasing:
         came; an allocation that waits runs as its own task, so it holds up nothing."""
         # Accepted: the client sends its first call only after this. A refusal that raced a
         # client's write would reach it as grpc's own INTERNAL status, not as the refusal.
-        await context.send_initial_metadata(())
+        batches = rpc.takes_lease_batches(context.invocation_metadata())
+        await context.send_initial_metadata((rpc.LEASE_BATCHES,) if batches else ())
         replies: asyncio.Queue[pb.LeaseReply | None] = asyncio.Queue()
         waiting: dict[int, asyncio.Task[None]] = {}
         ended = False
@@ -152,15 +153,23 @@ class Leasing:
             finally:
                 waiting.pop(call.id, None)
 
+        def serve(call: pb.LeaseCall, inner: bool) -> None:
+            if call.id in waiting:
+                error = InvalidRequestError(f"lease call {call.id} is still in flight")
+                deliver(_failed(call.id, error))
+            elif inner and call.more:
+                error = InvalidRequestError(f"lease call {call.id} holds a batch of its own")
+                deliver(_failed(call.id, error))
+            elif (reply := self._answer(call)) is not None:
+                answer(reply)
+            else:  # an allocation that must wait
+                waiting[call.id] = asyncio.create_task(wait_then_reply(call))
+
         async def read() -> None:
             async for call in calls:
-                if call.id in waiting:
-                    error = InvalidRequestError(f"lease call {call.id} is still in flight")
-                    deliver(_failed(call.id, error))
-                elif (reply := self._answer(call)) is not None:
-                    answer(reply)
-                else:  # an allocation that must wait
-                    waiting[call.id] = asyncio.create_task(wait_then_reply(call))
+                serve(call, False)
+                for later in call.more:  # a batch (docs/lease-stream.md): the calls in order
+                    serve(later, True)
             # The client sent its last call: answer those still waiting, then end the stream.
             await asyncio.gather(*waiting.values(), return_exceptions=True)
 
@@ -168,6 +177,8 @@ class Leasing:
         reader.add_done_callback(lambda _: replies.put_nowait(None))
         try:
             while (reply := await replies.get()) is not None:
+                if batches:  # what else is ready goes in the same message
+                    reply = _batched(reply, replies)
                 yield reply
             await reader  # raises what ended the reading, if anything did
         finally:
@@ -194,6 +205,20 @@ class Leasing:
                 raise InvalidRequestError(f"lease call {call.id} names no operation")
             except RadiumError as exc:
                 return _failed(call.id, exc)
+
+
+def _batched(first: pb.LeaseReply, replies: asyncio.Queue[pb.LeaseReply | None]) -> pb.LeaseReply:
+    """``first`` with the replies queued behind it in ``more``, up to the batch limit; the
+    end mark (None), if reached, is put back."""
+    more: list[pb.LeaseReply] = []
+    while not replies.empty() and len(more) < rpc.LEASE_BATCH_LIMIT - 1:
+        if (reply := replies.get_nowait()) is None:
+            replies.put_nowait(None)
+            break
+        more.append(reply)
+    if more:
+        first.more.extend(more)
+    return first
 
 
 def _failed(call_id: int, error: RadiumError) -> pb.LeaseReply:

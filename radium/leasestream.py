@@ -34,7 +34,7 @@ class LeaseStream:
         tls: bool = False,
     ) -> None:
         self._stub = pb_grpc.PoolStub(channel)
-        self._metadata = metadata
+        self._metadata = (*metadata, rpc.LEASE_BATCHES)  # we take batched replies
         self._service = service
         self._timeout = timeout
         self._tls = tls
@@ -48,6 +48,8 @@ class LeaseStream:
         self._outbox: asyncio.Queue[pb.LeaseCall] = asyncio.Queue()
         self._writer: asyncio.Task[None] | None = None
         self._pending: dict[int, asyncio.Future[pb.LeaseReply]] = {}
+        #: The pool takes batches on the open stream (it said so when it accepted the stream).
+        self.batching = False
         #: Allocations given up on (deadline): a lease that still comes is released.
         self._abandoned: set[int] = set()
 
@@ -83,16 +85,21 @@ class LeaseStream:
     ) -> pb.LeaseReply:
         self._open()
         call.id = next(self._ids)
-        future: asyncio.Future[pb.LeaseReply] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[pb.LeaseReply] = loop.create_future()
         self._pending[call.id] = future
         self._outbox.put_nowait(call)
+        # A timer on the future itself: asyncio.wait_for adds a second future and callbacks,
+        # 5 µs more per call (13 against 8 µs, measured), a tenth of a batched call's CPU.
+        deadline = loop.call_later(timeout or self._timeout, _expire, future)
         try:
-            reply = await asyncio.wait_for(future, timeout or self._timeout)
+            reply = await future
         except asyncio.TimeoutError:
             if abandon:
                 self._abandoned.add(call.id)
             raise self._deadline(f"{call.WhichOneof('op')} unanswered") from None
         finally:
+            deadline.cancel()
             self._pending.pop(call.id, None)
         if reply.WhichOneof("result") == "error":
             raise rpc.from_status(reply.error.code, reply.error.message, self._service)
@@ -115,24 +122,23 @@ class LeaseStream:
         try:
             # Not before the pool accepted the stream (it sends its initial metadata then): a
             # write racing a refusal would turn the refusal into grpc's INTERNAL status.
-            await stream.initial_metadata()
+            self.batching = rpc.takes_lease_batches(await stream.initial_metadata())
             self._accepted = stream
             while True:
-                await stream.write(await self._outbox.get())
+                call = await self._outbox.get()
+                if self.batching:  # what piled up behind the last write goes in this message
+                    call = self._batched(call)
+                await stream.write(call)
         except (grpc.RpcError, asyncio.InvalidStateError):
             return
 
     async def _read(self, stream: Any) -> None:
         error: RadiumError
         try:
-            while (reply := await stream.read()) is not grpc.aio.EOF:
-                future = self._pending.get(reply.id)
-                if future is not None and not future.done():
-                    future.set_result(reply)
-                elif reply.id in self._abandoned:
-                    self._abandoned.discard(reply.id)
-                    if reply.WhichOneof("result") == "lease":
-                        self._give_back(reply.lease.id)
+            while (message := await stream.read()) is not grpc.aio.EOF:
+                self._receive(message)
+                for reply in message.more:  # a batch (docs/lease-stream.md)
+                    self._receive(reply)
             error = UnavailableError(f"{self._service}: the pool ended the lease stream")
         except grpc.RpcError as exc:
             refusal_possible = self._tls and self._accepted is not stream
@@ -149,6 +155,24 @@ class LeaseStream:
             self._fail_pending(error)
             raise
         self._fail_pending(error)
+
+    def _batched(self, first: pb.LeaseCall) -> pb.LeaseCall:
+        """``first`` with the calls queued behind it in ``more``, up to the batch limit."""
+        more: list[pb.LeaseCall] = []
+        while not self._outbox.empty() and len(more) < rpc.LEASE_BATCH_LIMIT - 1:
+            more.append(self._outbox.get_nowait())
+        if more:
+            first.more.extend(more)
+        return first
+
+    def _receive(self, reply: pb.LeaseReply) -> None:
+        future = self._pending.get(reply.id)
+        if future is not None and not future.done():
+            future.set_result(reply)
+        elif reply.id in self._abandoned:
+            self._abandoned.discard(reply.id)
+            if reply.WhichOneof("result") == "lease":
+                self._give_back(reply.lease.id)
 
     def _fail_pending(self, error: RadiumError) -> None:
         while not self._outbox.empty():  # unsent: their callers fail below
@@ -177,3 +201,8 @@ class LeaseStream:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._call = self._reader = self._writer = None
+
+
+def _expire(future: asyncio.Future[pb.LeaseReply]) -> None:
+    if not future.done():
+        future.set_exception(asyncio.TimeoutError())

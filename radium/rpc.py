@@ -10,7 +10,7 @@ from __future__ import annotations
 import hmac
 import logging
 import socket
-from typing import Any, Awaitable, Callable, Collection, Mapping, NoReturn, Optional
+from typing import Any, Awaitable, Callable, Collection, Iterable, Mapping, NoReturn, Optional
 
 import grpc
 import grpc.aio
@@ -56,6 +56,11 @@ _HINTS: Mapping[grpc.StatusCode, str] = {
 }
 
 AUTH_HEADER = "authorization"
+#: Lease-stream metadata: the client takes batched replies; the pool's answer: it takes batched
+#: calls (docs/lease-stream.md, "Batches").
+LEASE_BATCHES = ("radium-lease-batches", "1")
+#: Most calls or replies in one lease-stream message.
+LEASE_BATCH_LIMIT = 256
 _CHANNEL_OPTIONS = [
     # While a call is open, ping every second and give the connection up after a second with
     # no answer: a pool replica cut off by the network sends no reset, and without pings a
@@ -135,6 +140,12 @@ def from_code(code: grpc.StatusCode, details: str, service: str, tls: bool = Fal
     elif code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
         details = f"{service}: {code.name.lower().replace('_', ' ')} ({details})"
     return leaf(details, hint=hint)
+
+
+def takes_lease_batches(metadata: Iterable[tuple[str, str]] | None) -> bool:
+    """Whether one end's metadata (a grpc.aio.Metadata, whose ``in`` looks at keys only, or the
+    servicer's tuple) says it takes lease batches."""
+    return any(tuple(item) == LEASE_BATCHES for item in metadata or ())
 
 
 def metadata(token: str) -> tuple[tuple[str, str], ...]:

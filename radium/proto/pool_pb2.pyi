@@ -165,16 +165,18 @@ class ReleaseResponse(_message.Message):
     def __init__(self, released: _Optional[bool] = ...) -> None: ...
 
 class LeaseCall(_message.Message):
-    __slots__ = ("id", "allocate", "release", "keep_alive")
+    __slots__ = ("id", "allocate", "release", "keep_alive", "more")
     ID_FIELD_NUMBER: _ClassVar[int]
     ALLOCATE_FIELD_NUMBER: _ClassVar[int]
     RELEASE_FIELD_NUMBER: _ClassVar[int]
     KEEP_ALIVE_FIELD_NUMBER: _ClassVar[int]
+    MORE_FIELD_NUMBER: _ClassVar[int]
     id: int
     allocate: AllocateRequest
     release: LeaseRef
     keep_alive: LeaseRef
-    def __init__(self, id: _Optional[int] = ..., allocate: _Optional[_Union[AllocateRequest, _Mapping]] = ..., release: _Optional[_Union[LeaseRef, _Mapping]] = ..., keep_alive: _Optional[_Union[LeaseRef, _Mapping]] = ...) -> None: ...
+    more: _containers.RepeatedCompositeFieldContainer[LeaseCall]
+    def __init__(self, id: _Optional[int] = ..., allocate: _Optional[_Union[AllocateRequest, _Mapping]] = ..., release: _Optional[_Union[LeaseRef, _Mapping]] = ..., keep_alive: _Optional[_Union[LeaseRef, _Mapping]] = ..., more: _Optional[_Iterable[_Union[LeaseCall, _Mapping]]] = ...) -> None: ...
 
 class CallError(_message.Message):
     __slots__ = ("code", "message")
@@ -185,18 +187,20 @@ class CallError(_message.Message):
     def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
 
 class LeaseReply(_message.Message):
-    __slots__ = ("id", "lease", "released", "kept", "error")
+    __slots__ = ("id", "lease", "released", "kept", "error", "more")
     ID_FIELD_NUMBER: _ClassVar[int]
     LEASE_FIELD_NUMBER: _ClassVar[int]
     RELEASED_FIELD_NUMBER: _ClassVar[int]
     KEPT_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    MORE_FIELD_NUMBER: _ClassVar[int]
     id: int
     lease: Lease
     released: ReleaseResponse
     kept: KeepAliveResponse
     error: CallError
-    def __init__(self, id: _Optional[int] = ..., lease: _Optional[_Union[Lease, _Mapping]] = ..., released: _Optional[_Union[ReleaseResponse, _Mapping]] = ..., kept: _Optional[_Union[KeepAliveResponse, _Mapping]] = ..., error: _Optional[_Union[CallError, _Mapping]] = ...) -> None: ...
+    more: _containers.RepeatedCompositeFieldContainer[LeaseReply]
+    def __init__(self, id: _Optional[int] = ..., lease: _Optional[_Union[Lease, _Mapping]] = ..., released: _Optional[_Union[ReleaseResponse, _Mapping]] = ..., kept: _Optional[_Union[KeepAliveResponse, _Mapping]] = ..., error: _Optional[_Union[CallError, _Mapping]] = ..., more: _Optional[_Iterable[_Union[LeaseReply, _Mapping]]] = ...) -> None: ...
 
 class ListLeasesRequest(_message.Message):
     __slots__ = ("all",)

@@ -5,6 +5,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any, AsyncIterator
 
+import grpc
+
+from radium import rpc
 from radium.pool.leasing import Leasing
 from radium.pool.service import Pool
 from radium.proto import pool_pb2 as pb
@@ -14,8 +17,15 @@ from tests.pool.test_queues import pool
 class Context:
     """What the lease stream asks of a grpc.aio servicer context."""
 
+    def __init__(self, batches: bool = False) -> None:
+        self.metadata = (rpc.LEASE_BATCHES,) if batches else ()
+        self.answered: Any = None
+
+    def invocation_metadata(self) -> Any:
+        return self.metadata
+
     async def send_initial_metadata(self, metadata: Any) -> None:
-        pass
+        self.answered = tuple(metadata)
 
 
 def one_gpu_taken() -> tuple[Leasing, pb.Lease]:
@@ -30,7 +40,7 @@ def holders(leasing: Leasing) -> list[str]:
 
 
 def open_stream(
-    leasing: Leasing,
+    leasing: Leasing, context: Context | None = None
 ) -> tuple[asyncio.Queue[pb.LeaseCall], AsyncIterator[pb.LeaseReply]]:
     """A lease stream served on this loop: the client's calls go into the queue."""
     sent: asyncio.Queue[pb.LeaseCall] = asyncio.Queue()
@@ -39,7 +49,7 @@ def open_stream(
         while True:
             yield await sent.get()
 
-    return sent, leasing.stream(calls(), Context())
+    return sent, leasing.stream(calls(), context or Context())
 
 
 async def until_waiting(leasing: Leasing) -> None:
@@ -96,3 +106,55 @@ def test_a_stream_answers_a_waiting_allocation_once_capacity_frees() -> None:
     second, held = asyncio.run(run())
     assert second.id == 7 and second.lease.holder == "patient"
     assert held == ["patient"]
+
+
+def batch(*calls: pb.LeaseCall) -> pb.LeaseCall:
+    first, *more = calls
+    first.more.extend(more)
+    return first
+
+
+def test_a_batch_is_served_call_by_call_and_answered_in_one_message() -> None:
+    async def run() -> tuple[Context, pb.LeaseReply, list[str]]:
+        leasing, hog = one_gpu_taken()
+        context = Context(batches=True)
+        sent, replies = open_stream(leasing, context)
+        nested = batch(pb.LeaseCall(id=3, keep_alive=pb.LeaseRef(lease_id=hog.id)))
+        nested.more.add(id=9, keep_alive=pb.LeaseRef(lease_id=hog.id))
+        sent.put_nowait(
+            batch(
+                pb.LeaseCall(id=1, release=pb.LeaseRef(lease_id=hog.id)),
+                pb.LeaseCall(id=2, allocate=pb.AllocateRequest(gpus=1, holder="next")),
+                nested,  # refused alone: a batch within a batch
+            )
+        )
+        reply = await replies.__anext__()
+        await replies.aclose()
+        return context, reply, holders(leasing)
+
+    context, reply, held = asyncio.run(run())
+    assert context.answered == (rpc.LEASE_BATCHES,)
+    first, *more = [reply, *reply.more]
+    assert (first.id, first.released.released) == (1, True)
+    assert [r.id for r in more] == [2, 3]
+    assert more[0].lease.holder == "next" and held == ["next"]  # freed by 1, then granted
+    assert more[1].error.code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
+    assert "a batch of its own" in more[1].error.message
+
+
+def test_replies_are_not_batched_for_a_client_that_did_not_ask() -> None:
+    async def run() -> tuple[Context, list[pb.LeaseReply]]:
+        leasing, hog = one_gpu_taken()
+        context = Context()
+        sent, replies = open_stream(leasing, context)
+        for call_id in (1, 2, 3):  # all answered in the same turn
+            sent.put_nowait(pb.LeaseCall(id=call_id, keep_alive=pb.LeaseRef(lease_id=hog.id)))
+        got: list[pb.LeaseReply] = []
+        while sum(1 + len(r.more) for r in got) < 3:
+            got.append(await asyncio.wait_for(replies.__anext__(), 10))
+        await replies.aclose()
+        return context, got
+
+    context, got = asyncio.run(run())
+    assert context.answered == ()
+    assert [(r.id, len(r.more)) for r in got] == [(1, 0), (2, 0), (3, 0)]

@@ -178,7 +178,7 @@ class Leasing:
         try:
             while (reply := await replies.get()) is not None:
                 if batches:  # what else is ready goes in the same message
-                    reply = _batched(reply, replies)
+                    reply.more.extend(rpc.queued_for_batch(replies))
                 yield reply
             await reader  # raises what ended the reading, if anything did
         finally:
@@ -205,20 +205,6 @@ class Leasing:
                 raise InvalidRequestError(f"lease call {call.id} names no operation")
             except RadiumError as exc:
                 return _failed(call.id, exc)
-
-
-def _batched(first: pb.LeaseReply, replies: asyncio.Queue[pb.LeaseReply | None]) -> pb.LeaseReply:
-    """``first`` with the replies queued behind it in ``more``, up to the batch limit; the
-    end mark (None), if reached, is put back."""
-    more: list[pb.LeaseReply] = []
-    while not replies.empty() and len(more) < rpc.LEASE_BATCH_LIMIT - 1:
-        if (reply := replies.get_nowait()) is None:
-            replies.put_nowait(None)
-            break
-        more.append(reply)
-    if more:
-        first.more.extend(more)
-    return first
 
 
 def _failed(call_id: int, error: RadiumError) -> pb.LeaseReply:

@@ -127,7 +127,7 @@ class LeaseStream:
             while True:
                 call = await self._outbox.get()
                 if self.batching:  # what piled up behind the last write goes in this message
-                    call = self._batched(call)
+                    call.more.extend(rpc.queued_for_batch(self._outbox))
                 await stream.write(call)
         except (grpc.RpcError, asyncio.InvalidStateError):
             return
@@ -155,15 +155,6 @@ class LeaseStream:
             self._fail_pending(error)
             raise
         self._fail_pending(error)
-
-    def _batched(self, first: pb.LeaseCall) -> pb.LeaseCall:
-        """``first`` with the calls queued behind it in ``more``, up to the batch limit."""
-        more: list[pb.LeaseCall] = []
-        while not self._outbox.empty() and len(more) < rpc.LEASE_BATCH_LIMIT - 1:
-            more.append(self._outbox.get_nowait())
-        if more:
-            first.more.extend(more)
-        return first
 
     def _receive(self, reply: pb.LeaseReply) -> None:
         future = self._pending.get(reply.id)

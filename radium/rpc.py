@@ -10,7 +10,17 @@ from __future__ import annotations
 import hmac
 import logging
 import socket
-from typing import Any, Awaitable, Callable, Collection, Iterable, Mapping, NoReturn, Optional
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Awaitable,
+    Callable,
+    Collection,
+    Iterable,
+    Mapping,
+    NoReturn,
+    Optional,
+)
 
 import grpc
 import grpc.aio
@@ -18,6 +28,9 @@ import grpc.aio
 from radium import errors
 from radium.config import TlsConfig
 from radium.errors import ConfigError, Kind, RadiumError
+
+if TYPE_CHECKING:
+    import asyncio
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +153,18 @@ def from_code(code: grpc.StatusCode, details: str, service: str, tls: bool = Fal
     elif code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
         details = f"{service}: {code.name.lower().replace('_', ' ')} ({details})"
     return leaf(details, hint=hint)
+
+
+def queued_for_batch(queue: asyncio.Queue[Any]) -> list[Any]:
+    """The messages waiting in ``queue`` now, to send after the one in hand, up to the batch
+    limit; an end mark (None) stays queued, for the sender to stop at."""
+    batch: list[Any] = []
+    while not queue.empty() and len(batch) < LEASE_BATCH_LIMIT - 1:
+        if (item := queue.get_nowait()) is None:
+            queue.put_nowait(None)
+            break
+        batch.append(item)
+    return batch
 
 
 def takes_lease_batches(metadata: Iterable[tuple[str, str]] | None) -> bool:

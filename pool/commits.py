@@ -12,11 +12,12 @@ what was committed.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
-from typing import Callable, ContextManager, Iterator, Protocol
+from typing import Any, Callable, ContextManager, Iterator, Protocol
 
-from radium.errors import RadiumError, UnavailableError
+from radium.errors import RadiumError, StoreUnavailableError, UnavailableError
 
 log = logging.getLogger(__name__)
 #: Told None once every change made before it was handed over is committed, or what failed.
@@ -64,10 +65,17 @@ class Deferrable:
     them first (:meth:`_commit_ahead`), and if that fails, :meth:`commit` raises it too, so the
     answers waiting for them are not told of changes that were not stored."""
 
+    #: Its held changes are a batch another thread may send while the loop holds the next
+    #: (:meth:`commit_in`; etcd's operations). SQLite's are its connection's open
+    #: transaction, which only the loop's thread may end.
+    sends_in_background = False
+
     def __init__(self) -> None:
         self._deferring = False
         self._holding = False
         self._failed: UnavailableError | None = None
+        #: The batch a commit thread sends (:meth:`commit_in`), until a change waits for it.
+        self._in_flight: concurrent.futures.Future[None] | None = None
         #: Told when the first change of a batch is deferred.
         self.on_open: Callable[[], None] = lambda: None
 
@@ -80,12 +88,27 @@ class Deferrable:
             self._deferring = False
 
     def commit(self) -> None:
-        """Commit the held changes (nothing if none); raise what failed them."""
+        """Commit the held changes (nothing if none), after the batch in flight; raise what
+        failed them."""
         failed, self._failed = self._failed, None
         if failed is not None:
             raise failed
         self._holding = False
+        self._join()
         self._send_held()
+
+    def commit_in(self, thread: concurrent.futures.Executor) -> concurrent.futures.Future[None]:
+        """Send the held changes as one batch on ``thread`` (one that runs a batch at a time,
+        so batches land in order); changes made from now on are held for the next. The future
+        fails with what failed them. Only for a store that :attr:`sends_in_background`."""
+        failed, self._failed = self._failed, None
+        self._holding = False
+        if failed is not None:
+            refused: concurrent.futures.Future[None] = concurrent.futures.Future()
+            refused.set_exception(failed)
+            return refused
+        self._in_flight = thread.submit(self._send_batch, self._take_held())
+        return self._in_flight
 
     def _hold(self) -> None:
         """A change is held: the first of a batch tells ``on_open``."""
@@ -98,47 +121,111 @@ class Deferrable:
         or with it); a failure is kept for the commit their answers wait for."""
         holding, self._holding = self._holding, False
         try:
+            self._join()  # lands after the batch a commit thread sends
             self._send_held()
         except UnavailableError as exc:
             if holding:
                 self._failed = exc
             raise
 
+    def _join(self) -> None:
+        """Wait for the batch in flight; raise what failed it."""
+        in_flight, self._in_flight = self._in_flight, None
+        if in_flight is not None:
+            in_flight.result()
+
     def _send_held(self) -> None:
+        raise NotImplementedError
+
+    def _take_held(self) -> Any:
+        """The held changes as a batch that :meth:`_send_batch` sends; none are held after."""
+        raise NotImplementedError
+
+    def _send_batch(self, batch: Any) -> None:
         raise NotImplementedError
 
 
 class GroupCommit:
+    """The pool's group commit (module docstring): the batch of a turn is committed in the
+    loop's next turn, or, for a store that :attr:`~Deferrable.sends_in_background`, sent by a
+    commit thread while the loop serves the next calls (docs/store.md)."""
+
     def __init__(self, store: Deferrable, failed: Callable[[UnavailableError], None]) -> None:
         self.store = store
         self.failed = failed
-        #: Waiting for the commit the loop's next turn makes; None when nothing is pending.
+        #: Waiting for the batch being held; None when no change is held.
         self.waiting: list[Committed] | None = None
+        #: Waiting for the batch the commit thread sends; None when none is in flight.
+        self.sending: list[Committed] | None = None
+        #: What failed a commit: every answer after it fails too (the pool is stopping).
+        self.broken: UnavailableError | None = None
+        self._thread = (
+            concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="radium-commit")
+            if store.sends_in_background
+            else None
+        )
         store.on_open = self._opened
 
     def deferred(self) -> ContextManager[None]:
         return self.store.deferring()
 
     def when_committed(self, then: Committed) -> None:
-        if self.waiting is None:
-            then(None)
-        else:
+        if self.waiting is not None:
             self.waiting.append(then)
+        elif self.sending is not None:
+            self.sending.append(then)
+        else:
+            then(self.broken)
+
+    def close(self) -> None:
+        """Wait for the batch in flight, if any, and end the commit thread."""
+        if self._thread is not None:
+            self._thread.shutdown(wait=True)
 
     def _opened(self) -> None:
         if self.waiting is None:
             self.waiting = []
-            asyncio.get_running_loop().call_soon(self._commit)
+            if self.sending is None:  # else it is sent once the one in flight is answered
+                asyncio.get_running_loop().call_soon(self._commit)
 
     def _commit(self) -> None:
         waiting, self.waiting = self.waiting or [], None
-        error: UnavailableError | None = None
+        if self.broken is not None:
+            self._tell(waiting, self.broken)
+            return
+        if self._thread is not None:
+            self.sending = waiting
+            sent = asyncio.wrap_future(self.store.commit_in(self._thread))
+            sent.add_done_callback(self._sent)
+            return
         try:
             self.store.commit()
         except UnavailableError as exc:  # the store failed, or (etcd) this replica was deposed
-            log.critical("%s", exc.one_line())
-            error = exc
+            self._break(waiting, exc)
+        else:
+            self._tell(waiting, None)
+
+    def _sent(self, sent: asyncio.Future[None]) -> None:
+        waiting, self.sending = self.sending or [], None
+        error = sent.exception()
+        if error is None:
+            self._tell(waiting, None)
+            if self.waiting is not None:  # held while this batch was in flight
+                self._commit()
+        elif isinstance(error, UnavailableError):
+            self._break(waiting, error)
+        else:  # a bug, not the store: its answers must not be lost in silence either
+            log.error("the commit thread failed", exc_info=error)
+            self._break(waiting, StoreUnavailableError(f"the pool's commit failed: {error!r}"))
+
+    def _break(self, waiting: list[Committed], error: UnavailableError) -> None:
+        log.critical("%s", error.one_line())
+        self.broken = error
+        held, self.waiting = self.waiting or [], None  # they may rest on the failed batch
+        self._tell([*waiting, *held], error)
+        self.failed(error)
+
+    @staticmethod
+    def _tell(waiting: list[Committed], error: UnavailableError | None) -> None:
         for then in waiting:  # here, not in another turn: the answers go out in this one
             then(error)
-        if error is not None:
-            self.failed(error)

@@ -56,10 +56,18 @@ class EtcdStore(Deferrable):
         #: and one put (etcd refuses a transaction that names a key twice).
         self._pending: dict[str, dict[str, Any]] = {}
 
+    sends_in_background = True
+
     def _send_held(self) -> None:
+        self._send_batch(self._take_held())
+
+    def _take_held(self) -> list[dict[str, Any]]:
         pending, self._pending = self._pending, {}
-        if pending:
-            self._apply(list(pending.values()))
+        return list(pending.values())
+
+    def _send_batch(self, batch: list[dict[str, Any]]) -> None:
+        if batch:
+            self._apply(batch)
 
     def _key(self, kind: str, *parts: str) -> str:
         return f"{self.prefix}{kind}/{_quoted(*parts)}"

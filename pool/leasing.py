@@ -4,6 +4,7 @@ messages on the lease stream (docs/lease-stream.md)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, TypeVar
@@ -170,8 +171,11 @@ class Leasing:
                 serve(call, False)
                 for later in call.more:  # a batch (docs/lease-stream.md): the calls in order
                     serve(later, True)
-            # The client sent its last call: answer those still waiting, then end the stream.
+            # The client sent its last call: answer those still waiting, and those whose
+            # commit is still to come (etcd's may be in flight), then end the stream.
             await asyncio.gather(*waiting.values(), return_exceptions=True)
+            with contextlib.suppress(RadiumError):  # a failed commit's answers say so already
+                await committed(self.pool.commits)
 
         reader = asyncio.create_task(read())
         reader.add_done_callback(lambda _: replies.put_nowait(None))

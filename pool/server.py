@@ -166,6 +166,8 @@ async def lead(
         settler.cancel()
         deposed = lost is not None and lost.is_set()
         await server.stop(grace=0 if deposed else 2)  # deposed, it may change nothing more
+        if isinstance(commits, GroupCommit):
+            commits.close()
         if endpoint is not None:
             endpoint.close()
         store.close()

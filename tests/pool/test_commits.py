@@ -7,8 +7,9 @@ import asyncio
 import contextlib
 import dataclasses
 import sqlite3
+import threading
 from pathlib import Path
-from typing import ContextManager
+from typing import AsyncIterator, Callable, ContextManager
 
 import pytest
 
@@ -24,7 +25,7 @@ from radium.pool.service import Pool
 from radium.pool.store import SQLiteStore
 from radium.proto import pool_pb2 as pb
 from tests.pool.conftest import OpenStore
-from tests.pool.test_leasing import open_stream
+from tests.pool.test_leasing import Context, open_stream
 from tests.pool.test_queues import pool
 from tests.pool.test_store_contract import lease
 
@@ -219,3 +220,166 @@ def test_a_stream_s_answers_wait_for_the_commit() -> None:
         await replies.aclose()
 
     asyncio.run(run())
+
+
+def test_a_stream_answers_only_what_either_store_committed(open_store: OpenStore) -> None:
+    """On etcd the batch is sent by the commit thread (docs/store.md), on SQLite on the loop."""
+    store, other = open_store("pool"), open_store("pool")  # other: what a restart would load
+    assert isinstance(store, Deferrable)
+
+    async def run() -> tuple[list[pb.LeaseReply], list[set[str]]]:
+        commits = GroupCommit(store, lambda error: pytest.fail(str(error)))
+        leasing = Leasing(Pool(pool(gpus=3, store=store), clock=lambda: 1.0, commits=commits))
+        sent, replies = open_stream(leasing)
+        answers, seen = [], []
+        for n in (1, 2, 3):  # 2 and 3 come while 1's batch may be in flight
+            sent.put_nowait(pb.LeaseCall(id=n, allocate=pb.AllocateRequest(gpus=1, holder="x")))
+            if n != 2:
+                answers.append(await replies.__anext__())
+                seen.append({x.id for x in other.load()[1]})  # as the client is told
+        answers.append(await replies.__anext__())
+        seen.append({x.id for x in other.load()[1]})
+        await replies.aclose()
+        commits.close()
+        return answers, seen
+
+    answers, seen = asyncio.run(run())
+    assert sorted(a.id for a in answers) == [1, 2, 3]
+    for answer, stored in zip(answers, seen):
+        assert answer.lease.id in stored
+    store.close()
+
+
+class Gated(Deferrable):
+    """A store whose batches, sent by the commit thread, land one per ``allow.release()``."""
+
+    sends_in_background = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.held: list[str] = []
+        self.landed: list[list[str]] = []
+        self.allow = threading.Semaphore(0)
+        self.fail = False
+
+    def change(self, name: str) -> None:
+        if self._deferring:
+            self._hold()
+            self.held.append(name)
+        else:
+            self._commit_ahead()
+            self.landed.append([name])
+
+    def _send_held(self) -> None:
+        self._send_batch(self._take_held())
+
+    def _take_held(self) -> list[str]:
+        held, self.held = self.held, []
+        return held
+
+    def _send_batch(self, batch: list[str]) -> None:
+        if batch:
+            assert self.allow.acquire(timeout=10), "the test never let this batch land"
+            if self.fail:
+                raise StoreUnavailableError("etcd transaction got no answer (no quorum?)")
+            self.landed.append(batch)
+
+
+async def until(done: Callable[[], bool]) -> None:
+    for _ in range(1000):  # a hang guard, not a timing: each step waits for the commit thread
+        if done():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("never happened")
+
+
+def test_the_loop_holds_the_next_batch_while_one_is_in_flight_and_they_land_in_order() -> None:
+    store = Gated()
+    told: list[tuple[str, RadiumError | None, list[list[str]]]] = []
+
+    async def run() -> None:
+        commits = GroupCommit(store, failed=lambda error: pytest.fail(str(error)))
+
+        def call(name: str) -> None:
+            with commits.deferred():
+                store.change(name)
+            commits.when_committed(
+                lambda error: told.append((name, error, [list(b) for b in store.landed]))
+            )
+
+        call("a")
+        await asyncio.sleep(0)  # the next turn hands [a] to the commit thread
+        call("b")  # served meanwhile, held for the next batch
+        call("c")
+        await asyncio.sleep(0.05)
+        assert told == [] and store.landed == [] and store.held == ["b", "c"]
+        store.allow.release()  # [a] lands; [b, c] goes out only now
+        await until(lambda: len(told) == 1)
+        assert told == [("a", None, [["a"]])] and store.held == []
+        store.allow.release()
+        await until(lambda: len(told) == 3)
+        assert told[1:] == [("b", None, [["a"], ["b", "c"]]), ("c", None, [["a"], ["b", "c"]])]
+        call("d")
+        await asyncio.sleep(0)  # [d] in flight
+        threading.Timer(0.05, store.allow.release).start()
+        store.change("e")  # an immediate change waits for [d] before it lands
+        assert store.landed[-2:] == [["d"], ["e"]]
+        await until(lambda: len(told) == 4)
+        commits.close()
+
+    asyncio.run(run())
+
+
+def test_a_batch_that_fails_in_flight_fails_the_next_and_every_later_answer() -> None:
+    store = Gated()
+    stopped: list[RadiumError] = []
+    told: list[tuple[str, RadiumError | None]] = []
+
+    async def run() -> None:
+        commits = GroupCommit(store, failed=stopped.append)
+
+        def call(name: str) -> None:
+            with commits.deferred():
+                store.change(name)
+            commits.when_committed(lambda error: told.append((name, error)))
+
+        call("a")
+        await asyncio.sleep(0)
+        call("b")  # held behind [a]: it may rest on [a]'s changes
+        store.fail = True
+        store.allow.release()
+        await until(lambda: len(told) == 2)
+        commits.when_committed(lambda error: told.append(("later", error)))
+        commits.close()
+
+    asyncio.run(run())
+    assert [name for name, _ in told] == ["a", "b", "later"]
+    assert all(isinstance(error, StoreUnavailableError) for _, error in told)
+    assert len(stopped) == 1 and store.landed == []
+
+
+def test_a_stream_half_closed_before_its_commit_still_gets_every_answer() -> None:
+    """The client's last calls, then its end of the stream, may come before their commit (on
+    etcd the commit thread's round trip is longer than a read): the stream ends only after."""
+
+    async def run() -> list[pb.LeaseReply]:
+        commits = HeldCommits()
+        leasing = Leasing(Pool(pool(gpus=2), clock=lambda: 1.0, commits=commits))
+
+        async def calls() -> AsyncIterator[pb.LeaseCall]:
+            for n in (1, 2):
+                yield pb.LeaseCall(id=n, allocate=pb.AllocateRequest(gpus=1, holder="x"))
+
+        replies = leasing.stream(calls(), Context())
+        answers = asyncio.ensure_future(_all(replies))
+        await asyncio.sleep(0.05)  # the calls are read, and the end of them
+        assert not answers.done()
+        commits.commit()
+        return await answers
+
+    answers = asyncio.run(run())
+    assert [a.id for a in answers] == [1, 2] and all(a.lease.id for a in answers)
+
+
+async def _all(replies: AsyncIterator[pb.LeaseReply]) -> list[pb.LeaseReply]:
+    return [reply async for reply in replies]

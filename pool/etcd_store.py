@@ -47,6 +47,9 @@ class EtcdStore(Deferrable):
     :meth:`commit` to send them in as few transactions as etcd allows (the pool's group
     commit, :mod:`radium.pool.commits`); the first such change calls ``on_open``."""
 
+    #: A batch is a list of operations: the commit thread sends it (docs/store.md).
+    sends_in_background = True
+
     def __init__(self, kv: EtcdKV, prefix: str, fence: Fence | None = None) -> None:
         super().__init__()
         self.kv = kv
@@ -55,8 +58,6 @@ class EtcdStore(Deferrable):
         #: Deferred operations by key: a lease granted and ended in one batch is one delete
         #: and one put (etcd refuses a transaction that names a key twice).
         self._pending: dict[str, dict[str, Any]] = {}
-
-    sends_in_background = True
 
     def _send_held(self) -> None:
         self._send_batch(self._take_held())

@@ -33,15 +33,25 @@ def elect(kv: EtcdKV, prefix: str, address: str, ttl: int = 1) -> leadership.Lea
     return held
 
 
-def test_a_deposed_leader_can_change_nothing(etcd: EtcdCluster) -> None:
-    kv, prefix = EtcdKV(etcd.endpoints), fresh_prefix()
+def deposed(
+    kv: EtcdKV, prefix: str, before: str = ""
+) -> tuple[EtcdStore, leadership.Leadership, leadership.Leadership, list[str]]:
+    """(the first leader's store, its leadership, the second's, the first's losses): the first
+    is deposed by a real election, as if its etcd lease had lapsed while it was paused; with
+    ``before``, it stored that lease while it led."""
     first = elect(kv, prefix, "replica-1:7400")
     losses: list[str] = []
     first.on_lost = losses.append
     store = EtcdStore(kv, prefix, first)
-    store.add_lease(lease("l-before"))
-    kv.revoke(first.lease)  # as if its etcd lease had lapsed while it was paused
-    second = elect(kv, prefix, "replica-2:7400")
+    if before:
+        store.add_lease(lease(before))
+    kv.revoke(first.lease)
+    return store, first, elect(kv, prefix, "replica-2:7400"), losses
+
+
+def test_a_deposed_leader_can_change_nothing(etcd: EtcdCluster) -> None:
+    kv, prefix = EtcdKV(etcd.endpoints), fresh_prefix()
+    store, first, second, losses = deposed(kv, prefix, before="l-before")
     assert second.revision > first.revision
     assert leadership.current_leader(kv, prefix) == "replica-2:7400"
     with pytest.raises(NotLeaderError, match="no longer the leader"):
@@ -59,12 +69,7 @@ def test_a_deposed_leader_can_change_nothing(etcd: EtcdCluster) -> None:
 
 def test_a_deposed_leader_s_deferred_changes_fail_their_commit(etcd: EtcdCluster) -> None:
     kv, prefix = EtcdKV(etcd.endpoints), fresh_prefix()
-    first = elect(kv, prefix, "replica-1:7400")
-    losses: list[str] = []
-    first.on_lost = losses.append
-    store = EtcdStore(kv, prefix, first)
-    kv.revoke(first.lease)
-    second = elect(kv, prefix, "replica-2:7400")
+    store, _, second, losses = deposed(kv, prefix)
     try:
         with store.deferring():
             store.add_lease(lease("l-1"))

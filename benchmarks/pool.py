@@ -4,12 +4,14 @@ A real `radium pool serve` (SQLite in WAL mode, the default durability: every gr
 before the reply) and one CPU acceptor; clients are asyncio gRPC coroutines in this process,
 each looping allocate(fraction) -> release for a fixed time: as fast as they can (the closed loop
 measures capacity; its latency is concurrency / throughput), then 100 clients paced to --rate in
-total (latency at a given load). Each client has its own lease stream (docs/lease-stream.md),
-as each node agent does; in the last two levels the 100 are the containers of 10 nodes and share
-their node's stream, whose calls and replies then go in batches. The baseline, measured in the
-same run, is the same loop as two unary calls per cycle. Prints cycles per second, p50/p99 of
-one cycle, the CPU time the pool and the acceptor spent per cycle (microseconds, user +
-system), the unary baseline's cycles/s and p99, and the ratio of the two rates.
+total (latency at a given load). Each client has its own connection, as each node agent does:
+a lease socket (docs/lease-socket.md; "socket") and, in a second run of the level, a gRPC lease
+stream (docs/lease-stream.md; "stream"). In the last two levels the 100 are the containers of
+10 nodes and share their node's connection, whose calls and replies then go in batches. The
+baseline, measured in the same run, is the same loop as two unary calls per cycle. Prints
+cycles per second, p50/p99 of one cycle, the CPU time the pool and the acceptor spent per cycle
+(microseconds, user + system), the unary baseline's cycles/s and p99, and the ratio of the
+rates.
 
 With ``--store etcd`` (or ``both``, side by side) the pool's store is a 3-member etcd cluster on
 loopback (fsync on, as etcd runs by default) and ``--replicas`` pool processes, and the failover
@@ -36,6 +38,8 @@ import psutil
 
 from integration.pool import AGENT_TOKEN, PoolCluster, Service
 from radium import rpc
+from radium.leasecalls import LeaseCalls
+from radium.leasesocket import LeaseSocket
 from radium.leasestream import LeaseStream
 from radium.proto import pool_pb2 as pb
 from radium.proto import pool_pb2_grpc as pb_grpc
@@ -46,30 +50,34 @@ AGENTS = 10
 
 
 async def clients(
-    address: str,
+    cluster: PoolCluster,
     concurrency: int,
     seconds: float,
     rate: float = 0.0,
-    stream: bool = True,
+    carriage: str = "socket",
     agents: int = 0,
 ) -> list[float]:
     """Latencies of allocate+release cycles; ``rate`` > 0 paces the clients to that total rate.
-    ``stream``: the clients call on lease streams, one per client or, with ``agents``, that many
-    shared among them (the containers of one node share their agent's stream); otherwise each
-    cycle is two unary calls."""
+    ``carriage``: the clients call on lease sockets ("socket", docs/lease-socket.md) or gRPC
+    lease streams ("stream"), one per client or, with ``agents``, that many shared among them
+    (the containers of one node share their agent's); or each cycle is two unary calls
+    ("unary")."""
     latencies: list[float] = []
     metadata = rpc.metadata(AGENT_TOKEN)
-    async with rpc.aio_channel(address) as channel:
+    async with rpc.aio_channel(cluster.address) as channel:
         stub = pb_grpc.PoolStub(channel)
-        streams = [
-            LeaseStream(channel, metadata, "pool", timeout=10)
-            for _ in range((agents or concurrency) if stream else 0)
+        count = (agents or concurrency) if carriage != "unary" else 0
+        streams: list[LeaseCalls] = [
+            LeaseSocket(cluster.leases, AGENT_TOKEN, "pool", timeout=10)
+            if carriage == "socket"
+            else LeaseStream(channel, metadata, "pool", timeout=10)
+            for _ in range(count)
         ]
         # Opened first, as a node agent's stays open: the run measures the calls.
         await asyncio.gather(*(s.connect() for s in streams))
 
         async def cycle(index: int, request: pb.AllocateRequest) -> None:
-            if stream:
+            if streams:
                 leases = streams[index % len(streams)]
                 await leases.release((await leases.allocate(request)).id)
                 return
@@ -107,13 +115,13 @@ def level(
     concurrency: int,
     seconds: float,
     rate: float,
-    stream: bool,
+    carriage: str,
     agents: int = 0,
 ) -> tuple[float, float, float, list[float]]:
     """(cycles/s, p50 ms, p99 ms, [pool, acceptor] CPU µs per cycle) of one run."""
     pool, acceptor = cluster.leader(), cluster.acceptors["bench"]
     before = cpu_seconds(pool), cpu_seconds(acceptor)
-    latencies = asyncio.run(clients(cluster.address, concurrency, seconds, rate, stream, agents))
+    latencies = asyncio.run(clients(cluster, concurrency, seconds, rate, carriage, agents))
     spent = [(cpu_seconds(s) - b) * 1e6 / len(latencies) for s, b in zip((pool, acceptor), before)]
     ms = sorted(x * 1000 for x in latencies)
     p99 = ms[min(len(ms) - 1, int(0.99 * len(ms)))]
@@ -121,10 +129,11 @@ def level(
 
 
 def measure(cluster: PoolCluster, seconds: float, paced: float) -> list[str]:
-    """One row per level: the lease stream, with the CPU the pool (leader) and the acceptor
-    spent per cycle (they share this machine's cores with the clients, and each slows the
-    others), then the unary baseline. The last two levels are the 100 clients as containers of
-    AGENTS nodes, sharing their node agent's stream: its calls and replies go in batches."""
+    """Two rows per level, the lease socket's and the gRPC lease stream's, with the CPU the pool
+    (leader) and the acceptor spent per cycle (they share this machine's cores with the
+    clients, and each slows the others), then the unary baseline, measured once per level. The
+    last two levels are the 100 clients as containers of AGENTS nodes, sharing their node
+    agent's connection: its calls and replies go in batches."""
     rows = []
     for concurrency, agents, rate in (
         (1, 0, 0.0),
@@ -134,17 +143,18 @@ def measure(cluster: PoolCluster, seconds: float, paced: float) -> list[str]:
         (100, AGENTS, 0.0),
         (100, AGENTS, paced),
     ):
-        cycles, p50, p99, (pool_us, acceptor_us) = level(
-            cluster, concurrency, seconds, rate, True, agents
-        )
-        unary, _, unary_p99, _ = level(cluster, concurrency, seconds, rate, stream=False)
+        unary, _, unary_p99, _ = level(cluster, concurrency, seconds, rate, "unary")
         offered = f"{rate:g}" if rate else "max"
-        rows.append(
-            f"{concurrency:>7} {agents or concurrency:>7} {offered:>9} {cycles:>9.0f}"
-            f" {p50:>7.2f} {p99:>7.2f}"
-            f" {pool_us:>7.0f} {acceptor_us:>7.0f} {unary:>7.0f} {unary_p99:>7.2f}"
-            f" {cycles / unary:>5.2f}x"
-        )
+        for carriage in ("socket", "stream"):
+            cycles, p50, p99, (pool_us, acceptor_us) = level(
+                cluster, concurrency, seconds, rate, carriage, agents
+            )
+            rows.append(
+                f"{concurrency:>7} {agents or concurrency:>7} {offered:>9} {carriage:>6}"
+                f" {cycles:>9.0f} {p50:>7.2f} {p99:>7.2f}"
+                f" {pool_us:>7.0f} {acceptor_us:>7.0f} {unary:>7.0f} {unary_p99:>7.2f}"
+                f" {cycles / unary:>5.2f}x"
+            )
     return rows
 
 
@@ -216,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
         f" fsync on, {args.replicas} pool replicas"
     )
     header = (
-        f"{'clients':>7} {'streams':>7} {'offered/s':>9} {'cycles/s':>9} {'p50 ms':>7}"
+        f"{'clients':>7} {'streams':>7} {'offered/s':>9} {'via':>6} {'cycles/s':>9} {'p50 ms':>7}"
         f" {'p99 ms':>7} {'pool us':>7} {'acc. us':>7} {'unary/s':>7} {'p99 ms':>7} {'ratio':>6}"
     )
     print("  " + " | ".join(f"{store:^{len(header)}}" for store in stores))

@@ -88,6 +88,9 @@ class PoolCluster:
         prefixes = list(replica_hosts.values()) if replica_hosts else [[]] * replicas
         listens = [f"{address}:{free_port()}" for address in addresses]
         self.address = ",".join(listens)
+        #: Each replica's lease socket (docs/lease-socket.md); agents of client_table use it.
+        lease_listens = [f"{address}:{free_port()}" for address in addresses]
+        self.leases = ",".join(lease_listens)
         #: Where the pool and each acceptor serve /metrics (free ports: never 7410's default,
         #: which a `radium up` of another test may hold).
         self.pool_metrics = f"127.0.0.1:{free_port()}"
@@ -121,6 +124,7 @@ class PoolCluster:
         )
         self.config.write_text(
             f'[pool]\nlisten = "{listens[0]}"\nmetrics = "{self.pool_metrics}"\n'
+            f'lease_listen = "{lease_listens[0]}"\n'
             + pool_table
             + f'[acceptor]\npool = "{self.address}"\ntoken = "{ACCEPTOR_TOKEN}"\n'
             "heartbeat_interval = 0.5\n"
@@ -135,7 +139,8 @@ class PoolCluster:
         for n, listen in enumerate(listens[1:], 1):
             config = root / f"replica-{n}.toml"
             config.write_text(
-                f'[pool]\nlisten = "{listen}"\nmetrics = "127.0.0.1:{free_port()}"\n' + pool_table
+                f'[pool]\nlisten = "{listen}"\nmetrics = "127.0.0.1:{free_port()}"\n'
+                f'lease_listen = "{lease_listens[n]}"\n' + pool_table
             )
             env = {**self.env, "RADIUM_CONFIG": str(config)}
             self.replicas.append(
@@ -156,9 +161,10 @@ class PoolCluster:
     def client_table(self, cert: str = "agent") -> str:
         """The ``[client]`` table of a config that reaches this pool as an agent (or, with
         TLS, as the holder of certificate ``cert``: "admin" may administer queues)."""
-        return f'[client]\npool = "{self.address}"\ntoken = "{AGENT_TOKEN}"\n' + self.tls_table(
-            "client.tls", cert
-        )
+        return (
+            f'[client]\npool = "{self.address}"\nleases = "{self.leases}"\n'
+            f'token = "{AGENT_TOKEN}"\n'
+        ) + self.tls_table("client.tls", cert)
 
     def tls_config(self, name: str) -> TlsConfig | None:
         if not self.tls:

@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, AsyncGenerator, AsyncIterator, Callable, TypeVar
 
 from radium import rpc
 from radium.errors import CapacityError, InvalidRequestError, RadiumError
@@ -120,12 +120,21 @@ class Leasing:
     async def stream(
         self, calls: AsyncIterator[pb.LeaseCall], context: Any
     ) -> AsyncIterator[pb.LeaseReply]:
-        """Serve one lease stream: calls that need not wait are answered in the order they
-        came; an allocation that waits runs as its own task, so it holds up nothing."""
+        """Serve one gRPC lease stream (docs/lease-stream.md)."""
         # Accepted: the client sends its first call only after this. A refusal that raced a
         # client's write would reach it as grpc's own INTERNAL status, not as the refusal.
         batches = rpc.takes_lease_batches(context.invocation_metadata())
         await context.send_initial_metadata((rpc.LEASE_BATCHES,) if batches else ())
+        async for reply in self.session(calls, batches):
+            yield reply
+
+    async def session(
+        self, calls: AsyncIterator[pb.LeaseCall], batches: bool
+    ) -> AsyncGenerator[pb.LeaseReply, None]:
+        """The replies to one client's lease calls, whatever carries them (a gRPC stream, a
+        lease socket): calls that need not wait are answered in the order they came; an
+        allocation that waits runs as its own task, so it holds up nothing. ``batches``: what
+        is ready goes out as one reply with ``more``."""
         replies: asyncio.Queue[pb.LeaseReply | None] = asyncio.Queue()
         waiting: dict[int, asyncio.Task[None]] = {}
         ended = False

@@ -12,7 +12,7 @@ from typing import Mapping
 import grpc.aio
 
 from radium import metrics, rpc
-from radium.config import Config, QueueConfig
+from radium.config import Config, PoolConfig, QueueConfig
 from radium.errors import (
     ConfigError,
     InvalidRequestError,
@@ -21,6 +21,13 @@ from radium.errors import (
 )
 from radium.pool import heap, queues
 from radium.pool.commits import Deferrable, GroupCommit, Immediate
+from radium.pool.lease_listener import (
+    LeaseListener,
+    role_authorize,
+    server_context,
+    token_authorize,
+)
+from radium.pool.leasing import Leasing
 from radium.pool.metrics import PoolMetrics, on_loop
 from radium.pool.model import Queue
 from radium.pool.policies import POLICIES
@@ -145,6 +152,16 @@ async def lead(
     except UnavailableError:
         store.close()
         raise
+    listener = None
+    try:
+        if settings.lease_listen:
+            listener = _lease_listener(pool, settings, check_tls=tls)
+            await listener.start(settings.lease_listen)
+    except RadiumError:
+        if endpoint is not None:
+            endpoint.close()
+        store.close()
+        raise
     await server.start()
     log.info(
         "pool listening on %s (%s; %s)",
@@ -165,6 +182,8 @@ async def lead(
         reaper.cancel()
         settler.cancel()
         deposed = lost is not None and lost.is_set()
+        if listener is not None:
+            await listener.close()
         await server.stop(grace=0 if deposed else 2)  # deposed, it may change nothing more
         if isinstance(commits, GroupCommit):
             commits.close()
@@ -174,6 +193,16 @@ async def lead(
         log.info("pool stopped serving")
     if broken:
         raise broken[0]
+
+
+def _lease_listener(pool: Pool, settings: PoolConfig, check_tls: bool) -> LeaseListener:
+    """The lease socket (docs/lease-socket.md), authenticating as the gRPC lease stream does."""
+    if not check_tls:
+        return LeaseListener(Leasing(pool), token_authorize(settings.agent_tokens))
+    from radium.certs import SERVICE_ROLES
+
+    context = server_context(settings.tls)
+    return LeaseListener(Leasing(pool), role_authorize(SERVICE_ROLES[POOL_SERVICE]), context)
 
 
 async def _first(*events: asyncio.Event | None) -> None:

@@ -114,6 +114,9 @@ class PoolConfig:
     """``radium pool serve``: where it listens, where its state lives, whom it trusts."""
 
     listen: str = "127.0.0.1:7400"
+    #: host:port of the lease socket (docs/lease-socket.md): the lease stream's calls without
+    #: gRPC, at a fraction of its CPU; "" serves none (node agents then lease over gRPC).
+    lease_listen: str = ""
     #: "sqlite" (one pool process; the embedded default) or "etcd" (replicas; [pool.etcd]).
     store: str = "sqlite"
     etcd: EtcdConfig = field(default_factory=EtcdConfig)
@@ -146,6 +149,9 @@ class ClientConfig:
     """How this node's agent and CLI reach the pool."""
 
     pool: str = "127.0.0.1:7400"
+    #: The pool's lease sockets ([pool] lease_listen of each replica, comma-separated): the
+    #: node agent's leases go there instead of on a gRPC stream (docs/lease-socket.md).
+    leases: str = ""
     token: str = ""
     #: Deadline of every control-plane call, in seconds.
     timeout: float = 5.0
@@ -296,6 +302,22 @@ class Config:
         ):
             if number <= 0:
                 raise ConfigError(f"config key {key} must be positive, got {number}")
+        for key, where in (
+            ("pool.lease_listen", self.pool.lease_listen),
+            ("client.leases", self.client.leases),
+        ):
+            for part in where.split(",") if where else ():
+                host, sep, port = part.strip().rpartition(":")
+                if not sep or not host or not port.isdigit() or int(port) > 65535:
+                    raise ConfigError(
+                        f"config key {key} must be host:port"
+                        f"{' (or a comma-separated list)' if key == 'client.leases' else ''}, "
+                        f"got {where!r}"
+                    )
+        if "," in self.pool.lease_listen:
+            raise ConfigError(
+                f"config key pool.lease_listen is one host:port, got {self.pool.lease_listen!r}"
+            )
         for key, tls in (
             ("pool.tls", self.pool.tls),
             ("client.tls", self.client.tls),

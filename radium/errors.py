@@ -144,6 +144,10 @@ class InvalidRequestError(RadiumError):
     kind = Kind.INVALID_ARGUMENT
 
 
+class LeaseWireError(InvalidRequestError):
+    """A peer broke the lease socket's protocol (docs/lease-socket.md): its connection ends."""
+
+
 class PermissionDeniedError(RadiumError):
     """An authenticated caller whose role may not make this call (mTLS certificate roles)."""
 

@@ -281,15 +281,20 @@ def role_check(roles: Mapping[str, Collection[str]]) -> Check:
         except RadiumError as exc:
             return exc
         allowed = roles.get(_service(method), ())
-        if role in allowed:
-            return None
-        article = "an" if role[0] in "aeiou" else "a"
-        return errors.PermissionDeniedError(
-            f"{method}: {article} {role} certificate ({name}) may not call it",
-            hint=f"it needs a certificate of role {' or '.join(sorted(allowed)) or 'none'}",
-        )
+        return None if role in allowed else role_refused(method, role, name, allowed)
 
     return check
+
+
+def role_refused(
+    what: str, role: str, name: str, allowed: Collection[str]
+) -> errors.PermissionDeniedError:
+    """A verified certificate whose role may not call ``what``."""
+    article = "an" if role[0] in "aeiou" else "a"
+    return errors.PermissionDeniedError(
+        f"{what}: {article} {role} certificate ({name}) may not call it",
+        hint=f"it needs a certificate of role {' or '.join(sorted(allowed)) or 'none'}",
+    )
 
 
 def _service(method: str) -> str:

@@ -63,12 +63,14 @@ def write_config(state: Path, listen: str, cpu_devices: int) -> Path:
         if previous and previous.acceptor_tokens
         else secrets.token_urlsafe(24)
     )
+    host, _, port = listen.rpartition(":")
+    leases = f"{host}:{int(port) + 1}" if port.isdigit() else ""  # the lease socket's
     text = (
         "# Written by `radium up`; its tokens are kept between runs.\n"
-        f'[pool]\nlisten = "{listen}"\ndb = "{state / "pool.db"}"\n'
+        f'[pool]\nlisten = "{listen}"\nlease_listen = "{leases}"\ndb = "{state / "pool.db"}"\n'
         f'agent_tokens = ["{agent}"]\nacceptor_tokens = ["{acceptor}"]\n'
         f'metrics = "{METRICS["pool"]}"\n'
-        f'[client]\npool = "{listen}"\ntoken = "{agent}"\n'
+        f'[client]\npool = "{listen}"\nleases = "{leases}"\ntoken = "{agent}"\n'
         f'[acceptor]\nname = "local"\npool = "{listen}"\ntoken = "{acceptor}"\nbackend = "auto"\n'
         f'cpu_devices = {cpu_devices}\nstate_dir = "{state / "acceptor"}"\n'
         # Port 0: the acceptor listens on a free port and registers the one it got.

@@ -54,6 +54,10 @@ def test_queues_are_tables_by_name(tmp_path: Path) -> None:
         ("[pool]\nqueues = 3\n", "'pool.queues' must be a table"),
         ("[pool.queues.a]\ndeserve = 1\n", "unknown config key 'pool.queues.a.deserve'"),
         ("[pool.queues.a]\nlimit = 'x'\n", "'pool.queues.a.limit' must be of type float"),
+        ("[pool]\nlease_listen = '7401'\n", "pool.lease_listen must be host:port"),
+        ("[pool]\nlease_listen = 'a:1,b:2'\n", "pool.lease_listen is one host:port"),
+        ("[client]\nleases = 'a:1,b'\n", "client.leases must be host:port (or a comma"),
+        ("[client]\nleases = 'a:99999'\n", "client.leases must be host:port"),
     ],
 )
 def test_bad_files_name_the_problem(tmp_path: Path, text: str, message: str) -> None:

@@ -25,7 +25,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     parser.add_argument("--state-dir", type=Path, help="where its config, database and logs live")
     parser.add_argument(
-        "--listen", default="127.0.0.1:7400", help="pool address (default 127.0.0.1:7400)"
+        "--listen",
+        default="127.0.0.1:7400",
+        help="pool address (default 127.0.0.1:7400); its lease socket takes the next port",
     )
     parser.add_argument(
         "--cpu-devices", type=int, default=2, help="devices the CPU acceptor exposes"

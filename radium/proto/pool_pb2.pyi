@@ -202,6 +202,22 @@ class LeaseReply(_message.Message):
     more: _containers.RepeatedCompositeFieldContainer[LeaseReply]
     def __init__(self, id: _Optional[int] = ..., lease: _Optional[_Union[Lease, _Mapping]] = ..., released: _Optional[_Union[ReleaseResponse, _Mapping]] = ..., kept: _Optional[_Union[KeepAliveResponse, _Mapping]] = ..., error: _Optional[_Union[CallError, _Mapping]] = ..., more: _Optional[_Iterable[_Union[LeaseReply, _Mapping]]] = ...) -> None: ...
 
+class LeaseHello(_message.Message):
+    __slots__ = ("version", "token")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    version: int
+    token: str
+    def __init__(self, version: _Optional[int] = ..., token: _Optional[str] = ...) -> None: ...
+
+class LeaseWelcome(_message.Message):
+    __slots__ = ("version", "error")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    version: int
+    error: CallError
+    def __init__(self, version: _Optional[int] = ..., error: _Optional[_Union[CallError, _Mapping]] = ...) -> None: ...
+
 class ListLeasesRequest(_message.Message):
     __slots__ = ("all",)
     ALL_FIELD_NUMBER: _ClassVar[int]

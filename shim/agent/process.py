@@ -15,9 +15,13 @@ import sysconfig
 from pathlib import Path
 from typing import Awaitable, Callable
 
+import grpc.aio
+
 from radium import config as config_module
 from radium import rpc
-from radium.config import Config
+from radium.config import ClientConfig, Config
+from radium.leasecalls import LeaseCalls
+from radium.leasesocket import LeaseSocket
 from radium.leasestream import LeaseStream
 from radium.shim.agent import nativeclient, protocol
 from radium.shim.agent.book import LeaseBook, write_lease_file
@@ -27,6 +31,22 @@ from radium.shim.agent.service import AgentService
 from radium.shim.agent.starts import ConfigSource, StartService
 
 log = logging.getLogger(__name__)
+
+
+def _lease_client(client: ClientConfig, channel: grpc.aio.Channel) -> LeaseCalls:
+    """Where every lease call of the agent goes: the pool's lease socket when [client] leases
+    names it (docs/lease-socket.md), else one gRPC stream (docs/lease-stream.md)."""
+    if client.leases:
+        return LeaseSocket(
+            client.leases, client.token, f"pool at {client.leases}", client.timeout, client.tls
+        )
+    return LeaseStream(
+        channel,
+        rpc.metadata(client.token),
+        f"pool at {client.pool}",
+        client.timeout,
+        client.tls.enabled,
+    )
 
 
 async def serve(config: Config) -> None:
@@ -39,14 +59,7 @@ async def serve(config: Config) -> None:
         log.info("another agent is running (lock %s)", lock_path)
         return
     channel = rpc.aio_channel(config.client.pool, config.client.tls)
-    #: Every pool call of the agent is on this one stream (docs/lease-stream.md).
-    pool = LeaseStream(
-        channel,
-        rpc.metadata(config.client.token),
-        f"pool at {config.client.pool}",
-        config.client.timeout,
-        config.client.tls.enabled,
-    )
+    pool = _lease_client(config.client, channel)
     book = LeaseBook(Path(config.agent.state_file))
     book.load()
     broker = ConnectionBroker(book.get)

@@ -1,0 +1,63 @@
+"""The lease socket's frames and handshake, both ends (docs/lease-socket.md)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+import sys
+from typing import TypeVar
+
+from google.protobuf.message import DecodeError, Message
+
+from radium.errors import LeaseWireError
+
+MAGIC = b"RLS1"
+VERSION = 1
+#: Largest frame before the handshake is done, and after.
+HELLO_LIMIT = 4 << 10
+FRAME_LIMIT = 1 << 20
+#: Seconds a connection has to send its hello.
+HELLO_TIMEOUT = 5.0
+_LENGTH = struct.Struct(">I")
+M = TypeVar("M", bound=Message)
+
+
+def frame(message: Message) -> bytes:
+    body = message.SerializeToString()
+    return _LENGTH.pack(len(body)) + body
+
+
+async def read_frame(reader: asyncio.StreamReader, kind: type[M], limit: int) -> M | None:
+    """The next frame's message; None at a clean end of the stream (between frames)."""
+    try:
+        head = await reader.readexactly(_LENGTH.size)
+    except asyncio.IncompleteReadError as exc:
+        if exc.partial:
+            raise LeaseWireError("the connection ended inside a frame's length") from exc
+        return None
+    (length,) = _LENGTH.unpack(head)
+    if length > limit:
+        raise LeaseWireError(f"a frame of {length} bytes is over the limit of {limit}")
+    try:
+        body = await reader.readexactly(length)
+    except asyncio.IncompleteReadError as exc:
+        raise LeaseWireError("the connection ended inside a frame") from exc
+    try:
+        return kind.FromString(body)
+    except DecodeError as exc:
+        raise LeaseWireError(f"a frame is not a {kind.__name__}") from exc
+
+
+def keep_alive(writer: asyncio.StreamWriter) -> None:
+    """Fail the connection within about 3 s of its peer going silent (docs/lease-socket.md)."""
+    sock = writer.get_extra_info("socket")
+    if sock is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
+        return
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    if sys.platform == "linux":
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, 2)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, 2000)

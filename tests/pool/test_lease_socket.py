@@ -1,0 +1,302 @@
+"""The lease socket (docs/lease-socket.md): a real listener on loopback in front of a real
+PoolState, and the real client; raw connections for what a client of ours never sends."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from pathlib import Path
+from typing import AsyncIterator, Awaitable, Callable, TypeVar
+
+import grpc
+import pytest
+
+from radium import certs, leasewire
+from radium.config import TlsConfig
+from radium.errors import AuthError, PermissionDeniedError, UnavailableError
+from radium.leasesocket import LeaseSocket
+from radium.pool.lease_listener import (
+    LeaseListener,
+    role_authorize,
+    server_context,
+    token_authorize,
+)
+from radium.pool.leasing import Leasing
+from radium.pool.service import Pool
+from radium.proto import pool_pb2 as pb
+from tests.pool.test_queues import pool
+from tests.ports import free_port
+
+TOKEN = "t0k3n"
+T = TypeVar("T")
+
+
+async def listening(gpus: int = 4) -> tuple[LeaseListener, Leasing, str]:
+    leasing = Leasing(Pool(pool(gpus=gpus), clock=lambda: 1.0))
+    listener = LeaseListener(leasing, token_authorize([TOKEN]))
+    await listener.start("127.0.0.1:0")
+    return listener, leasing, f"127.0.0.1:{listener.port}"
+
+
+def served(test: Callable[[LeaseListener, Leasing, str], Awaitable[T]], gpus: int = 4) -> T:
+    async def run() -> T:
+        listener, leasing, address = await listening(gpus)
+        try:
+            return await test(listener, leasing, address)
+        finally:
+            await listener.close()
+
+    return asyncio.run(run())
+
+
+async def raw(
+    address: str, hello: pb.LeaseHello | None = None
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A connection that said hello (with our token unless ``hello`` is given) and was welcomed."""
+    host, _, port = address.rpartition(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(leasewire.MAGIC + leasewire.frame(hello or pb.LeaseHello(version=1, token=TOKEN)))
+    return reader, writer
+
+
+async def replies(reader: asyncio.StreamReader) -> AsyncIterator[pb.LeaseReply]:
+    while (message := await leasewire.read_frame(reader, pb.LeaseReply, 1 << 20)) is not None:
+        for reply in (message, *message.more):
+            yield reply
+
+
+def test_allocate_keep_alive_and_release_on_the_socket() -> None:
+    async def test(_: LeaseListener, leasing: Leasing, address: str) -> None:
+        client = LeaseSocket(address, TOKEN, "pool", timeout=5)
+        lease = await client.allocate(pb.AllocateRequest(gpus=1, holder="h"))
+        assert list(leasing.pool.state.leases) == [lease.id]
+        assert (await client.keep_alive(lease.id)).expires_at > 0
+        assert await client.release(lease.id) is True
+        assert await client.release(lease.id) is False  # ended already
+        assert not leasing.pool.state.leases
+        await client.close()
+
+    served(test)
+
+
+def test_many_calls_at_once_are_batched_and_all_answered() -> None:
+    async def test(_: LeaseListener, leasing: Leasing, address: str) -> int:
+        client = LeaseSocket(address, TOKEN, "pool", timeout=5)
+        await client.connect()
+        wanted = pb.AllocateRequest(fraction=0.01, holder="many")
+        leases = await asyncio.gather(*(client.allocate(wanted) for _ in range(60)))
+        assert len({lease.id for lease in leases}) == 60 == len(leasing.pool.state.leases)
+        assert all(await asyncio.gather(*(client.release(lease.id) for lease in leases)))
+        await client.close()
+        return len(leasing.pool.state.leases)
+
+    assert served(test) == 0
+
+
+def test_a_call_error_ends_that_call_only() -> None:
+    async def test(_: LeaseListener, leasing: Leasing, address: str) -> None:
+        client = LeaseSocket(address, TOKEN, "pool", timeout=5)
+        with pytest.raises(Exception, match="holder and queue names"):
+            await client.allocate(pb.AllocateRequest(gpus=1, holder="x" * 300))
+        lease = await client.allocate(pb.AllocateRequest(gpus=1, holder="after"))
+        assert lease.holder == "after"
+        await client.close()
+
+    served(test)
+
+
+@pytest.mark.parametrize("token", ["wrong", ""])
+def test_a_wrong_or_missing_token_is_refused_with_one_line(token: str) -> None:
+    async def test(_: LeaseListener, leasing: Leasing, address: str) -> str:
+        client = LeaseSocket(address, token, "pool", timeout=5)
+        with pytest.raises(AuthError) as refused:
+            await client.allocate(pb.AllocateRequest(gpus=1))
+        await client.close()
+        assert not leasing.pool.state.leases
+        return refused.value.one_line()
+
+    line = served(test)
+    assert f"token not accepted ({'wrong' if token else 'no'} token)" in line
+    assert "\n" not in line
+
+
+def test_another_version_is_refused_by_name() -> None:
+    async def test(_: LeaseListener, leasing: Leasing, address: str) -> pb.LeaseWelcome | None:
+        reader, writer = await raw(address, pb.LeaseHello(version=2, token=TOKEN))
+        welcome = await leasewire.read_frame(reader, pb.LeaseWelcome, 4096)
+        assert await reader.read() == b""  # and closed
+        writer.close()
+        return welcome
+
+    welcome = served(test)
+    assert welcome is not None
+    assert welcome.error.code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
+    assert "version 2 is not spoken here" in welcome.error.message
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",  # a gRPC client on the wrong port
+        leasewire.MAGIC + struct.pack(">I", 1 << 30),  # a hello of 1 GiB
+        leasewire.MAGIC + struct.pack(">I", 5) + b"\xff\xff\xff\xff\xff",  # no LeaseHello
+        leasewire.MAGIC + struct.pack(">I", 9) + b"abc",  # ends inside its hello
+    ],
+)
+def test_garbage_before_the_hello_is_closed_unanswered_and_the_pool_serves_on(
+    garbage: bytes, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def test(_: LeaseListener, leasing: Leasing, address: str) -> bytes:
+        host, _, port = address.rpartition(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+        writer.write(garbage)
+        writer.write_eof()
+        answer = await asyncio.wait_for(reader.read(), 10)
+        writer.close()
+        client = LeaseSocket(address, TOKEN, "pool", timeout=5)
+        assert (await client.allocate(pb.AllocateRequest(gpus=1))).id  # still serving
+        await client.close()
+        return answer
+
+    with caplog.at_level(logging.WARNING, "radium.pool.lease_listener"):
+        assert served(test) == b""
+    assert any("closed it" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        struct.pack(">I", (1 << 20) + 1),  # a frame over the limit
+        struct.pack(">I", 3) + b"\xff\xff\xff",  # not a LeaseCall
+    ],
+)
+def test_a_broken_frame_after_the_welcome_closes_that_connection_only(garbage: bytes) -> None:
+    async def test(_: LeaseListener, leasing: Leasing, address: str) -> list[str]:
+        reader, writer = await raw(address)
+        assert (await leasewire.read_frame(reader, pb.LeaseWelcome, 4096)) is not None
+        # An allocation granted, then the garbage: the connection ends, the lease stays held
+        # (its TTL ends it, as for any client gone mid-flight), and nothing is half-served.
+        writer.write(leasewire.frame(pb.LeaseCall(id=1, allocate=pb.AllocateRequest(gpus=1))))
+        writer.write(garbage)
+        got = [reply async for reply in replies(reader)]
+        writer.close()
+        assert [r.id for r in got] == [1] and got[0].lease.id
+        client = LeaseSocket(address, TOKEN, "pool", timeout=5)
+        assert await client.release(got[0].lease.id) is True
+        await client.close()
+        return list(leasing.pool.state.leases)
+
+    assert served(test) == []
+
+
+def test_a_client_gone_with_a_waiting_allocation_is_never_granted_it() -> None:
+    async def test(_: LeaseListener, leasing: Leasing, address: str) -> list[str]:
+        hog = LeaseSocket(address, TOKEN, "pool", timeout=5)
+        taken = await hog.allocate(pb.AllocateRequest(gpus=1, holder="hog"))
+        reader, writer = await raw(address)
+        assert (await leasewire.read_frame(reader, pb.LeaseWelcome, 4096)) is not None
+        wanted = pb.AllocateRequest(gpus=1, holder="gone", wait_seconds=30)
+        writer.write(leasewire.frame(pb.LeaseCall(id=1, allocate=wanted)))
+        while not leasing.pool.waiters.pending():
+            await asyncio.sleep(0.01)
+        writer.close()  # gone while it waits
+        while leasing.pool.waiters.pending():
+            await asyncio.sleep(0.01)
+        await hog.release(taken.id)
+        await hog.close()
+        return [lease.holder for lease in leasing.pool.state.leases.values()]
+
+    assert served(test, gpus=1) == []
+
+
+def test_the_client_moves_past_a_dead_address_and_fails_over_when_its_pool_stops() -> None:
+    async def run() -> None:
+        first, _, at_first = await listening()
+        second, leasing, at_second = await listening()
+        dead = f"127.0.0.1:{free_port()}"
+        client = LeaseSocket(f"{dead},{at_first},{at_second}", TOKEN, "pool", timeout=5)
+        await client.allocate(pb.AllocateRequest(fraction=0.1))
+        waiting = asyncio.ensure_future(
+            client.allocate(pb.AllocateRequest(gpus=4, holder="w", wait_seconds=30))
+        )
+        await asyncio.sleep(0.2)
+        await first.close()  # the leader stops: what was in flight fails
+        with pytest.raises(UnavailableError):
+            await waiting
+        lease = await client.allocate(pb.AllocateRequest(gpus=1, holder="next"))
+        assert list(leasing.pool.state.leases) == [lease.id]  # from the second
+        await client.close()
+        await second.close()
+
+    asyncio.run(run())
+
+
+def test_no_address_listening_is_one_unavailable_line() -> None:
+    async def run() -> str:
+        client = LeaseSocket(f"127.0.0.1:{free_port()}", TOKEN, "pool at x", timeout=2)
+        with pytest.raises(UnavailableError) as down:
+            await client.release("nothing")
+        await client.close()
+        return down.value.one_line()
+
+    line = asyncio.run(run())
+    assert "no lease socket accepts" in line and "refused" in line.lower()
+
+
+def _tls(directory: Path, name: str) -> TlsConfig:
+    return TlsConfig(
+        str(directory / certs.CA_CERT),
+        str(directory / f"{name}.pem"),
+        str(directory / f"{name}.key"),
+    )
+
+
+def test_mutual_tls_admits_an_agent_and_refuses_other_roles_and_cas(tmp_path: Path) -> None:
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    for directory in (ours, theirs):
+        certs.init(directory)
+        certs.issue(directory, "pool", "pool", ["127.0.0.1"])
+        certs.issue(directory, "agent", "agent", [])
+    certs.issue(ours, "acceptor", "acceptors", [])
+
+    async def run() -> None:
+        leasing = Leasing(Pool(pool(), clock=lambda: 1.0))
+        authorize = role_authorize(frozenset({"agent", "admin"}))
+        listener = LeaseListener(leasing, authorize, server_context(_tls(ours, "pool")))
+        await listener.start("127.0.0.1:0")
+        address = f"127.0.0.1:{listener.port}"
+        try:
+            agent = LeaseSocket(address, "", "pool", 5, _tls(ours, "agent"))
+            lease = await agent.allocate(pb.AllocateRequest(gpus=1))
+            assert await agent.release(lease.id)
+            await agent.close()
+            acceptor = LeaseSocket(address, "", "pool", 5, _tls(ours, "acceptors"))
+            with pytest.raises(PermissionDeniedError, match="an acceptor certificate"):
+                await acceptor.connect()
+            await acceptor.close()
+            # Trusts our pool, but its certificate is another CA's.
+            foreign = _tls(theirs, "agent")
+            stranger = LeaseSocket(
+                address,
+                "",
+                "pool",
+                5,
+                TlsConfig(str(ours / certs.CA_CERT), foreign.cert, foreign.key),
+            )
+            with pytest.raises(AuthError, match="refused this node's certificate"):
+                await stranger.connect()
+            await stranger.close()
+            # A pool whose certificate is another CA's is not ours.
+            impostor = LeaseListener(leasing, authorize, server_context(_tls(theirs, "pool")))
+            await impostor.start("127.0.0.1:0")
+            fooled = LeaseSocket(f"127.0.0.1:{impostor.port}", "", "pool", 5, _tls(ours, "agent"))
+            with pytest.raises(AuthError, match="TLS handshake failed"):
+                await fooled.connect()
+            await fooled.close()
+            await impostor.close()
+        finally:
+            await listener.close()
+        assert not leasing.pool.state.leases
+
+    asyncio.run(run())

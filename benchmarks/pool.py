@@ -9,9 +9,9 @@ a lease socket (docs/lease-socket.md; "socket") and, in a second run of the leve
 stream (docs/lease-stream.md; "stream"). In the last two levels the 100 are the containers of
 10 nodes and share their node's connection, whose calls and replies then go in batches. The
 baseline, measured in the same run, is the same loop as two unary calls per cycle. Prints
-cycles per second, p50/p99 of one cycle, the CPU time the pool and the acceptor spent per cycle
-(microseconds, user + system), the unary baseline's cycles/s and p99, and the ratio of the
-rates.
+cycles per second, p50/p99 of one cycle, the CPU time the pool, the acceptor and the clients'
+process spent per cycle (microseconds, user + system), the unary baseline's cycles/s and p99,
+and the ratio of the rates.
 
 With ``--store etcd`` (or ``both``, side by side) the pool's store is a 3-member etcd cluster on
 loopback (fsync on, as etcd runs by default) and ``--replicas`` pool processes, and the failover
@@ -118,11 +118,12 @@ def level(
     carriage: str,
     agents: int = 0,
 ) -> tuple[float, float, float, list[float]]:
-    """(cycles/s, p50 ms, p99 ms, [pool, acceptor] CPU µs per cycle) of one run."""
+    """(cycles/s, p50 ms, p99 ms, [pool, acceptor, clients] CPU µs per cycle) of one run."""
     pool, acceptor = cluster.leader(), cluster.acceptors["bench"]
-    before = cpu_seconds(pool), cpu_seconds(acceptor)
+    before = cpu_seconds(pool), cpu_seconds(acceptor), time.process_time()
     latencies = asyncio.run(clients(cluster, concurrency, seconds, rate, carriage, agents))
-    spent = [(cpu_seconds(s) - b) * 1e6 / len(latencies) for s, b in zip((pool, acceptor), before)]
+    after = cpu_seconds(pool), cpu_seconds(acceptor), time.process_time()
+    spent = [(a - b) * 1e6 / len(latencies) for a, b in zip(after, before)]
     ms = sorted(x * 1000 for x in latencies)
     p99 = ms[min(len(ms) - 1, int(0.99 * len(ms)))]
     return len(ms) / seconds, statistics.median(ms), p99, spent
@@ -146,13 +147,14 @@ def measure(cluster: PoolCluster, seconds: float, paced: float) -> list[str]:
         unary, _, unary_p99, _ = level(cluster, concurrency, seconds, rate, "unary")
         offered = f"{rate:g}" if rate else "max"
         for carriage in ("socket", "stream"):
-            cycles, p50, p99, (pool_us, acceptor_us) = level(
+            cycles, p50, p99, (pool_us, acceptor_us, clients_us) = level(
                 cluster, concurrency, seconds, rate, carriage, agents
             )
             rows.append(
                 f"{concurrency:>7} {agents or concurrency:>7} {offered:>9} {carriage:>6}"
                 f" {cycles:>9.0f} {p50:>7.2f} {p99:>7.2f}"
-                f" {pool_us:>7.0f} {acceptor_us:>7.0f} {unary:>7.0f} {unary_p99:>7.2f}"
+                f" {pool_us:>7.0f} {acceptor_us:>7.0f} {clients_us:>7.0f}"
+                f" {unary:>7.0f} {unary_p99:>7.2f}"
                 f" {cycles / unary:>5.2f}x"
             )
     return rows
@@ -227,7 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     header = (
         f"{'clients':>7} {'streams':>7} {'offered/s':>9} {'via':>6} {'cycles/s':>9} {'p50 ms':>7}"
-        f" {'p99 ms':>7} {'pool us':>7} {'acc. us':>7} {'unary/s':>7} {'p99 ms':>7} {'ratio':>6}"
+        f" {'p99 ms':>7} {'pool us':>7} {'acc. us':>7} {'cli. us':>7} {'unary/s':>7} {'p99 ms':>7}"
+        f" {'ratio':>6}"
     )
     print("  " + " | ".join(f"{store:^{len(header)}}" for store in stores))
     print("  " + " | ".join(header for _ in stores))

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import threading
 import time
@@ -14,8 +15,9 @@ import pytest
 
 from integration.etcd_hosts import etcd_on_hosts
 from integration.netns import Network
-from integration.pool import PoolCluster, Service
+from integration.pool import AGENT_TOKEN, PoolCluster, Service
 from radium.errors import CapacityError, RadiumError, UnavailableError
+from radium.leasesocket import LeaseSocket
 from radium.proto import pool_pb2 as pb
 from radium.shim.agent.broker import dial
 from radium_interposer.client import Connection
@@ -78,12 +80,31 @@ def test_the_leader_is_killed_under_load(pool: PoolCluster) -> None:
         finally:
             mine.close()
 
-    threads = [threading.Thread(target=churn) for _ in range(4)]
+    def churn_on_the_lease_socket() -> None:
+        """As a node agent leases: one lease socket, reconnected by its next call."""
+
+        async def loop() -> None:
+            leases = LeaseSocket(pool.leases, AGENT_TOKEN, "pool", timeout=5)
+            while not stop.is_set():
+                try:
+                    lease = await leases.allocate(pb.AllocateRequest(gpus=1, holder="churn"))
+                    socket_grants.append(lease)
+                    await leases.release(lease.id)
+                except (UnavailableError, CapacityError) as exc:
+                    failures.append(type(exc).__name__)
+                    await asyncio.sleep(0.02)
+            await leases.close()
+
+        asyncio.run(loop())
+
+    socket_grants: list[pb.Lease] = []
+    threads = [threading.Thread(target=churn) for _ in range(3)]
+    threads.append(threading.Thread(target=churn_on_the_lease_socket))
     for thread in threads:
         thread.start()
     try:
         time.sleep(1)
-        before = len(grants)
+        before, socket_before = len(grants), len(socket_grants)
         old = pool.leader()
         old.kill(signal.SIGKILL)
         _, failover = pool.allocate_until_granted()
@@ -94,6 +115,7 @@ def test_the_leader_is_killed_under_load(pool: PoolCluster) -> None:
             thread.join(30)
     print(f"failover: first grant {failover:.2f}s after the leader's SIGKILL")
     assert before > 0 and len(grants) > before, "the churn went on across the failover"
+    assert 0 < socket_before < len(socket_grants), "the lease socket's too"
     new = pool.leader()
     assert new is not old
     active = client.leases()

@@ -18,6 +18,7 @@ from radium.proto import pool_pb2 as pb
 log = logging.getLogger(__name__)
 _TLS_HINT = "check the tls ca, cert and key in the Radium config (radium certs issue)"
 _DOWN_HINT = "is the pool running, and [pool] lease_listen one of [client] leases?"
+_PLAIN_HINT = "does the pool want TLS ([client.tls])? is [client] leases its lease socket?"
 
 
 def addresses(text: str) -> list[tuple[str, int]]:
@@ -161,7 +162,7 @@ class LeaseSocket(LeaseCalls):
             if not self._tls:
                 raise UnavailableError(
                     f"{self._service}: the lease socket broke in its handshake ({exc})",
-                    hint=_DOWN_HINT,
+                    hint=_PLAIN_HINT,
                 ) from exc
         if welcome is None and self._tls:  # the pool ended the handshake: our certificate
             raise AuthError(
@@ -171,7 +172,7 @@ class LeaseSocket(LeaseCalls):
         if welcome is None:
             raise UnavailableError(
                 f"{self._service}: the pool closed the lease socket before its welcome",
-                hint=_DOWN_HINT,
+                hint=_PLAIN_HINT,
             )
         if welcome.HasField("error"):
             raise rpc.from_status(welcome.error.code, welcome.error.message, self._service)

@@ -15,6 +15,7 @@ from typing import Iterable, Protocol
 
 from radium.errors import AlreadyExistsError, StoreUnavailableError
 from radium.pool import sqlite_tables as tables
+from radium.pool.checkpointer import CHECKPOINT_EVERY, WalCheckpointer
 from radium.pool.commits import Deferrable
 from radium.pool.model import (
     ACTIVE,
@@ -54,9 +55,16 @@ class SQLiteStore(Deferrable):
     pool's group commit, :mod:`radium.pool.commits`). The first change of such a transaction
     calls ``on_open``."""
 
-    def __init__(self, path: str, synchronous: str = "normal") -> None:
+    def __init__(
+        self, path: str, synchronous: str = "normal", checkpoint_every: float = CHECKPOINT_EVERY
+    ) -> None:
         super().__init__()
         self._db = tables.connect(path, synchronous)
+        self._checkpointer: WalCheckpointer | None = None
+        if path != ":memory:":  # checkpoints off the loop (radium.pool.checkpointer)
+            self._db.execute("PRAGMA wal_autocheckpoint = 0")
+            self._checkpointer = WalCheckpointer(path, checkpoint_every)
+            self._checkpointer.start()
 
     def _send_held(self) -> None:
         """Commit the transaction changes left open (nothing if none)."""
@@ -323,4 +331,6 @@ class SQLiteStore(Deferrable):
         try:
             self.commit()  # changes whose answers wait for it: earlier is never wrong
         finally:
-            self._db.close()
+            if self._checkpointer is not None:
+                self._checkpointer.stop()
+            self._db.close()  # the last connection: SQLite checkpoints and removes the WAL

@@ -1,6 +1,6 @@
 """The pool's side of the lease socket (docs/lease-socket.md): the lease stream's calls as
 length-prefixed protobuf frames on a TCP (or mutual TLS) connection, served by the same
-:class:`Leasing` as the gRPC stream."""
+:class:`Leasing` as the gRPC stream; who may connect (a token, or a certificate's role)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import asyncio
 import hmac
 import logging
 import ssl
-from typing import AsyncIterator, Callable, Collection, Optional
+from typing import Collection
 
 from radium import leasewire, rpc
 from radium.config import TlsConfig
@@ -16,17 +16,14 @@ from radium.errors import (
     AuthError,
     ConfigError,
     InvalidRequestError,
-    LeaseWireError,
     RadiumError,
     UnavailableError,
 )
+from radium.pool.lease_connection import Authorize, LeaseConnection
 from radium.pool.leasing import Leasing
 from radium.proto import pool_pb2 as pb
 
 log = logging.getLogger(__name__)
-
-#: Decides whether a hello may lease: (the hello, the connection's TLS object) -> the refusal.
-Authorize = Callable[[pb.LeaseHello, Optional[ssl.SSLObject]], Optional[RadiumError]]
 
 
 def token_authorize(tokens: Collection[str]) -> Authorize:
@@ -73,7 +70,8 @@ def server_context(tls: TlsConfig) -> ssl.SSLContext:
 
 
 class LeaseListener:
-    """Accepts lease-socket connections and serves each as one lease session."""
+    """Accepts lease-socket connections and serves each as one lease session
+    (:class:`LeaseConnection`)."""
 
     def __init__(
         self, leasing: Leasing, authorize: Authorize, tls: ssl.SSLContext | None = None
@@ -82,15 +80,15 @@ class LeaseListener:
         self._authorize = authorize
         self._tls = tls
         self._server: asyncio.Server | None = None
-        self._connections: set[asyncio.Task[None]] = set()
+        self._connections: set[LeaseConnection] = set()
 
     async def start(self, address: str) -> None:
         host, _, port = address.rpartition(":")
         if not port.isdigit():
             raise InvalidRequestError(f"lease socket address {address!r} is not host:port")
         try:
-            self._server = await asyncio.start_server(
-                self._serve,
+            self._server = await asyncio.get_running_loop().create_server(
+                self._connection,
                 host.strip("[]") or None,
                 int(port),
                 ssl=self._tls,
@@ -111,79 +109,11 @@ class LeaseListener:
         """Stop listening and end every connection (the pool stops, or stops leading)."""
         if self._server is not None:
             self._server.close()
-        for task in list(self._connections):
-            task.cancel()
-        await asyncio.gather(*self._connections, return_exceptions=True)
+        for connection in list(self._connections):
+            connection.abort()
+        await asyncio.sleep(0)  # their connection_lost runs in the next turn
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._connections.add(task)
-        peer = writer.get_extra_info("peername")
-        leasewire.keep_alive(writer)
-        try:
-            if await self._welcome(reader, writer):
-                await self._lease(reader, writer)
-        except LeaseWireError as exc:
-            log.warning("lease socket: %s from %s; closed it", exc.message, peer)
-        except RadiumError as exc:
-            log.warning("lease socket: connection from %s ended: %s", peer, exc.one_line())
-        except (ConnectionError, asyncio.TimeoutError, ssl.SSLError) as exc:
-            log.info("lease socket: connection from %s ended: %s", peer, exc or type(exc).__name__)
-        finally:
-            self._connections.discard(task)
-            writer.close()
-
-    async def _welcome(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
-        """Read the hello (docs/lease-socket.md, "Handshake"); answer it; True when accepted."""
-        try:
-            magic = await asyncio.wait_for(reader.readexactly(4), leasewire.HELLO_TIMEOUT)
-        except asyncio.IncompleteReadError as exc:
-            raise LeaseWireError("the connection ended before its hello") from exc
-        if magic != leasewire.MAGIC:
-            raise LeaseWireError(f"not a lease-socket client (it began with {magic!r})")
-        hello = await asyncio.wait_for(
-            leasewire.read_frame(reader, pb.LeaseHello, leasewire.HELLO_LIMIT),
-            leasewire.HELLO_TIMEOUT,
-        )
-        if hello is None:
-            raise LeaseWireError("the connection ended before its hello")
-        error = self._authorize(hello, writer.get_extra_info("ssl_object"))
-        if error is None and hello.version != leasewire.VERSION:
-            error = InvalidRequestError(
-                f"lease socket version {hello.version} is not spoken here (only "
-                f"{leasewire.VERSION})",
-                hint="upgrade the node agent and the pool to the same Radium release",
-            )
-        if error is not None:
-            log.warning("lease socket: refused %s: %s", writer.get_extra_info("peername"), error)
-            code, message = rpc.status_of(error)
-            refusal = pb.CallError(code=code.value[0], message=message)
-            writer.write(leasewire.frame(pb.LeaseWelcome(error=refusal)))
-            await writer.drain()
-            return False
-        writer.write(leasewire.frame(pb.LeaseWelcome(version=leasewire.VERSION)))
-        return True
-
-    async def _lease(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        async def calls() -> AsyncIterator[pb.LeaseCall]:
-            limit = leasewire.FRAME_LIMIT
-            while (call := await leasewire.read_frame(reader, pb.LeaseCall, limit)) is not None:
-                yield call
-            # A socket's end reads the same whether the client shut down its sending side or
-            # went away: taken as gone, as a cancelled gRPC stream (docs/lease-socket.md).
-            raise _Gone
-
-        replies = self._leasing.session(calls(), batches=True)
-        try:
-            async for reply in replies:
-                writer.write(leasewire.frame(reply))
-                await writer.drain()
-        except _Gone:
-            return
-        finally:
-            await replies.aclose()  # at once: its finally withdraws what still waits
-
-
-class _Gone(Exception):
-    """The client closed its connection (not an error: how every session ends)."""
+    def _connection(self) -> LeaseConnection:
+        connection = LeaseConnection(self._leasing, self._authorize, self._connections.discard)
+        self._connections.add(connection)
+        return connection

@@ -4,10 +4,9 @@ messages on the lease stream (docs/lease-stream.md)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
-from typing import TYPE_CHECKING, Any, AsyncGenerator, AsyncIterator, Callable, TypeVar
+from typing import TYPE_CHECKING, Callable, TypeVar
 
 from radium import rpc
 from radium.errors import CapacityError, InvalidRequestError, RadiumError
@@ -77,7 +76,7 @@ class Leasing:
             granted = future.done() and not future.cancelled() and future.exception() is None
             future.cancel()  # withdraws it if it still waits
             if granted and error is not None:  # the grant came as the caller went away
-                self._give_back(future.result().id)
+                self.give_back(future.result().id)
             self._observe(error, wanted, began)
 
     async def allocate(self, request: pb.AllocateRequest) -> pb.Lease:
@@ -95,7 +94,7 @@ class Leasing:
     def _observe(self, error: BaseException | None, wanted: Request, began: float) -> None:
         self.pool.observer.allocation(error, wanted.wait > 0, time.perf_counter() - began)
 
-    def _give_back(self, lease_id: str) -> None:
+    def give_back(self, lease_id: str) -> None:
         """End a lease granted to a caller that went away before it could be told."""
         self.release(lease_id)
         log.info("lease %s given back: its caller went away as it was granted", lease_id)
@@ -117,93 +116,7 @@ class Leasing:
             self.pool.ended([lease])
         return pb.ReleaseResponse(released=lease is not None)
 
-    async def stream(
-        self, calls: AsyncIterator[pb.LeaseCall], context: Any
-    ) -> AsyncIterator[pb.LeaseReply]:
-        """Serve one gRPC lease stream (docs/lease-stream.md)."""
-        # Accepted: the client sends its first call only after this. A refusal that raced a
-        # client's write would reach it as grpc's own INTERNAL status, not as the refusal.
-        batches = rpc.takes_lease_batches(context.invocation_metadata())
-        await context.send_initial_metadata((rpc.LEASE_BATCHES,) if batches else ())
-        async for reply in self.session(calls, batches):
-            yield reply
-
-    async def session(
-        self, calls: AsyncIterator[pb.LeaseCall], batches: bool
-    ) -> AsyncGenerator[pb.LeaseReply, None]:
-        """The replies to one client's lease calls, whatever carries them (a gRPC stream, a
-        lease socket): calls that need not wait are answered in the order they came; an
-        allocation that waits runs as its own task, so it holds up nothing. ``batches``: what
-        is ready goes out as one reply with ``more``."""
-        replies: asyncio.Queue[pb.LeaseReply | None] = asyncio.Queue()
-        waiting: dict[int, asyncio.Task[None]] = {}
-        ended = False
-
-        def deliver(reply: pb.LeaseReply) -> None:
-            if not ended:
-                replies.put_nowait(reply)
-            elif reply.WhichOneof("result") == "lease":  # granted as the client left
-                self._give_back(reply.lease.id)
-
-        def answer(reply: pb.LeaseReply) -> None:
-            """Deliver once every change so far is committed: in the order the calls came,
-            with one commit for all the calls of a turn (docs/store.md, group commit)."""
-
-            def then(error: RadiumError | None) -> None:
-                # A failed commit may have lost the call's change: the caller is not told of it.
-                deliver(reply if error is None else _failed(reply.id, error))
-
-            self.pool.commits.when_committed(then)
-
-        async def wait_then_reply(call: pb.LeaseCall) -> None:
-            try:
-                deliver(pb.LeaseReply(id=call.id, lease=await self.allocate_waiting(call.allocate)))
-            except RadiumError as exc:
-                deliver(_failed(call.id, exc))
-            finally:
-                waiting.pop(call.id, None)
-
-        def serve(call: pb.LeaseCall, inner: bool) -> None:
-            if call.id in waiting:
-                error = InvalidRequestError(f"lease call {call.id} is still in flight")
-                deliver(_failed(call.id, error))
-            elif inner and call.more:
-                error = InvalidRequestError(f"lease call {call.id} holds a batch of its own")
-                deliver(_failed(call.id, error))
-            elif (reply := self._answer(call)) is not None:
-                answer(reply)
-            else:  # an allocation that must wait
-                waiting[call.id] = asyncio.create_task(wait_then_reply(call))
-
-        async def read() -> None:
-            async for call in calls:
-                serve(call, False)
-                for later in call.more:  # a batch (docs/lease-stream.md): the calls in order
-                    serve(later, True)
-            # The client sent its last call: answer those still waiting, and those whose
-            # commit is still to come (etcd's may be in flight), then end the stream.
-            await asyncio.gather(*waiting.values(), return_exceptions=True)
-            with contextlib.suppress(RadiumError):  # a failed commit's answers say so already
-                await committed(self.pool.commits)
-
-        reader = asyncio.create_task(read())
-        reader.add_done_callback(lambda _: replies.put_nowait(None))
-        try:
-            while (reply := await replies.get()) is not None:
-                if batches:  # what else is ready goes in the same message
-                    reply.more.extend(rpc.queued_for_batch(replies))
-                yield reply
-            await reader  # raises what ended the reading, if anything did
-        finally:
-            ended = True
-            reader.cancel()
-            for task in waiting.values():  # the client went away: withdraw its waiting calls
-                task.cancel()
-            while not replies.empty():  # never sent: a lease among them is given back
-                if (unsent := replies.get_nowait()) is not None:
-                    deliver(unsent)
-
-    def _answer(self, call: pb.LeaseCall) -> pb.LeaseReply | None:
+    def answer(self, call: pb.LeaseCall) -> pb.LeaseReply | None:
         """The reply to a call that needs no waiting; None for an allocation that must wait."""
         op = call.WhichOneof("op")
         with self.pool.commits.deferred():
@@ -217,9 +130,11 @@ class Leasing:
                     return pb.LeaseReply(id=call.id, kept=self.keep_alive(call.keep_alive.lease_id))
                 raise InvalidRequestError(f"lease call {call.id} names no operation")
             except RadiumError as exc:
-                return _failed(call.id, exc)
+                return failed_reply(call.id, exc)
 
 
-def _failed(call_id: int, error: RadiumError) -> pb.LeaseReply:
+def failed_reply(call_id: int, error: RadiumError) -> pb.LeaseReply:
+    """The reply to call ``call_id`` that failed with ``error``: the code and line a unary call
+    would have ended with."""
     code, message = rpc.status_of(error)
     return pb.LeaseReply(id=call_id, error=pb.CallError(code=code.value[0], message=message))

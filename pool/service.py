@@ -14,6 +14,7 @@ from radium.errors import InvalidRequestError, NotRegisteredError, RadiumError
 from radium.pool import convert
 from radium.pool.commits import Commits, Immediate
 from radium.pool.images import DONE_ADDING, DONE_REMOVING, REMOVING, Images, check_ref
+from radium.pool.lease_session import grpc_stream
 from radium.pool.leasing import NAME_LIMIT, Leasing
 from radium.pool.model import Lease, Queue, Request
 from radium.pool.state import PoolState
@@ -204,7 +205,7 @@ class PoolService(pb_grpc.PoolServicer):
     def Leases(
         self, requests: AsyncIterator[pb.LeaseCall], context: Context
     ) -> AsyncIterator[pb.LeaseReply]:
-        return self.leasing.stream(requests, context)
+        return grpc_stream(self.leasing, requests, context)
 
     async def ListLeases(
         self, request: pb.ListLeasesRequest, context: Context

@@ -43,15 +43,33 @@ async def read_frame(reader: asyncio.StreamReader, kind: type[M], limit: int) ->
         body = await reader.readexactly(length)
     except asyncio.IncompleteReadError as exc:
         raise LeaseWireError("the connection ended inside a frame") from exc
+    return parse(kind, body)
+
+
+def take_frame(buffer: bytearray, start: int, limit: int) -> tuple[bytes | None, int]:
+    """The body of the frame at ``start`` of ``buffer`` and where the next begins, or (None,
+    ``start``) while it is incomplete; a length over ``limit`` is a :class:`LeaseWireError`."""
+    if len(buffer) - start < _LENGTH.size:
+        return None, start
+    (length,) = _LENGTH.unpack_from(buffer, start)
+    if length > limit:
+        raise LeaseWireError(f"a frame of {length} bytes is over the limit of {limit}")
+    end = start + _LENGTH.size + length
+    if len(buffer) < end:
+        return None, start
+    return bytes(buffer[start + _LENGTH.size : end]), end
+
+
+def parse(kind: type[M], body: bytes) -> M:
     try:
         return kind.FromString(body)
     except DecodeError as exc:
         raise LeaseWireError(f"a frame is not a {kind.__name__}") from exc
 
 
-def keep_alive(writer: asyncio.StreamWriter) -> None:
+def keep_alive(transport: asyncio.BaseTransport | asyncio.StreamWriter) -> None:
     """Fail the connection within about 3 s of its peer going silent (docs/lease-socket.md)."""
-    sock = writer.get_extra_info("socket")
+    sock = transport.get_extra_info("socket")
     if sock is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
         return
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

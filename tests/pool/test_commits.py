@@ -19,6 +19,7 @@ from radium.errors import (
     StoreUnavailableError,
 )
 from radium.pool.commits import Committed, Deferrable, GroupCommit
+from radium.pool.lease_session import grpc_stream
 from radium.pool.leasing import Leasing
 from radium.pool.model import RELEASED
 from radium.pool.service import Pool
@@ -370,7 +371,7 @@ def test_a_stream_half_closed_before_its_commit_still_gets_every_answer() -> Non
             for n in (1, 2):
                 yield pb.LeaseCall(id=n, allocate=pb.AllocateRequest(gpus=1, holder="x"))
 
-        replies = leasing.stream(calls(), Context())
+        replies = grpc_stream(leasing, calls(), Context())
         answers = asyncio.ensure_future(_all(replies))
         await asyncio.sleep(0.05)  # the calls are read, and the end of them
         assert not answers.done()

@@ -8,6 +8,7 @@ from typing import Any, AsyncIterator
 import grpc
 
 from radium import rpc
+from radium.pool.lease_session import grpc_stream
 from radium.pool.leasing import Leasing
 from radium.pool.service import Pool
 from radium.proto import pool_pb2 as pb
@@ -49,7 +50,7 @@ def open_stream(
         while True:
             yield await sent.get()
 
-    return sent, leasing.stream(calls(), context or Context())
+    return sent, grpc_stream(leasing, calls(), context or Context())
 
 
 async def until_waiting(leasing: Leasing) -> None:

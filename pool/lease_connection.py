@@ -23,6 +23,9 @@ Authorize = Callable[[pb.LeaseHello, Optional[ssl.SSLObject]], Optional[RadiumEr
 
 
 class LeaseConnection(asyncio.Protocol):
+    """One client's connection: its handshake, then its lease session; ``gone`` is told when
+    it has ended."""
+
     def __init__(
         self, leasing: Leasing, authorize: Authorize, gone: Callable[[LeaseConnection], None]
     ) -> None:
@@ -43,7 +46,9 @@ class LeaseConnection(asyncio.Protocol):
         self._peer = transport.get_extra_info("peername")
         leasewire.keep_alive(transport)
         self._hello_deadline = asyncio.get_running_loop().call_later(
-            leasewire.HELLO_TIMEOUT, self._fail, LeaseWireError("no hello within 5 s")
+            leasewire.HELLO_TIMEOUT,
+            self._fail,
+            LeaseWireError(f"no hello within {leasewire.HELLO_TIMEOUT:g} s"),
         )
 
     def abort(self) -> None:
@@ -56,7 +61,7 @@ class LeaseConnection(asyncio.Protocol):
             return
         self._buffer += data
         try:
-            taken = self._take_calls(0) if self._session else self._take_hello()
+            taken = self._take_calls(0) if self._session is not None else self._take_hello()
         except LeaseWireError as exc:
             self._fail(exc)
             return

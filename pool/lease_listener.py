@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import logging
 import ssl
 from typing import Collection
 
@@ -22,8 +21,6 @@ from radium.errors import (
 from radium.pool.lease_connection import Authorize, LeaseConnection
 from radium.pool.leasing import Leasing
 from radium.proto import pool_pb2 as pb
-
-log = logging.getLogger(__name__)
 
 
 def token_authorize(tokens: Collection[str]) -> Authorize:

@@ -5,7 +5,6 @@ breaks."""
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import ssl
 
@@ -15,7 +14,6 @@ from radium.errors import AuthError, ConfigError, RadiumError, UnavailableError
 from radium.leasecalls import LeaseCalls
 from radium.proto import pool_pb2 as pb
 
-log = logging.getLogger(__name__)
 _TLS_HINT = "check the tls ca, cert and key in the Radium config (radium certs issue)"
 _DOWN_HINT = "is the pool running, and [pool] lease_listen one of [client] leases?"
 _PLAIN_HINT = "does the pool want TLS ([client.tls])? is [client] leases its lease socket?"

@@ -4,7 +4,6 @@ as messages on one gRPC stream, opened on first use and again after it breaks.""
 from __future__ import annotations
 
 import asyncio
-import logging
 from typing import Any
 
 import grpc
@@ -15,7 +14,6 @@ from radium.errors import RadiumError, UnavailableError
 from radium.leasecalls import LeaseCalls
 from radium.proto import pool_pb2_grpc as pb_grpc
 
-log = logging.getLogger(__name__)
 _LOST_STATUS = "Internal error from Core"
 
 

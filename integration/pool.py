@@ -304,3 +304,25 @@ def bridged_pool(
         yield pool
     finally:
         pool.stop()
+
+
+@contextlib.contextmanager
+def serving(
+    root: Path,
+    etcd: list[str] | None = None,
+    devices: int = 2,
+    replicas: int = 1,
+    heartbeat_timeout: float = 3,
+) -> Iterator[PoolCluster]:
+    """A pool (tokens, lease TTL 30 s) on SQLite or ``etcd`` (``replicas`` processes), with one
+    acceptor "acc" of ``devices`` devices, up; stopped after."""
+    cluster = PoolCluster(
+        root, lease_ttl=30, etcd=etcd, replicas=replicas, heartbeat_timeout=heartbeat_timeout
+    )
+    try:
+        cluster.start_pool()
+        cluster.start_acceptor("acc", devices=devices)
+        cluster.wait_up("acc")
+        yield cluster
+    finally:
+        cluster.stop()

@@ -10,7 +10,7 @@ from typing import Iterator
 
 import pytest
 
-from integration.pool import AGENT_TOKEN, PoolCluster, wait_until
+from integration.pool import AGENT_TOKEN, PoolCluster, serving, wait_until
 from radium import leasewire
 from radium.errors import PermissionDeniedError, UnavailableError
 from radium.leasesocket import LeaseSocket
@@ -22,14 +22,8 @@ def pool(
     pool_store: list[str] | None, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[PoolCluster]:
     """A pool (tokens) on each store in turn, and one acceptor of two devices."""
-    cluster = PoolCluster(tmp_path_factory.mktemp("socket"), lease_ttl=30, etcd=pool_store)
-    try:
-        cluster.start_pool()
-        cluster.start_acceptor("acc", devices=2)
-        cluster.wait_up("acc")
+    with serving(tmp_path_factory.mktemp("socket"), pool_store) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 def holders(pool: PoolCluster) -> list[str]:

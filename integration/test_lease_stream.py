@@ -11,7 +11,7 @@ from typing import AsyncIterator, Iterator
 import grpc
 import pytest
 
-from integration.pool import AGENT_TOKEN, PoolCluster, wait_until
+from integration.pool import AGENT_TOKEN, PoolCluster, serving, wait_until
 from radium import rpc
 from radium.errors import (
     AuthError,
@@ -31,14 +31,8 @@ def pool(
     pool_store: list[str] | None, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[PoolCluster]:
     """A pool (tokens) on each store in turn, and one acceptor of two devices."""
-    cluster = PoolCluster(tmp_path_factory.mktemp("stream"), lease_ttl=30, etcd=pool_store)
-    try:
-        cluster.start_pool()
-        cluster.start_acceptor("acc", devices=2)
-        cluster.wait_up("acc")
+    with serving(tmp_path_factory.mktemp("stream"), pool_store) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 def active(pool: PoolCluster, holder: str) -> list[pb.Lease]:

@@ -15,7 +15,7 @@ import pytest
 
 from integration.etcd_hosts import etcd_on_hosts
 from integration.netns import Network
-from integration.pool import AGENT_TOKEN, PoolCluster, Service
+from integration.pool import AGENT_TOKEN, PoolCluster, Service, serving
 from radium.errors import CapacityError, RadiumError, UnavailableError
 from radium.leasesocket import LeaseSocket
 from radium.proto import pool_pb2 as pb
@@ -39,20 +39,9 @@ def etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdCluster]:
 
 @pytest.fixture(scope="module")
 def pool(etcd: EtcdCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PoolCluster]:
-    cluster = PoolCluster(
-        tmp_path_factory.mktemp("replicas"),
-        etcd=etcd.endpoints,
-        replicas=2,
-        lease_ttl=30,
-        heartbeat_timeout=10,
-    )
-    try:
-        cluster.start_pool()
-        cluster.start_acceptor("acc", devices=DEVICES)
-        cluster.wait_up("acc")
+    root = tmp_path_factory.mktemp("replicas")
+    with serving(root, etcd.endpoints, DEVICES, replicas=2, heartbeat_timeout=10) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 def devices_of(leases: list[pb.Lease]) -> list[str]:

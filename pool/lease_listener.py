@@ -10,11 +10,10 @@ import ssl
 from typing import Collection
 
 from radium import leasewire, rpc
-from radium.config import TlsConfig
+from radium.config import TlsConfig, parse_address
 from radium.errors import (
     AuthError,
     ConfigError,
-    InvalidRequestError,
     RadiumError,
     UnavailableError,
 )
@@ -80,14 +79,12 @@ class LeaseListener:
         self._connections: set[LeaseConnection] = set()
 
     async def start(self, address: str) -> None:
-        host, _, port = address.rpartition(":")
-        if not port.isdigit():
-            raise InvalidRequestError(f"lease socket address {address!r} is not host:port")
+        host, port = parse_address(address, "pool.lease_listen")
         try:
             self._server = await asyncio.get_running_loop().create_server(
                 self._connection,
-                host.strip("[]") or None,
-                int(port),
+                host,
+                port,
                 ssl=self._tls,
                 ssl_handshake_timeout=leasewire.HELLO_TIMEOUT if self._tls else None,
             )

@@ -302,22 +302,10 @@ class Config:
         ):
             if number <= 0:
                 raise ConfigError(f"config key {key} must be positive, got {number}")
-        for key, where in (
-            ("pool.lease_listen", self.pool.lease_listen),
-            ("client.leases", self.client.leases),
-        ):
-            for part in where.split(",") if where else ():
-                host, sep, port = part.strip().rpartition(":")
-                if not sep or not host or not port.isdigit() or int(port) > 65535:
-                    raise ConfigError(
-                        f"config key {key} must be host:port"
-                        f"{' (or a comma-separated list)' if key == 'client.leases' else ''}, "
-                        f"got {where!r}"
-                    )
-        if "," in self.pool.lease_listen:
-            raise ConfigError(
-                f"config key pool.lease_listen is one host:port, got {self.pool.lease_listen!r}"
-            )
+        if self.pool.lease_listen:
+            parse_address(self.pool.lease_listen, "pool.lease_listen")
+        if self.client.leases:
+            parse_addresses(self.client.leases, "client.leases")
         for key, tls in (
             ("pool.tls", self.pool.tls),
             ("client.tls", self.client.tls),
@@ -342,6 +330,35 @@ class Config:
 
 
 T = TypeVar("T")
+
+
+def parse_address(address: str, key: str) -> tuple[str, int]:
+    """``host:port`` (``[v6]:port`` too) as ``(host, port)``; a clear error naming ``key``."""
+    if "," in address:
+        raise ConfigError(f"config key {key} is one host:port, got {address!r}")
+    return _host_port(address, key, address, "")
+
+
+def parse_addresses(text: str, key: str) -> list[tuple[str, int]]:
+    """``host:port`` or a comma-separated list of them, in order (a pool's replicas)."""
+    form = " (or a comma-separated list)"
+    return [_host_port(part.strip(), key, text, form) for part in text.split(",")]
+
+
+def _host_port(part: str, key: str, text: str, form: str) -> tuple[str, int]:
+    found = split_host_port(part)
+    if found is None:
+        raise ConfigError(f"config key {key} must be host:port{form}, got {text!r}")
+    return found
+
+
+def split_host_port(address: str) -> tuple[str, int] | None:
+    """``host:port`` (``[v6]:port`` too) as ``(host, port)``; None when it is not one."""
+    host, sep, port = address.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        return None
+    return host, int(port)
 
 
 def _build(cls: type[T], data: Mapping[str, Any], prefix: str) -> T:

@@ -9,7 +9,7 @@ import os
 import ssl
 
 from radium import leasewire, rpc
-from radium.config import TlsConfig
+from radium.config import TlsConfig, parse_addresses
 from radium.errors import AuthError, ConfigError, RadiumError, UnavailableError
 from radium.leasecalls import LeaseCalls
 from radium.proto import pool_pb2 as pb
@@ -17,17 +17,6 @@ from radium.proto import pool_pb2 as pb
 _TLS_HINT = "check the tls ca, cert and key in the Radium config (radium certs issue)"
 _DOWN_HINT = "is the pool running, and [pool] lease_listen one of [client] leases?"
 _PLAIN_HINT = "does the pool want TLS ([client.tls])? is [client] leases its lease socket?"
-
-
-def addresses(text: str) -> list[tuple[str, int]]:
-    """``host:port`` or a comma-separated list of them, in order."""
-    found = []
-    for part in (p.strip() for p in text.split(",")):
-        host, sep, port = part.rpartition(":")
-        if not part or not sep or not host or not port.isdigit():
-            raise ConfigError(f"lease socket address {part!r} in {text!r} is not host:port")
-        found.append((host.strip("[]"), int(port)))
-    return found
 
 
 def client_context(tls: TlsConfig) -> ssl.SSLContext:
@@ -57,7 +46,7 @@ class LeaseSocket(LeaseCalls):
     ) -> None:
         enabled = tls is not None and tls.enabled
         super().__init__(service, timeout, enabled)
-        self._addresses = addresses(where)
+        self._addresses = parse_addresses(where, "client.leases")
         self._hello = pb.LeaseHello(version=leasewire.VERSION, token="" if enabled else token)
         self._context: ssl.SSLContext | None = None
         self._server_name: str | None = None

@@ -14,6 +14,7 @@ from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, ProcessCollector, start_http_server
 
+from radium import config
 from radium.errors import ConfigError, UnavailableError
 
 log = logging.getLogger(__name__)
@@ -29,14 +30,13 @@ def new_registry() -> CollectorRegistry:
 
 def parse_address(address: str, key: str) -> tuple[str, int]:
     """``host:port`` (``[v6]:port`` too) as ``(host, port)``; a clear error naming ``key``."""
-    host, sep, port = address.rpartition(":")
-    host = host.strip("[]")
-    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
+    found = config.split_host_port(address)
+    if found is None:
         raise ConfigError(
             f"config key {key}: {address!r} is not host:port",
             hint='e.g. "127.0.0.1:7410", or "" to serve no metrics',
         )
-    return host, int(port)
+    return found
 
 
 @dataclass

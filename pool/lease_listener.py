@@ -5,7 +5,6 @@ length-prefixed protobuf frames on a TCP (or mutual TLS) connection, served by t
 from __future__ import annotations
 
 import asyncio
-import hmac
 import ssl
 from typing import Collection
 
@@ -27,29 +26,21 @@ def token_authorize(tokens: Collection[str]) -> Authorize:
     accepted = [t.encode() for t in tokens if t]
 
     def authorize(hello: pb.LeaseHello, _: ssl.SSLObject | None) -> RadiumError | None:
-        token = hello.token.encode()
-        if token and any(hmac.compare_digest(token, good) for good in accepted):
-            return None
-        return AuthError(f"lease socket: token not accepted ({'wrong' if token else 'no'} token)")
+        return rpc.token_refused("lease socket", hello.token.encode(), accepted)
 
     return authorize
 
 
 def role_authorize(roles: Collection[str]) -> Authorize:
     """The client's certificate (verified by TLS) must be of one of ``roles``."""
-    from radium import certs
 
     def authorize(_: pb.LeaseHello, tls: ssl.SSLObject | None) -> RadiumError | None:
         der = tls.getpeercert(binary_form=True) if tls is not None else None
         if not der:
             return AuthError("lease socket: no client certificate")
-        try:
-            role, name = certs.identity(ssl.DER_cert_to_PEM_cert(der).encode())
-        except RadiumError as exc:
-            return exc
-        if role in roles:
-            return None
-        return rpc.role_refused("lease socket", role, name, roles)
+        return rpc.certificate_refused(
+            "lease socket", ssl.DER_cert_to_PEM_cert(der).encode(), roles
+        )
 
     return authorize
 

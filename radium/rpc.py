@@ -260,36 +260,38 @@ def token_check(tokens: Mapping[str, Collection[str]]) -> Check:
     def check(method: str, context: Any) -> RadiumError | None:
         presented = dict(context.invocation_metadata() or ()).get(AUTH_HEADER, "")
         token = presented[7:].encode() if presented.startswith("Bearer ") else b""
-        ok = accepted.get(_service(method), ())
-        if token and any(hmac.compare_digest(token, good) for good in ok):
-            return None
-        return errors.AuthError(
-            f"{method}: token not accepted ({'wrong' if token else 'no'} token)"
-        )
+        return token_refused(method, token, accepted.get(_service(method), ()))
 
     return check
+
+
+def token_refused(what: str, token: bytes, accepted: Collection[bytes]) -> RadiumError | None:
+    """None when ``token`` is one of ``accepted`` (compared in constant time), else why not."""
+    if token and any(hmac.compare_digest(token, good) for good in accepted):
+        return None
+    return errors.AuthError(f"{what}: token not accepted ({'wrong' if token else 'no'} token)")
 
 
 def role_check(roles: Mapping[str, Collection[str]]) -> Check:
     """Calls must come with a certificate (verified by TLS) whose role may call the service."""
-    from radium import certs
 
     def check(method: str, context: Any) -> RadiumError | None:
         pem = (context.auth_context() or {}).get("x509_pem_cert") or [b""]
-        try:
-            role, name = certs.identity(pem[0])
-        except RadiumError as exc:
-            return exc
-        allowed = roles.get(_service(method), ())
-        return None if role in allowed else role_refused(method, role, name, allowed)
+        return certificate_refused(method, pem[0], roles.get(_service(method), ()))
 
     return check
 
 
-def role_refused(
-    what: str, role: str, name: str, allowed: Collection[str]
-) -> errors.PermissionDeniedError:
-    """A verified certificate whose role may not call ``what``."""
+def certificate_refused(what: str, pem: bytes, allowed: Collection[str]) -> RadiumError | None:
+    """None when the certificate (verified by TLS) is of a role in ``allowed``, else why not."""
+    from radium import certs
+
+    try:
+        role, name = certs.identity(pem)
+    except RadiumError as exc:
+        return exc
+    if role in allowed:
+        return None
     article = "an" if role[0] in "aeiou" else "a"
     return errors.PermissionDeniedError(
         f"{what}: {article} {role} certificate ({name}) may not call it",

@@ -148,11 +148,7 @@ class LeaseConnection(asyncio.Protocol):
             for reply in replies:  # never sent: a lease among them is given back
                 self._session.deliver(reply)
             return
-        limit = rpc.LEASE_BATCH_LIMIT
-        for start in range(0, len(replies), limit):
-            head, *rest = replies[start : start + limit]
-            head.more.extend(rest)
-            self._transport.write(leasewire.frame(head))
+        self._transport.write(leasewire.batches(replies, rpc.LEASE_BATCH_LIMIT))
 
     def _fail(self, error: LeaseWireError) -> None:
         log.warning("lease socket: %s from %s; closed it", error.message, self._peer)

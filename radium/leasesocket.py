@@ -7,10 +7,17 @@ from __future__ import annotations
 import asyncio
 import os
 import ssl
+from typing import Callable, cast
 
 from radium import leasewire, rpc
 from radium.config import TlsConfig, parse_addresses
-from radium.errors import AuthError, ConfigError, RadiumError, UnavailableError
+from radium.errors import (
+    AuthError,
+    ConfigError,
+    LeaseWireError,
+    RadiumError,
+    UnavailableError,
+)
 from radium.leasecalls import LeaseCalls
 from radium.proto import pool_pb2 as pb
 
@@ -31,10 +38,60 @@ def client_context(tls: TlsConfig) -> ssl.SSLContext:
     return context
 
 
+class _Connection(asyncio.Protocol):
+    """One lease-socket connection, the client's end: the pool's welcome (:attr:`welcome`), then
+    its replies, each handed to ``receive`` as it is read; :attr:`closed` tells how it ended.
+    No task of its own: a reply is handed on from ``data_received``."""
+
+    def __init__(self, receive: Callable[[pb.LeaseReply], None]) -> None:
+        self._receive = receive
+        self._buffer = bytearray()
+        self._error: LeaseWireError | None = None
+        loop = asyncio.get_running_loop()
+        #: The welcome, or how the connection ended before it (None: a clean end).
+        self.welcome: asyncio.Future[pb.LeaseWelcome | BaseException | None] = loop.create_future()
+        #: How the connection ended: None (the pool closed it), or what broke it.
+        self.closed: asyncio.Future[BaseException | None] = loop.create_future()
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
+
+    def data_received(self, data: bytes) -> None:
+        self._buffer += data
+        start = 0
+        try:
+            if not self.welcome.done():
+                body, start = leasewire.take_frame(self._buffer, 0, leasewire.HELLO_LIMIT)
+                if body is None:
+                    return
+                self.welcome.set_result(leasewire.parse(pb.LeaseWelcome, body))
+            while True:
+                body, end = leasewire.take_frame(self._buffer, start, leasewire.FRAME_LIMIT)
+                if body is None:
+                    break
+                self._receive(leasewire.parse(pb.LeaseReply, body))
+                start = end
+        except LeaseWireError as exc:
+            self._error = exc
+            assert self.transport is not None
+            self.transport.abort()  # connection_lost tells of the error
+            return
+        del self._buffer[:start]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        outcome = self._error or exc
+        if not self.welcome.done():
+            self.welcome.set_result(outcome)
+        if not self.closed.done():
+            self.closed.set_result(outcome)
+
+
 class LeaseSocket(LeaseCalls):
     """Lease calls of one client on one lease-socket connection. Every call has a deadline;
     calls in flight when the connection breaks fail with :class:`UnavailableError`, and the
-    next call connects again through the address list (the leading replica listens)."""
+    next call connects again through the address list (the leading replica listens). The calls
+    of one loop turn leave as one frame in one write (a batch), as the pool's replies do."""
 
     def __init__(
         self,
@@ -57,6 +114,10 @@ class LeaseSocket(LeaseCalls):
         self._run_task: asyncio.Task[None] | None = None
         #: The outcome of the open connection's handshake: None (welcomed) or the refusal.
         self._welcomed: asyncio.Future[RadiumError | None] | None = None
+        #: The welcomed connection calls go on; None while there is none.
+        self._connection: _Connection | None = None
+        #: Calls to send in this turn's write (or once a connection is welcomed).
+        self._unsent: list[pb.LeaseCall] = []
         self.batching = True  # always, on this carriage
 
     async def connect(self) -> None:
@@ -72,42 +133,62 @@ class LeaseSocket(LeaseCalls):
             self._welcomed = asyncio.get_running_loop().create_future()
             self._run_task = asyncio.create_task(self._run(self._welcomed))
 
+    def _send(self, call: pb.LeaseCall) -> None:
+        self._unsent.append(call)
+        if len(self._unsent) == 1 and self._connection is not None:
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        """Write the calls waiting to go, as one frame (or a few: the batch limit)."""
+        connection = self._connection
+        if connection is None or not self._unsent:
+            return  # sent once a connection is welcomed
+        calls, self._unsent = self._unsent, []
+        assert connection.transport is not None
+        connection.transport.write(leasewire.batches(calls, rpc.LEASE_BATCH_LIMIT))
+
+    def _fail_pending(self, error: RadiumError) -> None:
+        self._unsent.clear()  # their callers fail with the rest
+        super()._fail_pending(error)
+
     async def _run(self, welcomed: asyncio.Future[RadiumError | None]) -> None:
-        """One connection: dial, handshake, then read replies until it ends."""
+        """One connection: dial and handshake, then serve calls until it ends."""
         error: RadiumError = UnavailableError(f"{self._service}: the lease socket was closed")
-        writer: asyncio.StreamWriter | None = None
-        sending: asyncio.Task[None] | None = None
+        connection: _Connection | None = None
         try:
-            reader, writer = await self._dial()
+            connection = await self._dial()
             welcomed.set_result(None)
-            sending = asyncio.create_task(self._write(writer))
-            limit = leasewire.FRAME_LIMIT
-            while (reply := await leasewire.read_frame(reader, pb.LeaseReply, limit)) is not None:
-                self._receive(reply)
-            error = UnavailableError(f"{self._service}: the pool closed the lease socket")
+            self._connection = connection
+            self._flush()  # what was called while it connected
+            ended = await connection.closed
+            if isinstance(ended, RadiumError):
+                error = ended
+            elif ended is not None:
+                error = UnavailableError(
+                    f"{self._service}: the lease socket broke ({ended or type(ended).__name__})",
+                    hint=_DOWN_HINT,
+                )
+            else:
+                error = UnavailableError(f"{self._service}: the pool closed the lease socket")
         except RadiumError as exc:
             error = exc
-        except (OSError, ssl.SSLError) as exc:
-            error = UnavailableError(
-                f"{self._service}: the lease socket broke ({exc or type(exc).__name__})",
-                hint=_DOWN_HINT,
-            )
         finally:
-            if sending is not None:
-                sending.cancel()
-            if writer is not None:
-                writer.close()
+            self._connection = None
+            if connection is not None and connection.transport is not None:
+                connection.transport.close()
             if not welcomed.done():
                 welcomed.set_result(error)
             self._fail_pending(error)
 
-    async def _dial(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    async def _dial(self) -> _Connection:
         """The first address, in order, that accepts and welcomes us."""
+        loop = asyncio.get_running_loop()
         failures = []
         for host, port in self._addresses:
             try:
-                reader, writer = await asyncio.wait_for(
-                    asyncio.open_connection(
+                _, connection = await asyncio.wait_for(
+                    loop.create_connection(
+                        lambda: _Connection(self._receive),
                         host,
                         port,
                         ssl=self._context,
@@ -125,56 +206,41 @@ class LeaseSocket(LeaseCalls):
                 failures.append(f"{host}:{port}: {_reason(exc)}")
                 continue
             try:
-                await self._handshake(reader, writer)
+                await self._handshake(connection)
             except BaseException:
-                writer.close()
+                assert connection.transport is not None
+                connection.transport.close()
                 raise
-            return reader, writer
+            return connection
         raise UnavailableError(
             f"{self._service}: no lease socket accepts ({'; '.join(failures)})", hint=_DOWN_HINT
         )
 
-    async def _handshake(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        leasewire.keep_alive(writer)
-        writer.write(leasewire.MAGIC + leasewire.frame(self._hello))
+    async def _handshake(self, connection: _Connection) -> None:
+        assert connection.transport is not None
+        leasewire.keep_alive(connection.transport)
+        connection.transport.write(leasewire.MAGIC + leasewire.frame(self._hello))
         try:
-            welcome = await asyncio.wait_for(
-                leasewire.read_frame(reader, pb.LeaseWelcome, leasewire.HELLO_LIMIT),
-                self._timeout,
-            )
+            outcome = await asyncio.wait_for(connection.welcome, self._timeout)
         except asyncio.TimeoutError:
             raise self._deadline(f"no welcome within {self._timeout:g}s") from None
-        except (OSError, ssl.SSLError, RadiumError) as exc:
-            welcome = None
-            if not self._tls:
-                raise UnavailableError(
-                    f"{self._service}: the lease socket broke in its handshake ({exc})",
-                    hint=_PLAIN_HINT,
-                ) from exc
-        if welcome is None and self._tls:  # the pool ended the handshake: our certificate
-            raise AuthError(
-                f"{self._service}: refused this node's certificate (another CA's, or expired)",
-                hint=_TLS_HINT,
-            )
-        if welcome is None:
+        if isinstance(outcome, BaseException) and not self._tls:
+            raise UnavailableError(
+                f"{self._service}: the lease socket broke in its handshake ({outcome})",
+                hint=_PLAIN_HINT,
+            ) from outcome
+        if not isinstance(outcome, pb.LeaseWelcome):
+            if self._tls:  # the pool ended the handshake: our certificate
+                raise AuthError(
+                    f"{self._service}: refused this node's certificate (another CA's, or expired)",
+                    hint=_TLS_HINT,
+                )
             raise UnavailableError(
                 f"{self._service}: the pool closed the lease socket before its welcome",
                 hint=_PLAIN_HINT,
             )
-        if welcome.HasField("error"):
-            raise rpc.from_status(welcome.error.code, welcome.error.message, self._service)
-
-    async def _write(self, writer: asyncio.StreamWriter) -> None:
-        """Send what is queued, what piled up behind the last write in one frame, until the
-        connection breaks (the reader then fails the calls)."""
-        try:
-            while True:
-                call = await self._outbox.get()
-                call.more.extend(rpc.queued_for_batch(self._outbox))
-                writer.write(leasewire.frame(call))
-                await writer.drain()
-        except (OSError, ssl.SSLError):
-            return
+        if outcome.HasField("error"):
+            raise rpc.from_status(outcome.error.code, outcome.error.message, self._service)
 
     async def close(self) -> None:
         if self._run_task is not None:

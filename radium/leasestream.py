@@ -12,6 +12,7 @@ import grpc.aio
 from radium import rpc
 from radium.errors import RadiumError, UnavailableError
 from radium.leasecalls import LeaseCalls
+from radium.proto import pool_pb2 as pb
 from radium.proto import pool_pb2_grpc as pb_grpc
 
 _LOST_STATUS = "Internal error from Core"
@@ -37,6 +38,8 @@ class LeaseStream(LeaseCalls):
         #: The call the pool accepted (sent its initial metadata): our certificate was taken.
         self._accepted: Any = None
         self._reader: asyncio.Task[None] | None = None
+        #: Calls to send: one task writes them (one write at a time per stream).
+        self._outbox: asyncio.Queue[pb.LeaseCall] = asyncio.Queue()
         #: Writes the outbox: a gRPC write cancelled half-way would cancel the whole stream.
         self._writer: asyncio.Task[None] | None = None
 
@@ -61,6 +64,14 @@ class LeaseStream(LeaseCalls):
             self._call = self._stub.Leases(metadata=self._metadata)
             self._reader = asyncio.create_task(self._read(self._call))
             self._writer = asyncio.create_task(self._write(self._call))
+
+    def _send(self, call: pb.LeaseCall) -> None:
+        self._outbox.put_nowait(call)
+
+    def _fail_pending(self, error: RadiumError) -> None:
+        while not self._outbox.empty():  # unsent: their callers fail with the rest
+            self._outbox.get_nowait()
+        super()._fail_pending(error)
 
     async def _write(self, stream: Any) -> None:
         """Send what is queued until the stream breaks (its reader then fails the calls)."""

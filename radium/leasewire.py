@@ -6,7 +6,7 @@ import asyncio
 import socket
 import struct
 import sys
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from google.protobuf.message import DecodeError, Message
 
@@ -28,22 +28,15 @@ def frame(message: Message) -> bytes:
     return _LENGTH.pack(len(body)) + body
 
 
-async def read_frame(reader: asyncio.StreamReader, kind: type[M], limit: int) -> M | None:
-    """The next frame's message; None at a clean end of the stream (between frames)."""
-    try:
-        head = await reader.readexactly(_LENGTH.size)
-    except asyncio.IncompleteReadError as exc:
-        if exc.partial:
-            raise LeaseWireError("the connection ended inside a frame's length") from exc
-        return None
-    (length,) = _LENGTH.unpack(head)
-    if length > limit:
-        raise LeaseWireError(f"a frame of {length} bytes is over the limit of {limit}")
-    try:
-        body = await reader.readexactly(length)
-    except asyncio.IncompleteReadError as exc:
-        raise LeaseWireError("the connection ended inside a frame") from exc
-    return parse(kind, body)
+def batches(messages: list[Any], limit: int) -> bytes:
+    """``messages`` (lease calls or replies) as frames to write at once, each a batch: the first
+    message with up to ``limit`` - 1 more after it in its ``more`` (docs/lease-socket.md)."""
+    frames = []
+    for start in range(0, len(messages), limit):
+        head, *rest = messages[start : start + limit]
+        head.more.extend(rest)
+        frames.append(frame(head))
+    return b"".join(frames)
 
 
 def take_frame(buffer: bytearray, start: int, limit: int) -> tuple[bytes | None, int]:

@@ -14,7 +14,7 @@ import pytest
 
 from radium import certs, leasewire
 from radium.config import TlsConfig
-from radium.errors import AuthError, PermissionDeniedError, UnavailableError
+from radium.errors import AuthError, LeaseWireError, PermissionDeniedError, UnavailableError
 from radium.leasesocket import LeaseSocket
 from radium.pool.lease_listener import (
     LeaseListener,
@@ -60,8 +60,22 @@ async def raw(
     return reader, writer
 
 
+M = TypeVar("M", pb.LeaseReply, pb.LeaseWelcome)
+
+
+async def read_frame(reader: asyncio.StreamReader, kind: type[M]) -> M | None:
+    """The next frame's message, as the pool sent it; None when the pool closed (between
+    frames)."""
+    try:
+        (length,) = struct.unpack(">I", await reader.readexactly(4))
+        return kind.FromString(await reader.readexactly(length))
+    except asyncio.IncompleteReadError as exc:
+        assert not exc.partial, "the pool ended the connection inside a frame"
+        return None
+
+
 async def replies(reader: asyncio.StreamReader) -> AsyncIterator[pb.LeaseReply]:
-    while (message := await leasewire.read_frame(reader, pb.LeaseReply, 1 << 20)) is not None:
+    while (message := await read_frame(reader, pb.LeaseReply)) is not None:
         for reply in (message, *message.more):
             yield reply
 
@@ -124,7 +138,7 @@ def test_a_wrong_or_missing_token_is_refused_with_one_line(token: str) -> None:
 def test_another_version_is_refused_by_name() -> None:
     async def test(_: LeaseListener, leasing: Leasing, address: str) -> pb.LeaseWelcome | None:
         reader, writer = await raw(address, pb.LeaseHello(version=2, token=TOKEN))
-        welcome = await leasewire.read_frame(reader, pb.LeaseWelcome, 4096)
+        welcome = await read_frame(reader, pb.LeaseWelcome)
         assert await reader.read() == b""  # and closed
         writer.close()
         return welcome
@@ -174,7 +188,7 @@ def test_garbage_before_the_hello_is_closed_unanswered_and_the_pool_serves_on(
 def test_a_broken_frame_after_the_welcome_closes_that_connection_only(garbage: bytes) -> None:
     async def test(_: LeaseListener, leasing: Leasing, address: str) -> list[str]:
         reader, writer = await raw(address)
-        assert (await leasewire.read_frame(reader, pb.LeaseWelcome, 4096)) is not None
+        assert (await read_frame(reader, pb.LeaseWelcome)) is not None
         # An allocation, then the garbage in the same write: the pool serves the call, finds
         # the garbage in the same read and closes before the answer could go out, so the
         # lease it granted is given back (a client gone mid-flight), never left half-served.
@@ -198,7 +212,7 @@ def test_a_client_gone_with_a_waiting_allocation_is_never_granted_it() -> None:
         hog = LeaseSocket(address, TOKEN, "pool", timeout=5)
         taken = await hog.allocate(pb.AllocateRequest(gpus=1, holder="hog"))
         reader, writer = await raw(address)
-        assert (await leasewire.read_frame(reader, pb.LeaseWelcome, 4096)) is not None
+        assert (await read_frame(reader, pb.LeaseWelcome)) is not None
         wanted = pb.AllocateRequest(gpus=1, holder="gone", wait_seconds=30)
         writer.write(leasewire.frame(pb.LeaseCall(id=1, allocate=wanted)))
         while not leasing.pool.waiters.pending():
@@ -231,6 +245,80 @@ def test_the_client_moves_past_a_dead_address_and_fails_over_when_its_pool_stops
         assert list(leasing.pool.state.leases) == [lease.id]  # from the second
         await client.close()
         await second.close()
+
+    asyncio.run(run())
+
+
+async def scripted_pool(
+    serve: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]],
+) -> tuple[asyncio.Server, str]:
+    """A pool of our own making on loopback: it welcomes each client, then ``serve`` runs."""
+
+    async def connected(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readexactly(len(leasewire.MAGIC))
+        (length,) = struct.unpack(">I", await reader.readexactly(4))
+        await reader.readexactly(length)
+        writer.write(leasewire.frame(pb.LeaseWelcome(version=leasewire.VERSION)))
+        await serve(reader, writer)
+
+    server = await asyncio.start_server(connected, "127.0.0.1", 0)
+    return server, f"127.0.0.1:{server.sockets[0].getsockname()[1]}"
+
+
+def test_calls_made_while_the_pool_reads_nothing_are_all_answered_once_it_reads() -> None:
+    many, big = 3000, "l" * 4000  # 12 MB of calls: more than the socket buffers hold
+    reading = asyncio.Event()
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reading.wait()
+        async for call in calls(reader):
+            writer.write(leasewire.frame(pb.LeaseReply(id=call.id, released={"released": True})))
+
+    async def run() -> list[bool]:
+        server, address = await scripted_pool(serve)
+        client = LeaseSocket(address, TOKEN, "pool", timeout=30)
+        released = [asyncio.ensure_future(client.release(big)) for _ in range(many)]
+        await asyncio.sleep(0.5)
+        released += [asyncio.ensure_future(client.release(big)) for _ in range(many)]
+        await asyncio.sleep(0.1)
+        reading.set()
+        answers = await asyncio.gather(*released)
+        await client.close()
+        server.close()
+        return answers
+
+    assert asyncio.run(run()) == [True] * 2 * many
+
+
+async def calls(reader: asyncio.StreamReader) -> AsyncIterator[pb.LeaseCall]:
+    while True:
+        try:
+            (length,) = struct.unpack(">I", await reader.readexactly(4))
+            message = pb.LeaseCall.FromString(await reader.readexactly(length))
+        except asyncio.IncompleteReadError:
+            return
+        for call in (message, *message.more):
+            yield call
+
+
+def test_a_broken_frame_from_the_pool_fails_the_calls_and_the_next_call_connects_again() -> None:
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        async for call in calls(reader):
+            if call.release.lease_id == "garbage":
+                writer.write(struct.pack(">I", 2 << 20))  # over the frame limit
+            else:
+                writer.write(
+                    leasewire.frame(pb.LeaseReply(id=call.id, released={"released": True}))
+                )
+
+    async def run() -> None:
+        server, address = await scripted_pool(serve)
+        client = LeaseSocket(address, TOKEN, "pool", timeout=5)
+        with pytest.raises(LeaseWireError, match="over the limit"):
+            await client.release("garbage")
+        assert await client.release("next") is True  # on a new connection
+        await client.close()
+        server.close()
 
     asyncio.run(run())
 

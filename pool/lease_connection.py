@@ -1,6 +1,6 @@
 """One lease-socket connection on the pool's side (docs/lease-socket.md): an asyncio protocol
 that reads the hello, then hands each frame's calls to a :class:`LeaseSession` and sends what
-it answers. No task and no queue per connection: every call is served from ``data_received``,
+it answers. No task and no queue per connection: every call is served as it is received,
 and the replies a loop turn makes go out as one frame (a batch) in one write."""
 
 from __future__ import annotations
@@ -22,19 +22,19 @@ log = logging.getLogger(__name__)
 Authorize = Callable[[pb.LeaseHello, Optional[ssl.SSLObject]], Optional[RadiumError]]
 
 
-class LeaseConnection(asyncio.Protocol):
+class LeaseConnection(leasewire.Receiver):
     """One client's connection: its handshake, then its lease session; ``gone`` is told when
     it has ended."""
 
     def __init__(
         self, leasing: Leasing, authorize: Authorize, gone: Callable[[LeaseConnection], None]
     ) -> None:
+        super().__init__()
         self._leasing = leasing
         self._authorize = authorize
         self._gone = gone
         self._transport: asyncio.Transport | None = None
         self._peer: object = None
-        self._buffer = bytearray()
         self._magic_seen = False
         self._session: LeaseSession | None = None  # once welcomed
         self._unsent: list[pb.LeaseReply] = []
@@ -56,21 +56,20 @@ class LeaseConnection(asyncio.Protocol):
         if self._transport is not None:
             self._transport.abort()
 
-    def data_received(self, data: bytes) -> None:
+    def received(self) -> None:
         if self._transport is None or self._transport.is_closing():
             return
-        self._buffer += data
         try:
             taken = self._take_calls(0) if self._session is not None else self._take_hello()
         except LeaseWireError as exc:
             self._fail(exc)
             return
-        del self._buffer[:taken]
+        del self.buffer[:taken]
 
     def eof_received(self) -> bool:
         # A socket's end reads the same whether the client shut down its sending side or went
         # away: taken as gone, as a cancelled gRPC stream (docs/lease-socket.md).
-        if self._session is None and self._buffer:
+        if self._session is None and self.buffer:
             self._fail(LeaseWireError("the connection ended before its hello"))
         return False  # asyncio closes the transport: connection_lost ends the session
 
@@ -94,14 +93,14 @@ class LeaseConnection(asyncio.Protocol):
         """Read the magic and the hello (docs/lease-socket.md, "Handshake"), answer it, then
         serve what came after it; how many bytes of the buffer were used."""
         if not self._magic_seen:
-            if len(self._buffer) < len(leasewire.MAGIC):
+            if len(self.buffer) < len(leasewire.MAGIC):
                 return 0
-            if self._buffer[:4] != leasewire.MAGIC:
+            if self.buffer[:4] != leasewire.MAGIC:
                 raise LeaseWireError(
-                    f"not a lease-socket client (it began with {self._buffer[:4]!r})"
+                    f"not a lease-socket client (it began with {bytes(self.buffer[:4])!r})"
                 )
             self._magic_seen = True
-        body, taken = leasewire.take_frame(self._buffer, 4, leasewire.HELLO_LIMIT)
+        body, taken = leasewire.take_frame(self.buffer, 4, leasewire.HELLO_LIMIT)
         if body is None:
             return 0
         hello = leasewire.parse(pb.LeaseHello, body)
@@ -120,7 +119,7 @@ class LeaseConnection(asyncio.Protocol):
             refusal = pb.CallError(code=code.value[0], message=message)
             self._transport.write(leasewire.frame(pb.LeaseWelcome(error=refusal)))
             self._transport.close()
-            return len(self._buffer)
+            return len(self.buffer)
         self._transport.write(leasewire.frame(pb.LeaseWelcome(version=leasewire.VERSION)))
         self._session = LeaseSession(self._leasing, self._send)
         return self._take_calls(taken)
@@ -128,7 +127,7 @@ class LeaseConnection(asyncio.Protocol):
     def _take_calls(self, start: int) -> int:
         assert self._session is not None
         while True:
-            body, end = leasewire.take_frame(self._buffer, start, leasewire.FRAME_LIMIT)
+            body, end = leasewire.take_frame(self.buffer, start, leasewire.FRAME_LIMIT)
             if body is None:
                 return start
             self._session.serve(leasewire.parse(pb.LeaseCall, body))

@@ -38,14 +38,14 @@ def client_context(tls: TlsConfig) -> ssl.SSLContext:
     return context
 
 
-class _Connection(asyncio.Protocol):
+class _Connection(leasewire.Receiver):
     """One lease-socket connection, the client's end: the pool's welcome (:attr:`welcome`), then
     its replies, each handed to ``receive`` as it is read; :attr:`closed` tells how it ended.
-    No task of its own: a reply is handed on from ``data_received``."""
+    No task of its own: a reply is handed on as it is received."""
 
     def __init__(self, receive: Callable[[pb.LeaseReply], None]) -> None:
+        super().__init__()
         self._receive = receive
-        self._buffer = bytearray()
         self._error: LeaseWireError | None = None
         loop = asyncio.get_running_loop()
         #: The welcome, or how the connection ended before it (None: a clean end).
@@ -57,17 +57,16 @@ class _Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
 
-    def data_received(self, data: bytes) -> None:
-        self._buffer += data
+    def received(self) -> None:
         start = 0
         try:
             if not self.welcome.done():
-                body, start = leasewire.take_frame(self._buffer, 0, leasewire.HELLO_LIMIT)
+                body, start = leasewire.take_frame(self.buffer, 0, leasewire.HELLO_LIMIT)
                 if body is None:
                     return
                 self.welcome.set_result(leasewire.parse(pb.LeaseWelcome, body))
             while True:
-                body, end = leasewire.take_frame(self._buffer, start, leasewire.FRAME_LIMIT)
+                body, end = leasewire.take_frame(self.buffer, start, leasewire.FRAME_LIMIT)
                 if body is None:
                     break
                 self._receive(leasewire.parse(pb.LeaseReply, body))
@@ -77,7 +76,7 @@ class _Connection(asyncio.Protocol):
             assert self.transport is not None
             self.transport.abort()  # connection_lost tells of the error
             return
-        del self._buffer[:start]
+        del self.buffer[:start]
 
     def connection_lost(self, exc: Exception | None) -> None:
         outcome = self._error or exc

@@ -15,7 +15,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import logging
-from typing import Any, Callable, ContextManager, Iterator, Protocol
+from typing import Any, Callable, ContextManager, Protocol
 
 from radium.errors import RadiumError, StoreUnavailableError, UnavailableError
 
@@ -58,6 +58,22 @@ class Immediate:
         then(None)
 
 
+class _Deferring:
+    """:meth:`Deferrable.deferring`'s scope: a class, not a generator, because every lease
+    call enters one (a generator's context manager costs about five times as much)."""
+
+    __slots__ = ("_store",)
+
+    def __init__(self, store: Deferrable) -> None:
+        self._store = store
+
+    def __enter__(self) -> None:
+        self._store._deferring = True
+
+    def __exit__(self, *_: object) -> None:
+        self._store._deferring = False
+
+
 class Deferrable:
     """What a store that can defer changes shares (:class:`radium.pool.store.SQLiteStore`,
     :class:`radium.pool.etcd_store.EtcdStore`): changes made within :meth:`deferring` are held
@@ -72,6 +88,7 @@ class Deferrable:
 
     def __init__(self) -> None:
         self._deferring = False
+        self._deferring_scope = _Deferring(self)
         self._holding = False
         self._failed: UnavailableError | None = None
         #: The batch a commit thread sends (:meth:`commit_in`), until a change waits for it.
@@ -79,13 +96,8 @@ class Deferrable:
         #: Told when the first change of a batch is deferred.
         self.on_open: Callable[[], None] = lambda: None
 
-    @contextlib.contextmanager
-    def deferring(self) -> Iterator[None]:
-        self._deferring = True
-        try:
-            yield
-        finally:
-            self._deferring = False
+    def deferring(self) -> ContextManager[None]:
+        return self._deferring_scope
 
     def commit(self) -> None:
         """Commit the held changes (nothing if none), after the batch in flight; raise what

@@ -20,6 +20,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
 from radium.errors import CapacityError, QuotaError, RadiumError
+from radium.pool.model import RELEASED
 from radium.pool.service import Pool
 
 T = TypeVar("T")
@@ -87,15 +88,23 @@ class PoolMetrics:
             registry=registry,
         )
         registry.register(_StateCollector(pool, call))
+        self._granted = self.allocations.labels(outcome(None, False))
+        self._released = self.ended.labels(RELEASED)
 
     # -- the pool's Observer ---------------------------------------------------------------
 
     def allocation(self, error: BaseException | None, waited: bool, seconds: float) -> None:
-        self.allocations.labels(outcome(error, waited)).inc()
+        if error is None:  # most are: the series, not its lookup by label
+            self._granted.inc()
+        else:
+            self.allocations.labels(outcome(error, waited)).inc()
         self.latency.observe(seconds)
 
     def lease_ended(self, state: str) -> None:
-        self.ended.labels(state).inc()
+        if state == RELEASED:
+            self._released.inc()
+        else:
+            self.ended.labels(state).inc()
 
 
 class _StateCollector:

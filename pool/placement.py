@@ -38,7 +38,7 @@ from radium.pool.demand import (
     placement,
     taken,
 )
-from radium.pool.model import AcceptorState, Placement, Request
+from radium.pool.model import AcceptorState, DeviceState, Placement, Request
 
 #: (acceptor labels id, free CPU in thousandths of a core or -1, device slots).
 Shape = tuple[int, int, Slots]
@@ -104,6 +104,10 @@ class Placer:
         #: (part, labels id) -> MiB the part needs on each device kind, or -1: no match
         self._needs: dict[tuple[int, int], list[int]] = {}
         self.free = FreeSummary(self)
+        #: name -> (the acceptor, its labels id, its devices with their kind ids): the part of
+        #: its shape that a lease never changes, while it is the same AcceptorState (a
+        #: registration brings a new one)
+        self._fixed: dict[str, tuple[AcceptorState, int, list[tuple[DeviceState, int]]]] = {}
 
     # -- the index ----------------------------------------------------------------------------
 
@@ -164,11 +168,13 @@ class Placer:
         self.free = FreeSummary(self)
 
     def shape(self, acceptor: AcceptorState) -> Shape:
-        slots = []
-        for state in acceptor.devices.values():
-            slots.append((self.kinds(kind_of(state.device)), state.free_mib))
-        labels = self.labels(tuple(sorted(acceptor.labels.items())))
-        return (labels, acceptor.cpu_free, tuple(sorted(slots)))
+        fixed = self._fixed.get(acceptor.name)
+        if fixed is None or fixed[0] is not acceptor:
+            labels = self.labels(tuple(sorted(acceptor.labels.items())))
+            kinds = [(s, self.kinds(kind_of(s.device))) for s in acceptor.devices.values()]
+            fixed = self._fixed[acceptor.name] = (acceptor, labels, kinds)
+        slots = sorted([(kind, state.free_mib) for state, kind in fixed[2]])
+        return (fixed[1], acceptor.cpu_free, tuple(slots))
 
     def kind(self, kind_id: int) -> Kind:
         return self.kinds.values[kind_id]

@@ -50,6 +50,9 @@ class Queues:
 
     def __init__(self, queues: Iterable[Queue] = ()) -> None:
         self.by_name = {q.name: q for q in queues}
+        #: name -> its chain: every lease asks several times, and the queues never change
+        #: (new definitions are a new Queues)
+        self._chains: dict[str, tuple[Queue, ...]] = {}
 
     def resolve(self, name: str) -> Queue:
         """The queue a request names ("" is the default queue); an error when unknown."""
@@ -72,14 +75,17 @@ class Queues:
     def children(self, parent: str) -> list[Queue]:
         return [q for q in self.all() if q.parent == parent]
 
-    def chain(self, name: str) -> list[Queue]:
+    def chain(self, name: str) -> tuple[Queue, ...]:
         """The queue and its ancestors, nearest first."""
-        out = []
-        queue: Queue | None = self.resolve(name)
-        while queue is not None and queue not in out:
-            out.append(queue)
-            queue = self.by_name.get(queue.parent) if queue.parent else None
-        return out
+        found = self._chains.get(name)
+        if found is None:
+            out: list[Queue] = []
+            queue: Queue | None = self.resolve(name)
+            while queue is not None and queue not in out:
+                out.append(queue)
+                queue = self.by_name.get(queue.parent) if queue.parent else None
+            found = self._chains[name] = tuple(out)
+        return found
 
     def deserved(self, queue: Queue, capacity: float) -> float:
         """An unconfigured default queue deserves what no top-level queue was promised."""
@@ -106,7 +112,7 @@ class Queues:
     def owner(self, lease: Lease) -> Queue:
         return self._chain_or_default(lease.queue)[0]
 
-    def _chain_or_default(self, name: str) -> list[Queue]:
+    def _chain_or_default(self, name: str) -> tuple[Queue, ...]:
         try:
             return self.chain(name)
         except InvalidRequestError:  # a lease whose queue was removed counts as default's

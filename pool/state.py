@@ -72,10 +72,11 @@ class PoolState:
 
     def _count(self, lease: Lease, sign: int) -> None:
         firm = not queues.priority_class(lease.priority).preemptible
+        size = sign * queues.lease_size(lease)
         for queue in self.queues.chain(self.queues.owner(lease).name):
-            self.used[queue.name] += sign * queues.lease_size(lease)
+            self.used[queue.name] += size
             if firm:
-                self.used_firm[queue.name] += sign * queues.lease_size(lease)
+                self.used_firm[queue.name] += size
 
     def set_queues(self, configured: Queues) -> None:
         """New queue definitions (usage is recounted: parents may have changed)."""

@@ -212,3 +212,13 @@ def test_compacting_the_index_changes_no_placement() -> None:
     expected = p.place(request)
     p._compact()
     assert p.place(request) == expected
+
+
+def test_an_acceptor_registered_again_is_placed_by_its_new_devices_and_labels() -> None:
+    p = placer(BestFit(), acceptor("x", [1000]))
+    assert p.place(Request(gpus=1, selector={"model": "A10"})) is None
+    again = acceptor("x", [1000, 1000], model="A10")  # a new registration: a new state
+    again.labels = {"zone": "b"}
+    p.update(again)
+    chosen = p.place(Request(gpus=2, selector={"model": "A10", "zone": "b"}))
+    assert chosen is not None and chosen.devices == {"0": 1000, "1": 1000}

@@ -25,6 +25,10 @@ Committed = Callable[[RadiumError | None], None]
 
 
 class Commits(Protocol):
+    #: Called in the turn that told a batch of answers (each ``then``), once they are all
+    #: told: a carrier that gathers the replies of a batch sends them then, not a turn later.
+    told: list[Callable[[], None]]
+
     def deferred(self) -> ContextManager[None]:
         """Changes made within may commit after they return."""
         ...
@@ -50,6 +54,9 @@ async def committed(commits: Commits) -> None:
 
 class Immediate:
     """Every change commits before it returns (a store that defers nothing)."""
+
+    def __init__(self) -> None:
+        self.told: list[Callable[[], None]] = []  # never called: answers are told at once
 
     def deferred(self) -> ContextManager[None]:
         return contextlib.nullcontext()
@@ -171,6 +178,7 @@ class GroupCommit:
         self.sending: list[Committed] | None = None
         #: What failed a commit: every answer after it fails too (the pool is stopping).
         self.broken: UnavailableError | None = None
+        self.told: list[Callable[[], None]] = []
         self._thread = (
             concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="radium-commit")
             if store.sends_in_background
@@ -237,7 +245,8 @@ class GroupCommit:
         self._tell([*waiting, *held], error)
         self.failed(error)
 
-    @staticmethod
-    def _tell(waiting: list[Committed], error: UnavailableError | None) -> None:
+    def _tell(self, waiting: list[Committed], error: UnavailableError | None) -> None:
         for then in waiting:  # here, not in another turn: the answers go out in this one
             then(error)
+        for told in self.told:
+            told()

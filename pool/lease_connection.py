@@ -1,7 +1,9 @@
 """One lease-socket connection on the pool's side (docs/lease-socket.md): an asyncio protocol
 that reads the hello, then hands each frame's calls to a :class:`LeaseSession` and sends what
-it answers. No task and no queue per connection: every call is served as it is received,
-and the replies a loop turn makes go out as one frame (a batch) in one write."""
+it answers. No task and no queue per connection: every call is served as it is received, and
+its replies go out as one frame (a batch) in one write, in the same turn: those that needed no
+commit once what was received is served, the others once their commit's answers are told
+(:attr:`radium.pool.commits.Commits.told`, which the listener hooks)."""
 
 from __future__ import annotations
 
@@ -27,12 +29,17 @@ class LeaseConnection(leasewire.Receiver):
     it has ended."""
 
     def __init__(
-        self, leasing: Leasing, authorize: Authorize, gone: Callable[[LeaseConnection], None]
+        self,
+        leasing: Leasing,
+        authorize: Authorize,
+        gone: Callable[[LeaseConnection], None],
+        to_send: Callable[[LeaseConnection], None],
     ) -> None:
         super().__init__()
         self._leasing = leasing
         self._authorize = authorize
         self._gone = gone
+        self._to_send = to_send
         self._transport: asyncio.Transport | None = None
         self._peer: object = None
         self._magic_seen = False
@@ -65,6 +72,7 @@ class LeaseConnection(leasewire.Receiver):
             self._fail(exc)
             return
         del self.buffer[:taken]
+        self.flush()  # the answers that needed no commit
 
     def eof_received(self) -> bool:
         # A socket's end reads the same whether the client shut down its sending side or went
@@ -78,7 +86,7 @@ class LeaseConnection(leasewire.Receiver):
             self._hello_deadline.cancel()
         if self._session is not None:
             self._session.end()
-            self._flush()  # nothing goes out now: a lease among them is given back
+            self.flush()  # nothing goes out now: a lease among them is given back
         self._gone(self)
 
     def pause_writing(self) -> None:  # the client does not read: stop reading its calls
@@ -134,12 +142,15 @@ class LeaseConnection(leasewire.Receiver):
             start = end
 
     def _send(self, reply: pb.LeaseReply) -> None:
-        """Queue ``reply``: the replies of this turn go out together, once it is over."""
+        """Queue ``reply``: it goes out with the others of its batch (:meth:`flush`)."""
         if not self._unsent:
-            asyncio.get_running_loop().call_soon(self._flush)
+            self._to_send(self)
         self._unsent.append(reply)
 
-    def _flush(self) -> None:
+    def flush(self) -> None:
+        """Send the replies queued, as one frame (a few past the batch limit) in one write."""
+        if not self._unsent:
+            return
         replies, self._unsent = self._unsent, []
         if self._transport is None or self._transport.is_closing():
             assert self._session is not None

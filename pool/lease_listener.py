@@ -68,6 +68,10 @@ class LeaseListener:
         self._tls = tls
         self._server: asyncio.Server | None = None
         self._connections: set[LeaseConnection] = set()
+        #: Connections with replies to send: all go out at the end of the batch told, or in
+        #: the next turn if none is told first.
+        self._to_send: list[LeaseConnection] = []
+        self._flush_due = False
 
     async def start(self, address: str) -> None:
         host, port = parse_address(address, "pool.lease_listen")
@@ -84,6 +88,7 @@ class LeaseListener:
                 f"cannot listen on {address} for the lease socket: {exc.strerror}",
                 hint="is another pool running? [pool] lease_listen must be free",
             ) from exc
+        self._leasing.pool.commits.told.append(self.flush)
 
     @property
     def port(self) -> int:
@@ -94,11 +99,28 @@ class LeaseListener:
         """Stop listening and end every connection (the pool stops, or stops leading)."""
         if self._server is not None:
             self._server.close()
+        if self.flush in self._leasing.pool.commits.told:
+            self._leasing.pool.commits.told.remove(self.flush)
         for connection in list(self._connections):
             connection.abort()
         await asyncio.sleep(0)  # their connection_lost runs in the next turn
 
+    def flush(self) -> None:
+        """Send every connection's queued replies."""
+        self._flush_due = False
+        connections, self._to_send = self._to_send, []
+        for connection in connections:
+            connection.flush()
+
     def _connection(self) -> LeaseConnection:
-        connection = LeaseConnection(self._leasing, self._authorize, self._connections.discard)
+        connection = LeaseConnection(
+            self._leasing, self._authorize, self._connections.discard, self._queued
+        )
         self._connections.add(connection)
         return connection
+
+    def _queued(self, connection: LeaseConnection) -> None:
+        self._to_send.append(connection)
+        if not self._flush_due:
+            self._flush_due = True
+            asyncio.get_running_loop().call_soon(self.flush)

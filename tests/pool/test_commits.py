@@ -188,6 +188,7 @@ class HeldCommits:
 
     def __init__(self) -> None:
         self.waiting: list[Committed] = []
+        self.told: list[Callable[[], None]] = []
 
     def deferred(self) -> ContextManager[None]:
         return contextlib.nullcontext()
@@ -199,6 +200,8 @@ class HeldCommits:
         waiting, self.waiting = self.waiting, []
         for then in waiting:
             then(None)
+        for told in self.told:
+            told()
 
 
 def test_a_stream_s_answers_wait_for_the_commit() -> None:

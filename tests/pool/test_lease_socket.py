@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import struct
 from pathlib import Path
 from typing import AsyncIterator, Awaitable, Callable, TypeVar
@@ -25,6 +26,7 @@ from radium.pool.lease_listener import (
 from radium.pool.leasing import Leasing
 from radium.pool.service import Pool
 from radium.proto import pool_pb2 as pb
+from tests.pool.test_commits import HeldCommits
 from tests.pool.test_queues import pool
 from tests.ports import free_port
 
@@ -106,6 +108,48 @@ def test_many_calls_at_once_are_batched_and_all_answered() -> None:
         return len(leasing.pool.state.leases)
 
     assert served(test) == 0
+
+
+def test_the_answers_of_a_commit_go_out_as_one_frame_in_the_turn_that_committed() -> None:
+    async def run() -> list[int]:
+        commits = HeldCommits()
+        leasing = Leasing(Pool(pool(gpus=4), clock=lambda: 1.0, commits=commits))
+        listener = LeaseListener(leasing, token_authorize([TOKEN]))
+        await listener.start("127.0.0.1:0")
+        client = socket.create_connection(("127.0.0.1", listener.port))
+        try:
+            first, *more = [
+                pb.LeaseCall(id=n, allocate=pb.AllocateRequest(gpus=1, holder=f"h{n}"))
+                for n in range(1, 4)
+            ]
+            first.more.extend(more)
+            hello = pb.LeaseHello(version=1, token=TOKEN)
+            client.sendall(leasewire.MAGIC + leasewire.frame(hello) + leasewire.frame(first))
+            while len(commits.waiting) < 3:  # served; the answers wait for the commit
+                await asyncio.sleep(0.01)
+            client.settimeout(5)
+            assert pb.LeaseWelcome.FromString(receive_frame(client)).version == 1
+            commits.commit()  # and no turn of the loop after it: the write is already made
+            client.settimeout(0.5)
+            replies = pb.LeaseReply.FromString(receive_frame(client))
+            return [reply.id for reply in (replies, *replies.more) if reply.lease.id]
+        finally:
+            client.close()
+            await listener.close()
+
+    assert asyncio.run(run()) == [1, 2, 3]
+
+
+def receive_frame(client: socket.socket) -> bytes:
+    """One frame's body from a blocking socket (the loop is not run meanwhile)."""
+
+    def exactly(size: int) -> bytes:
+        data = b""
+        while len(data) < size:
+            data += client.recv(size - len(data))
+        return data
+
+    return exactly(struct.unpack(">I", exactly(4))[0])
 
 
 def test_a_call_error_ends_that_call_only() -> None:

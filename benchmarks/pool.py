@@ -20,7 +20,8 @@ successful allocation through the address list is taken; the killed replica then
 a standby for the next trial.
 
     sudo .venv/bin/python -m benchmarks.pool [--seconds 5] [--synchronous normal|full]
-        [--store sqlite|etcd|both] [--replicas 2] [--failovers 10]
+        [--rate 2000] [--paced-runs 3] [--store sqlite|etcd|both] [--replicas 2]
+        [--failovers 10]
 """
 
 from __future__ import annotations
@@ -129,20 +130,21 @@ def level(
     return len(ms) / seconds, statistics.median(ms), p99, spent
 
 
-def measure(cluster: PoolCluster, seconds: float, paced: float) -> list[str]:
+def measure(cluster: PoolCluster, seconds: float, paced: float, paced_runs: int) -> list[str]:
     """Two rows per level, the lease socket's and the gRPC lease stream's, with the CPU the pool
     (leader) and the acceptor spent per cycle (they share this machine's cores with the
     clients, and each slows the others), then the unary baseline, measured once per level. The
     last two levels are the 100 clients as containers of AGENTS nodes, sharing their node
-    agent's connection: its calls and replies go in batches."""
+    agent's connection: its calls and replies go in batches. A paced level runs ``paced_runs``
+    times, a row each: near saturation its tail differs from run to run."""
     rows = []
     for concurrency, agents, rate in (
         (1, 0, 0.0),
         (10, 0, 0.0),
         (100, 0, 0.0),
-        (100, 0, paced),
+        *[(100, 0, paced)] * paced_runs,
         (100, AGENTS, 0.0),
-        (100, AGENTS, paced),
+        *[(100, AGENTS, paced)] * paced_runs,
     ):
         unary, _, unary_p99, _ = level(cluster, concurrency, seconds, rate, "unary")
         offered = f"{rate:g}" if rate else "max"
@@ -195,7 +197,7 @@ def run(store: str, args: argparse.Namespace, root: Path) -> tuple[list[str], li
         cluster.start_pool()
         cluster.start_acceptor("bench", devices=2)
         cluster.wait_up("bench")
-        rows = measure(cluster, args.seconds, args.rate)
+        rows = measure(cluster, args.seconds, args.rate, args.paced_runs)
         return rows, failovers(cluster, args.failovers) if etcd else []
     finally:
         cluster.stop()
@@ -211,6 +213,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--synchronous", choices=("normal", "full"), default="normal")
     parser.add_argument(
         "--rate", type=float, default=2000.0, help="paced level: cycles/s offered by 100 clients"
+    )
+    parser.add_argument(
+        "--paced-runs", type=int, default=3, help="runs of each paced level, a row each"
     )
     parser.add_argument("--store", choices=("sqlite", "etcd", "both"), default="both")
     parser.add_argument("--replicas", type=int, default=2, help="pool processes on etcd")

@@ -58,7 +58,8 @@ def server_context(tls: TlsConfig) -> ssl.SSLContext:
 
 class LeaseListener:
     """Accepts lease-socket connections and serves each as one lease session
-    (:class:`LeaseConnection`)."""
+    (:class:`LeaseConnection`); sends what they queued when a commit's answers are told
+    (``Commits.told``), or in the next turn."""
 
     def __init__(
         self, leasing: Leasing, authorize: Authorize, tls: ssl.SSLContext | None = None

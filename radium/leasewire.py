@@ -85,7 +85,7 @@ def parse(kind: type[M], body: bytes) -> M:
         raise LeaseWireError(f"a frame is not a {kind.__name__}") from exc
 
 
-def keep_alive(transport: asyncio.BaseTransport | asyncio.StreamWriter) -> None:
+def keep_alive(transport: asyncio.BaseTransport) -> None:
     """Fail the connection within about 3 s of its peer going silent (docs/lease-socket.md)."""
     sock = transport.get_extra_info("socket")
     if sock is None or sock.family not in (socket.AF_INET, socket.AF_INET6):

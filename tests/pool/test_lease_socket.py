@@ -62,24 +62,26 @@ async def raw(
     return reader, writer
 
 
-M = TypeVar("M", pb.LeaseReply, pb.LeaseWelcome)
+M = TypeVar("M", pb.LeaseCall, pb.LeaseHello, pb.LeaseReply, pb.LeaseWelcome)
+Batch = TypeVar("Batch", pb.LeaseCall, pb.LeaseReply)
 
 
 async def read_frame(reader: asyncio.StreamReader, kind: type[M]) -> M | None:
-    """The next frame's message, as the pool sent it; None when the pool closed (between
+    """The next frame's message, as the other end sent it; None when it closed (between
     frames)."""
     try:
         (length,) = struct.unpack(">I", await reader.readexactly(4))
         return kind.FromString(await reader.readexactly(length))
     except asyncio.IncompleteReadError as exc:
-        assert not exc.partial, "the pool ended the connection inside a frame"
+        assert not exc.partial, "the other end closed the connection inside a frame"
         return None
 
 
-async def replies(reader: asyncio.StreamReader) -> AsyncIterator[pb.LeaseReply]:
-    while (message := await read_frame(reader, pb.LeaseReply)) is not None:
-        for reply in (message, *message.more):
-            yield reply
+async def messages(reader: asyncio.StreamReader, kind: type[Batch]) -> AsyncIterator[Batch]:
+    """Every call or reply the other end sends, those of a batch each in turn, to its end."""
+    while (message := await read_frame(reader, kind)) is not None:
+        for one in (message, *message.more):
+            yield one
 
 
 def test_allocate_keep_alive_and_release_on_the_socket() -> None:
@@ -238,7 +240,7 @@ def test_a_broken_frame_after_the_welcome_closes_that_connection_only(garbage: b
         # lease it granted is given back (a client gone mid-flight), never left half-served.
         call = leasewire.frame(pb.LeaseCall(id=1, allocate=pb.AllocateRequest(gpus=1)))
         writer.write(call + garbage)
-        got = [reply async for reply in replies(reader)]  # to the end: the pool closed it
+        got = [reply async for reply in messages(reader, pb.LeaseReply)]  # the pool closed it
         writer.close()
         for reply in got:  # had the answer gone out first, the client would hold the lease
             assert reply.lease.id
@@ -300,8 +302,7 @@ async def scripted_pool(
 
     async def connected(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await reader.readexactly(len(leasewire.MAGIC))
-        (length,) = struct.unpack(">I", await reader.readexactly(4))
-        await reader.readexactly(length)
+        assert await read_frame(reader, pb.LeaseHello) is not None
         writer.write(leasewire.frame(pb.LeaseWelcome(version=leasewire.VERSION)))
         await serve(reader, writer)
 
@@ -315,7 +316,7 @@ def test_calls_made_while_the_pool_reads_nothing_are_all_answered_once_it_reads(
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await reading.wait()
-        async for call in calls(reader):
+        async for call in messages(reader, pb.LeaseCall):
             writer.write(leasewire.frame(pb.LeaseReply(id=call.id, released={"released": True})))
 
     async def run() -> list[bool]:
@@ -334,20 +335,9 @@ def test_calls_made_while_the_pool_reads_nothing_are_all_answered_once_it_reads(
     assert asyncio.run(run()) == [True] * 2 * many
 
 
-async def calls(reader: asyncio.StreamReader) -> AsyncIterator[pb.LeaseCall]:
-    while True:
-        try:
-            (length,) = struct.unpack(">I", await reader.readexactly(4))
-            message = pb.LeaseCall.FromString(await reader.readexactly(length))
-        except asyncio.IncompleteReadError:
-            return
-        for call in (message, *message.more):
-            yield call
-
-
 def test_a_broken_frame_from_the_pool_fails_the_calls_and_the_next_call_connects_again() -> None:
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        async for call in calls(reader):
+        async for call in messages(reader, pb.LeaseCall):
             if call.release.lease_id == "garbage":
                 writer.write(struct.pack(">I", 2 << 20))  # over the frame limit
             else:

@@ -39,7 +39,7 @@ class Network:
         """A namespace named ``name`` joined to the bridge; its address."""
         number = len(self.hosts) + 10
         address = f"{self.prefix}.{number}"
-        outside, inside = f"rdmv{number}", f"rdmp{number}"
+        outside, inside = self._veth(number)
         netns.create(name)
         with IPRoute() as ipr:
             ipr.link("add", ifname=outside, kind="veth", peer=inside)
@@ -57,9 +57,15 @@ class Network:
 
     def set_link(self, name: str, up: bool) -> None:
         """Cut host ``name`` off the bridge (its veth down), or join it again."""
-        outside = f"rdmv{self.hosts[name].rsplit('.', 1)[1]}"
+        outside, _ = self._veth(int(self.hosts[name].rsplit(".", 1)[1]))
         with IPRoute() as ipr:
             ipr.link("set", index=ipr.link_lookup(ifname=outside)[0], state="up" if up else "down")
+
+    def _veth(self, number: int) -> tuple[str, str]:
+        """The pair of host ``number``: named after this bridge, so two networks never share a
+        name (a namespace's veth outlives ``netns.remove`` for a while: the kernel tears
+        namespaces down asynchronously)."""
+        return f"{self.bridge}v{number}", f"{self.bridge}p{number}"
 
     def exec_prefix(self, name: str) -> list[str]:
         """Argv prefix that runs a command on host ``name``: in its network namespace only.
@@ -68,6 +74,10 @@ class Network:
         return ["nsenter", f"--net=/var/run/netns/{name}"]
 
     def close(self) -> None:
+        with IPRoute() as ipr:  # deleting one end removes the pair now, not when netns cleanup runs
+            for link in ipr.get_links():
+                if link.get_attr("IFLA_IFNAME").startswith(f"{self.bridge}v"):
+                    ipr.link("del", index=link["index"])
         for name in list(self.hosts) + [n for n in netns.listnetns() if n.startswith("rdm-")]:
             if name in netns.listnetns():
                 netns.remove(name)

@@ -1,4 +1,5 @@
-"""An acceptor's watch stream: one message per turn of the pool's loop when it takes batches."""
+"""An acceptor's watch stream: when it takes batches, one message per turn of the pool's loop,
+and at most one per pace."""
 
 from __future__ import annotations
 
@@ -33,3 +34,23 @@ def test_assignments_queued_in_one_turn_go_in_one_message_if_asked(batches: bool
     assert len(told) == 4 and len(messages) == (1 if batches else 4)
     assert [kind for kind, _ in told] == [pb.Assignment.GRANTED] * 3 + [pb.Assignment.REVOKED]
     assert told[0][1] == told[3][1]  # in the order the pool told them
+
+
+def test_a_batching_stream_sends_what_its_pace_gathers_in_one_message() -> None:
+    async def run() -> list[int]:
+        served = Pool(pool(gpus=8), clock=lambda: 1.0)
+        request = pb.WatchRequest(name="a", batches=True)
+        watch = AcceptorService(served, 1.0, watch_pace=0.5).Watch(request, None)
+        first = asyncio.ensure_future(watch.__anext__())
+        await asyncio.sleep(0)
+        served.grant(Request(gpus=1, holder="h"))
+        sizes = [1 + len((await first).then)]  # at once: nothing was sent before
+        second = asyncio.ensure_future(watch.__anext__())
+        for _ in range(3):  # each in a turn of its own, within the pace
+            served.grant(Request(gpus=1, holder="h"))
+            await asyncio.sleep(0)
+        sizes.append(1 + len((await second).then))
+        await watch.aclose()
+        return sizes
+
+    assert asyncio.run(run()) == [1, 3]

@@ -42,6 +42,14 @@ enum { DONE = 0, FAILED = 1, USAGE = 2, PASS = 3 };
 
 static const char PROGRAM[] = "radium-agent-call";
 
+/* Which source this was built from (radium.shim.agent.nativeclient passes it): a client that
+ * an older installation built speaks that installation's protocol, so the agent finds this
+ * mark in the file before it puts the client in a spec, and rebuilds the client without it. */
+#ifndef RADIUM_SOURCE_MARK
+#define RADIUM_SOURCE_MARK "radium-agent-call source unknown"
+#endif
+__attribute__((used)) static const char SOURCE_MARK[] = RADIUM_SOURCE_MARK;
+
 static int fail(int status, const char *format, ...)
 {
     va_list args;

@@ -11,6 +11,8 @@ costs about 30 ms more (`radium setup` says so).
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import logging
 import os
 import shutil
@@ -34,10 +36,26 @@ CFLAGS = (
 )  # fmt: skip
 
 
+@functools.cache
+def source_mark() -> bytes:
+    """What a build of this source carries in its file (``SOURCE_MARK`` in agent_call.c)."""
+    digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]
+    return f"radium-agent-call source {digest}".encode()
+
+
 def installed(scripts: str) -> Optional[str]:
-    """The built client in ``scripts``, or None when it was not built there."""
+    """The client built from this source in ``scripts``, or None: not built there, or built
+    from another source (an older installation's: ``pip install -U`` leaves the client that
+    `radium setup` built, and it speaks the protocol of the version that built it)."""
     path = os.path.join(scripts, NAME)
-    return path if os.access(path, os.X_OK) else None
+    return path if os.access(path, os.X_OK) and _built_from_this(path) else None
+
+
+def _built_from_this(path: str) -> bool:
+    try:
+        return source_mark() in Path(path).read_bytes()
+    except OSError:
+        return False
 
 
 def compiler() -> Optional[str]:
@@ -53,11 +71,27 @@ def build(scripts: Path, cc: Optional[str]) -> Path:
             hint="install gcc and run this again; until then starts use the Python client",
         )
     target = scripts / NAME
-    fd, tmp = tempfile.mkstemp(prefix=f".{NAME}.", dir=scripts)
+    try:
+        mark = f'-DRADIUM_SOURCE_MARK="{source_mark().decode()}"'
+    except OSError as exc:
+        raise BuildError(
+            f"cannot read the native client's source {SOURCE}: {exc.strerror or exc}",
+            hint="reinstall radium",
+        ) from exc
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{NAME}.", dir=scripts)
+    except OSError as exc:
+        raise BuildError(
+            f"cannot write the agent's native client into {scripts}: {exc.strerror or exc}",
+            hint="run `radium setup ENGINE` as the user who installed radium",
+        ) from exc
     os.close(fd)
     try:
         result = subprocess.run(
-            [cc, *CFLAGS, "-o", tmp, str(SOURCE)], capture_output=True, text=True, check=False
+            [cc, *CFLAGS, mark, "-o", tmp, str(SOURCE)],
+            capture_output=True,
+            text=True,
+            check=False,
         )
         if result.returncode != 0:
             raise BuildError(
@@ -73,14 +107,38 @@ def build(scripts: Path, cc: Optional[str]) -> Path:
 
 
 def ensure(scripts: Path) -> str:
-    """Build the client into ``scripts`` unless it is there (a package ships it built): what
-    was done, as a line for `radium setup` to print."""
+    """Build the client into ``scripts`` unless it is there from this source (a package ships
+    it built): what was done, as a line for `radium setup` to print. A client built from
+    another source is rebuilt, or removed where it cannot be: the fronts run any client they
+    find, and the Python one always speaks this version's protocol."""
+    target = scripts / NAME
     if installed(str(scripts)):
-        return f"{scripts / NAME}: present"
+        return f"{target}: present"
+    stale = target.exists()
     try:
-        return f"{build(scripts, compiler())}: built"
+        built = build(scripts, compiler())
     except BuildError as exc:
-        return f"{scripts / NAME}: not built ({exc.one_line()})"
+        removed = ""
+        if stale:
+            try:
+                target.unlink()
+                removed = "; the one built from another version is removed"
+            except OSError as gone:
+                removed = f"; the one built from another version stays ({gone.strerror})"
+        return f"{target}: not built ({exc.one_line()}){removed}"
+    if stale:
+        return f"{built}: rebuilt (the one there was built from another version)"
+    return f"{built}: built"
+
+
+def renew_stale(scripts: Path) -> Optional[str]:
+    """:func:`ensure` if ``scripts`` holds a client built from another source (what was done),
+    else None: the agent calls it when it starts, so an upgrade without `radium setup` does
+    not leave the fronts running an older version's client."""
+    target = scripts / NAME
+    if not target.exists() or installed(str(scripts)):
+        return None
+    return ensure(scripts)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

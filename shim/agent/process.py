@@ -130,6 +130,9 @@ def _agent_hook(start_path: str) -> tuple[str, ...]:
     """The thin hook command: this installation's client on the start socket, the native one
     where it was built (1 ms a start instead of 10)."""
     scripts = sysconfig.get_path("scripts")
+    renewed = nativeclient.renew_stale(Path(scripts))
+    if renewed is not None:
+        log.warning("the agent's native client: %s", renewed)
     native = nativeclient.installed(scripts)
     if native is not None:
         return (native, "--socket", start_path)

@@ -231,6 +231,33 @@ def test_setup_builds_the_native_client_once_and_says_when_it_cannot(
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_client_built_from_another_source_is_rebuilt_or_else_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    older = tmp_path / nativeclient.NAME
+
+    def an_older_installations_build() -> None:
+        older.write_bytes(b"\x7fELF radium-agent-call source 0123456789abcdef")
+        older.chmod(0o755)
+
+    an_older_installations_build()
+    assert nativeclient.installed(str(tmp_path)) is None  # the agent's hooks take Python's
+    assert nativeclient.renew_stale(tmp_path) == (
+        f"{older}: rebuilt (the one there was built from another version)"
+    )
+    assert nativeclient.installed(str(tmp_path)) == str(older)
+    assert nativeclient.source_mark() in older.read_bytes()
+    assert nativeclient.renew_stale(tmp_path) is None  # this source's: left alone
+    an_older_installations_build()
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    assert nativeclient.renew_stale(tmp_path) == (
+        f"{older}: not built (no C compiler (cc) to build the agent's native client; install gcc"
+        " and run this again; until then starts use the Python client); the one built from"
+        " another version is removed"
+    )
+    assert list(tmp_path.iterdir()) == []  # the fronts find none and take the Python client
+
+
 def test_the_client_imports_nothing_but_the_interpreters_own(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-I", "-S", "-X", "importtime", str(CLIENT),

@@ -53,9 +53,10 @@ def load(
     """
     st = os.stat(path)
     key = (st.st_size, st.st_ino, st.st_mtime_ns)
-    cache_file = os.path.join(
-        cache_dir or CACHE_DIR, os.path.abspath(path).replace("%", "%25").replace("/", "%")
-    )
+    # Percent-encoded, "%" first: every path has a name of its own ("/" as "%" alone made
+    # "x/25" and "x%" one file, each evicting the other).
+    name = os.path.abspath(path).replace("%", "%25").replace("/", "%2F")
+    cache_file = os.path.join(cache_dir or CACHE_DIR, name)
     entry = _read(cache_file)
     if entry is not None and entry[0] == key:
         return entry[1]

@@ -163,6 +163,28 @@ class EtcdKV:
 
         return self._call("range", call)
 
+    def revision(self, key: str) -> int:
+        """The store's current revision (read at ``key``, which a role may be limited to)."""
+
+        def call(client: etcd3gw.Etcd3Client) -> int:
+            request = {"key": encode(key), "count_only": True}
+            return int(client.post(client.get_url("/kv/range"), json=request)["header"]["revision"])
+
+        return self._call("range", call)
+
+    def compact(self, revision: int) -> None:
+        """Drop the history before ``revision`` (keys keep their values); nothing if it was
+        compacted further already (by another replica, or etcd's own auto-compaction)."""
+
+        def call(client: etcd3gw.Etcd3Client) -> None:
+            try:
+                client.post(client.get_url("/kv/compaction"), json={"revision": str(revision)})
+            except etcd_errors.Etcd3Exception as exc:
+                if "compacted" not in (getattr(exc, "detail_text", "") or str(exc)):
+                    raise
+
+        self._call("compaction", call)
+
     def grant(self, ttl: int) -> int:
         def call(client: etcd3gw.Etcd3Client) -> int:
             return int(client.lease(ttl).id)

@@ -17,6 +17,7 @@ from typing import Any, Iterable, Protocol
 from radium.errors import AlreadyExistsError, NotLeaderError, UnavailableError
 from radium.pool import records
 from radium.pool.commits import Deferrable
+from radium.pool.ended import ENDED_KEPT, EndedLog
 from radium.pool.etcd_kv import MAX_TXN_OPS, EtcdKV, KeyValue, absent, created_at, delete, put
 from radium.pool.model import AcceptorState, ImageStatus, Lease, Queue
 
@@ -50,9 +51,14 @@ class EtcdStore(Deferrable):
     #: A batch is a list of operations: the commit thread sends it (docs/store.md).
     sends_in_background = True
 
-    def __init__(self, kv: EtcdKV, prefix: str, fence: Fence | None = None) -> None:
+    def __init__(
+        self, kv: EtcdKV, prefix: str, fence: Fence | None = None, ended_kept: int = ENDED_KEPT
+    ) -> None:
         super().__init__()
         self.kv = kv
+        self._ended = EndedLog(self._read_ended, ended_kept)
+        #: The revision the last prune saw: the next compacts etcd's history up to it.
+        self._compact_to = 0
         self.prefix = prefix if prefix.endswith("/") else prefix + "/"
         self.fence = fence
         #: Deferred operations by key: a lease granted and ended in one batch is one delete
@@ -113,6 +119,7 @@ class EtcdStore(Deferrable):
     def load(self) -> tuple[list[AcceptorState], list[Lease]]:
         acceptors = [records.acceptor_from(r) for _, r in self._records("acceptors")]
         leases = [records.lease_from(r) for _, r in self._records("leases")]
+        self._ended.read()
         return acceptors, leases
 
     def save_acceptor(self, acceptor: AcceptorState) -> None:
@@ -132,11 +139,19 @@ class EtcdStore(Deferrable):
         self._write([put(key, value)], compare=[absent(key)])
 
     def end_leases(self, leases: Iterable[Lease]) -> None:
+        leases = list(leases)
+        gone = self._ended.ended(leases)
+        at_once = set(gone).intersection(lease.id for lease in leases)  # never kept
         ops = []
         for lease in leases:
-            ops.append(delete(self._key("leases", lease.id)))
-            ops.append(put(self._key("ended", lease.id), records.dump(records.lease_record(lease))))
-        # A lease's delete and its ended record go in one transaction (even op counts).
+            if lease.id not in at_once:  # (etcd refuses a put and a delete of one key at once)
+                record = records.dump(records.lease_record(lease))
+                ops.append(delete(self._key("leases", lease.id)))
+                ops.append(put(self._key("ended", lease.id), record))
+        # A lease's delete and its ended record go in one transaction (even op counts); what
+        # is forgotten comes after them.
+        ops.extend(delete(self._key("leases", x)) for x in at_once)
+        ops.extend(delete(self._key("ended", x)) for x in gone if x not in at_once)
         self._write(ops)
 
     def _put_leases(self, leases: Iterable[Lease]) -> None:
@@ -174,10 +189,25 @@ class EtcdStore(Deferrable):
         return ended[:limit]
 
     def prune(self, ended_before: float) -> int:
-        """Forget leases that ended before this time; how many."""
-        old = [kv.key for kv, r in self._records("ended") if r["ended_at"] < ended_before]
-        self._write([delete(key) for key in old])
-        return len(old)
+        """Forget leases that ended before this time, and beyond the newest kept; how many.
+        Then compact etcd's history up to the revision the last prune saw: every change
+        leaves a revision behind, and a pool churning through leases would otherwise fill
+        etcd's space quota with them (compacting is Kubernetes' API server's job too)."""
+        gone = self._ended.forget(ended_before)
+        self._write([delete(self._key("ended", lease_id)) for lease_id in gone])
+        try:
+            if self._compact_to:
+                self.kv.compact(self._compact_to)
+            self._compact_to = self.kv.revision(self.prefix)
+        except UnavailableError as exc:  # the pool serves on; etcd's own may compact
+            log.warning("compacting etcd's history: %s", exc.one_line())
+        return len(gone)
+
+    def _read_ended(self) -> list[tuple[float, str]]:
+        # Not _records: this read may come within a deferred batch, which it must not commit
+        # ahead; nothing deferred ends a lease before the log is read, so etcd holds them all.
+        records = (json.loads(kv.value) for kv in self.kv.range(f"{self.prefix}ended/"))
+        return [(record["ended_at"], record["id"]) for record in records]
 
     def load_images(self) -> tuple[list[str], list[ImageStatus]]:
         refs = sorted(r["ref"] for _, r in self._records("images"))

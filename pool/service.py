@@ -27,9 +27,12 @@ log = logging.getLogger(__name__)
 Context = Any
 #: `radium images add|rm` follow the acceptors at most this long.
 IMAGE_FOLLOW = 3600.0
-#: Ended leases stay listed (`radium leases --all`) this long, in seconds.
+#: Ended leases stay listed (`radium leases --all`) this long, in seconds (the newest
+#: radium.pool.ended.ENDED_KEPT of them).
 ENDED_RETENTION = 7 * 24 * 3600.0
-PRUNE_EVERY = 3600.0
+#: How often the pool forgets ended leases past the retention and (etcd) compacts the history
+#: older than the last time: a minute of churn is what etcd keeps besides its keys.
+PRUNE_EVERY = 60.0
 #: Most assignments in one message of a watch stream (a granted lease is about 200 bytes).
 WATCH_BATCH = 500
 #: A watch stream that batches sends at most one message this often, in seconds: what is
@@ -170,13 +173,17 @@ class Pool:
         last_prune = 0.0
         while True:
             await asyncio.sleep(interval)
-            try:
-                now = self.clock()
-                if now - last_prune > PRUNE_EVERY:
-                    last_prune = now
+            now = self.clock()
+            if now - last_prune > PRUNE_EVERY:
+                last_prune = now
+                try:
                     pruned = self.state.store.prune(now - ENDED_RETENTION)
+                except Exception:  # reaping below must not wait for it
+                    log.exception("forgetting ended leases failed")
+                else:
                     if pruned:
-                        log.info("forgot %d leases that ended over a week ago", pruned)
+                        log.info("forgot %d ended leases", pruned)
+            try:
                 ended = self.state.reap(now)
             except Exception:  # a broken store must not kill the loop; log and retry
                 log.exception("reaping leases failed")

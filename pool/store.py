@@ -17,6 +17,7 @@ from radium.errors import AlreadyExistsError, StoreUnavailableError
 from radium.pool import sqlite_tables as tables
 from radium.pool.checkpointer import CHECKPOINT_EVERY, WalCheckpointer
 from radium.pool.commits import Deferrable
+from radium.pool.ended import ENDED_KEPT, EndedLog
 from radium.pool.model import (
     ACTIVE,
     AcceptorState,
@@ -56,10 +57,15 @@ class SQLiteStore(Deferrable):
     calls ``on_open``."""
 
     def __init__(
-        self, path: str, synchronous: str = "normal", checkpoint_every: float = CHECKPOINT_EVERY
+        self,
+        path: str,
+        synchronous: str = "normal",
+        checkpoint_every: float = CHECKPOINT_EVERY,
+        ended_kept: int = ENDED_KEPT,
     ) -> None:
         super().__init__()
         self._db = tables.connect(path, synchronous)
+        self._ended = EndedLog(self._read_ended, ended_kept)
         self._checkpointer: WalCheckpointer | None = None
         if path != ":memory:":  # checkpoints off the loop (radium.pool.checkpointer)
             self._db.execute("PRAGMA wal_autocheckpoint = 0")
@@ -130,6 +136,7 @@ class SQLiteStore(Deferrable):
             tables.lease(row)
             for row in self._db.execute("SELECT * FROM leases WHERE state = ?", (ACTIVE,))
         ]
+        self._ended.read()
         return list(acceptors.values()), leases
 
     def save_acceptor(self, acceptor: AcceptorState) -> None:
@@ -207,15 +214,27 @@ class SQLiteStore(Deferrable):
         )
 
     def end_leases(self, leases: Iterable[Lease]) -> None:
+        leases = list(leases)
         self._tx(
             [
-                (
-                    "UPDATE leases SET state = ?, ended_at = ? WHERE id = ?",
-                    (lease.state, lease.ended_at, lease.id),
-                )
-                for lease in leases
+                *(
+                    (
+                        "UPDATE leases SET state = ?, ended_at = ? WHERE id = ?",
+                        (lease.state, lease.ended_at, lease.id),
+                    )
+                    for lease in leases
+                ),
+                *self._forgetting(self._ended.ended(leases)),
             ]
         )
+
+    def _read_ended(self) -> list[tuple[float, str]]:
+        rows = self._db.execute("SELECT ended_at, id FROM leases WHERE state != ?", (ACTIVE,))
+        return [(row["ended_at"], row["id"]) for row in rows]
+
+    @staticmethod
+    def _forgetting(ids: list[str]) -> list[tuple[str, tuple[object, ...]]]:
+        return [("DELETE FROM leases WHERE id = ?", (lease_id,)) for lease_id in ids]
 
     def extend_active(self, expires_at: float) -> None:
         self._tx(
@@ -280,11 +299,11 @@ class SQLiteStore(Deferrable):
         return [tables.lease(row) for row in rows]
 
     def prune(self, ended_before: float) -> int:
-        """Forget leases that ended before this time; how many."""
-        cursor = self._db.execute(
-            "DELETE FROM leases WHERE state != ? AND ended_at < ?", (ACTIVE, ended_before)
-        )
-        return cursor.rowcount
+        """Forget leases that ended before this time, and beyond the newest kept; how many."""
+        gone = self._ended.forget(ended_before)
+        if gone:
+            self._tx(self._forgetting(gone))
+        return len(gone)
 
     def load_images(self) -> tuple[list[str], list[ImageStatus]]:
         refs = [row["ref"] for row in self._db.execute("SELECT ref FROM images ORDER BY ref")]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,8 +14,9 @@ from radium.pool.etcd_store import EtcdStore
 from radium.pool.store import SQLiteStore, Store
 from tests.etcd_server import EtcdCluster, single
 
-#: Opens the store called ``name`` (the same state each time: a pool restart), at time 0.
-OpenStore = Callable[[str], Store]
+#: Opens the store called ``name`` (the same state each time: a pool restart), at time 0,
+#: with the store's keyword options (``ended_kept``).
+OpenStore = Callable[..., Store]
 
 
 @pytest.fixture(scope="session")
@@ -31,8 +33,8 @@ def etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdCluster]:
 def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[OpenStore]:
     if request.param == "sqlite":
 
-        def open_sqlite(name: str = "pool") -> Store:
-            return SQLiteStore(str(tmp_path / f"{name}.db"))
+        def open_sqlite(name: str = "pool", **options: Any) -> Store:
+            return SQLiteStore(str(tmp_path / f"{name}.db"), **options)
 
         yield open_sqlite
         return
@@ -40,8 +42,8 @@ def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[OpenS
     kv = EtcdKV(cluster.endpoints)
     prefix = f"/test-{uuid.uuid4().hex}/"  # each test its own empty pool
 
-    def open_etcd(name: str = "pool") -> Store:
-        return EtcdStore(kv, f"{prefix}{name}/")
+    def open_etcd(name: str = "pool", **options: Any) -> Store:
+        return EtcdStore(kv, f"{prefix}{name}/", **options)
 
     try:
         yield open_etcd

@@ -10,7 +10,7 @@ import pytest
 
 from radium.errors import ConfigError, NotLeaderError, StoreUnavailableError
 from radium.pool import leadership
-from radium.pool.etcd_kv import EtcdKV
+from radium.pool.etcd_kv import EtcdKV, encode
 from radium.pool.etcd_store import EtcdStore
 from tests.etcd_server import EtcdCluster
 from tests.pool.test_store_contract import lease
@@ -166,3 +166,30 @@ def test_a_leader_rides_out_an_etcd_election_but_not_a_longer_silence(
     assert (losses == []) is kept, losses
     if not kept:
         assert losses[0].startswith("etcd unreachable for 2s")
+
+
+def test_each_prune_compacts_the_history_the_last_one_saw(etcd: EtcdCluster) -> None:
+    kv, prefix = EtcdKV(etcd.endpoints), fresh_prefix()
+    store = EtcdStore(kv, prefix)
+    store.add_lease(lease("l-1"))
+    before = kv.revision(prefix)
+    store.end_leases([lease("l-1", state="released", ended_at=5.0)])
+    assert store.prune(ended_before=0.0) == 0  # notes where history stands: compacts nothing
+    assert len(history(kv, prefix, before)) == 1  # l-1 as it was at `before`: still there
+    store.prune(ended_before=0.0)
+    with pytest.raises(StoreUnavailableError, match="compacted"):
+        history(kv, prefix, before)
+    store.prune(ended_before=0.0)  # compacting to where etcd already is: no error
+    assert [x.id for x in store.ended_leases(5)] == ["l-1"]  # values stay
+    kv.close()
+
+
+def history(kv: EtcdKV, prefix: str, revision: int) -> list[object]:
+    """The leases under ``prefix`` as they were at ``revision``."""
+
+    def call(client: object) -> list[object]:
+        request = {"key": encode(f"{prefix}leases/"), "range_end": encode(f"{prefix}leases0")}
+        answer = client.post(client.get_url("/kv/range"), json={**request, "revision": revision})
+        return list(answer.get("kvs", []))
+
+    return kv._call("range", call)

@@ -107,6 +107,22 @@ def test_ended_leases_leave_the_active_set_newest_first(open_store: OpenStore) -
     assert reopened.prune(ended_before=11.5) == 0
 
 
+def test_a_store_keeps_the_newest_ended_leases_and_forgets_the_oldest_as_more_end(
+    open_store: OpenStore,
+) -> None:
+    store = open_store("pool", ended_kept=2)
+    for n in range(6):
+        store.add_lease(lease(f"l-{n}"))
+    for n in range(3):
+        store.end_leases([lease(f"l-{n}", state=RELEASED, ended_at=10.0 + n)])
+    reopened = open_store("pool", ended_kept=2)  # its log is read from the store
+    assert [x.id for x in reopened.ended_leases(10)] == ["l-2", "l-1"]
+    # More end at once than are kept: the oldest of them are never stored as ended at all.
+    reopened.end_leases([lease(f"l-{n}", state=EXPIRED, ended_at=10.0 + n) for n in (3, 4, 5)])
+    assert [x.id for x in open_store("pool").ended_leases(10)] == ["l-5", "l-4"]
+    assert [x.id for x in open_store("pool").load()[1]] == []
+
+
 def test_a_restart_extends_standing_leases_but_not_notices(open_store: OpenStore) -> None:
     store = open_store("pool")
     store.add_lease(lease("l-short", expires_at=50))

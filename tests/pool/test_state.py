@@ -1,10 +1,11 @@
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
 
-from radium.errors import CapacityError, LeaseNotFoundError
+from radium.errors import CapacityError, LeaseNotFoundError, StoreUnavailableError
 from radium.pool.model import (
     EXPIRED,
     RELEASED,
@@ -14,6 +15,7 @@ from radium.pool.model import (
     DeviceState,
     Request,
 )
+from radium.pool.service import Pool
 from radium.pool.state import PoolState
 from radium.pool.store import SQLiteStore
 from tests.pool.conftest import OpenStore
@@ -133,6 +135,28 @@ def test_ended_leases_are_pruned_after_retention(open_store: OpenStore) -> None:
     state.release(recent.id, 100)
     assert state.store.prune(50) == 1
     assert [le.id for le in state.store.ended_leases(10)] == [recent.id]
+
+
+class FailingPrune(SQLiteStore):
+    def prune(self, ended_before: float) -> int:
+        raise StoreUnavailableError("the disk is gone")
+
+
+def test_a_prune_that_fails_does_not_stop_the_reaper() -> None:
+    state = PoolState(FailingPrune(":memory:"), lease_ttl=10, heartbeat_timeout=1000, now=0)
+    state.register(acceptor(), 0)
+    now = [0.0]
+    served = Pool(state, clock=lambda: now[0])
+    lease = served.grant(Request(gpus=1, ttl=5))
+
+    async def reap() -> None:
+        now[0] = 100_000.0  # past its TTL; every tick of the reaper prunes first, and fails
+        reaper = asyncio.ensure_future(served.reap_forever(0.01))
+        while lease.state != EXPIRED:
+            await asyncio.sleep(0.01)
+        reaper.cancel()
+
+    asyncio.run(asyncio.wait_for(reap(), 10))
 
 
 def test_the_database_of_credentials_is_private(tmp_path: Path) -> None:

@@ -56,11 +56,11 @@ class EtcdStore(Deferrable):
     ) -> None:
         super().__init__()
         self.kv = kv
+        self.prefix = prefix if prefix.endswith("/") else prefix + "/"
+        self.fence = fence
         self._ended = EndedLog(self._read_ended, ended_kept)
         #: The revision the last prune saw: the next compacts etcd's history up to it.
         self._compact_to = 0
-        self.prefix = prefix if prefix.endswith("/") else prefix + "/"
-        self.fence = fence
         #: Deferred operations by key: a lease granted and ended in one batch is one delete
         #: and one put (etcd refuses a transaction that names a key twice).
         self._pending: dict[str, dict[str, Any]] = {}

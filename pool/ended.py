@@ -31,8 +31,8 @@ class EndedLog:
         self._log: deque[tuple[float, str]] | None = None
 
     def read(self) -> deque[tuple[float, str]]:
-        """Read the log from the store now (a pool that loads its state does, so that its
-        first ended lease does not wait for it)."""
+        """Read the log from the store now: SQLite does when the pool loads its state, so its
+        first ended lease does not wait for it; etcd not (a new leader must serve first)."""
         self._log = deque(sorted(self._read()))
         return self._log
 

@@ -10,45 +10,105 @@ store for them: :class:`EndedLog` names them.
 
 from __future__ import annotations
 
+import concurrent.futures
+import logging
+import threading
 from collections import deque
 from collections.abc import Callable, Iterable
 
+from radium.errors import RadiumError
 from radium.pool.model import Lease
+
+log = logging.getLogger(__name__)
 
 #: Ended leases a store keeps, at most (the newest).
 ENDED_KEPT = 10_000
 
+Entry = tuple[float, str]  # (end time, lease id)
+
 
 class EndedLog:
     """The ended leases a store holds, oldest first (end time, id): read from the store on
-    first use or :meth:`read`, then kept as leases end. An id it names is gone from it: if the
-    write that forgets it fails, the store keeps that lease until the next pool reads the
-    log afresh."""
+    first use, :meth:`read` or :meth:`read_in_background`, then kept as leases end. An id it
+    names is gone from it: if the write that forgets it fails, the store keeps that lease until
+    the next pool reads the log afresh."""
 
-    def __init__(self, read: Callable[[], Iterable[tuple[float, str]]], kept: int) -> None:
+    def __init__(self, read: Callable[[], Iterable[Entry]], kept: int) -> None:
         self._read = read
         self.kept = kept
-        self._log: deque[tuple[float, str]] | None = None
+        self._log: deque[Entry] | None = None
+        #: The read in the background, while it runs or until its result is taken.
+        self.reading: concurrent.futures.Future[list[Entry]] | None = None
+        #: Leases that ended while the log was being read in the background.
+        self._early: list[Entry] = []
 
-    def read(self) -> deque[tuple[float, str]]:
+    def read(self) -> deque[Entry]:
         """Read the log from the store now: SQLite does when the pool loads its state, so its
-        first ended lease does not wait for it; etcd not (a new leader must serve first)."""
+        first ended lease does not wait for it."""
         self._log = deque(sorted(self._read()))
         return self._log
 
-    def _held(self) -> deque[tuple[float, str]]:
-        return self._log if self._log is not None else self.read()
+    def read_in_background(self) -> None:
+        """Read the log in a thread of its own: a new etcd leader must serve first, and
+        reading 10,000 ended leases takes etcd's gateway about 0.4 s. Until it is read, leases
+        still end (and are noted), but none is forgotten."""
+        self._log, self._early = None, []
+        self._start_reading()
+
+    def _start_reading(self) -> None:
+        reading: concurrent.futures.Future[list[Entry]] = concurrent.futures.Future()
+
+        def run() -> None:
+            try:
+                reading.set_result(list(self._read()))
+            except BaseException as exc:  # told to the loop's next use of the log
+                reading.set_exception(exc)
+
+        self.reading = reading
+        threading.Thread(target=run, name="radium-ended-log", daemon=True).start()
+
+    def _held(self, retry: bool = False) -> deque[Entry] | None:
+        """The log; None while it is read in the background (``retry``: start that read
+        again if it failed)."""
+        if self._log is not None:
+            return self._log
+        if self.reading is None:
+            return self.read()
+        if not self.reading.done():
+            return None
+        try:
+            entries = self.reading.result()
+        except Exception as exc:
+            if retry:
+                log.warning("reading the ended leases again: %s", _one_line(exc))
+                self._start_reading()
+            return None
+        # A lease that ended meanwhile may be in both: once by its id.
+        merged = {lease_id: (at, lease_id) for at, lease_id in [*entries, *self._early]}
+        self._log, self._early, self.reading = deque(sorted(merged.values())), [], None
+        return self._log
 
     def ended(self, leases: Iterable[Lease]) -> list[str]:
         """Note leases that end now; the ids to forget with them (the oldest beyond kept)."""
+        entries = [(lease.ended_at, lease.id) for lease in leases]
         log = self._held()
-        log.extend((lease.ended_at, lease.id) for lease in leases)
+        if log is None:
+            self._early.extend(entries)
+            return []
+        log.extend(entries)
         return [log.popleft()[1] for _ in range(len(log) - self.kept)]
 
     def forget(self, ended_before: float) -> list[str]:
-        """The ids to forget now: beyond kept, or ended before ``ended_before``."""
-        log = self._held()
+        """The ids to forget now: beyond kept, or ended before ``ended_before``. A read in the
+        background that failed starts again here (the reaper prunes once a minute)."""
+        log = self._held(retry=True)
+        if log is None:
+            return []
         gone = [log.popleft()[1] for _ in range(len(log) - self.kept)]
         while log and log[0][0] < ended_before:
             gone.append(log.popleft()[1])
         return gone
+
+
+def _one_line(error: BaseException) -> str:
+    return error.one_line() if isinstance(error, RadiumError) else repr(error)

@@ -24,6 +24,9 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 #: etcd's own limit on operations per transaction (--max-txn-ops).
 MAX_TXN_OPS = 128
+#: Keys one range request reads at most: a larger read comes in pages, each parsed apart, so
+#: no one answer holds the interpreter long (the ended log is read beside the serving loop).
+RANGE_PAGE = 1000
 HINT = "check [pool.etcd] endpoints and that a majority of the etcd members runs"
 
 
@@ -101,11 +104,13 @@ class EtcdKV:
         ca: str = "",
         cert: str = "",
         key: str = "",
+        page: int = RANGE_PAGE,
     ) -> None:
         if not endpoints:
             raise ConfigError("config key pool.etcd.endpoints must list at least one endpoint")
         self.endpoints = tuple(endpoints)
         self.timeout = timeout
+        self.page = page
         self._clients = [_client(e, timeout, ca, cert, key) for e in endpoints]
         self._current = 0
 
@@ -148,18 +153,29 @@ class EtcdKV:
         return self._call("transaction", call)
 
     def range(self, prefix: str) -> list[KeyValue]:
-        """Every key under ``prefix``, in key order."""
+        """Every key under ``prefix``, in key order: at one revision, in pages of ``page``
+        keys."""
+        start, end = prefix.encode(), _prefix_end(prefix.encode())
 
         def call(client: etcd3gw.Etcd3Client) -> list[KeyValue]:
-            return [
-                KeyValue(
-                    bytes(meta["key"]).decode(),
-                    value,
-                    int(meta["create_revision"]),
-                    int(meta["mod_revision"]),
+            found: list[KeyValue] = []
+            request = {"key": encode(start), "range_end": encode(end), "limit": self.page}
+            while True:
+                answer = client.post(client.get_url("/kv/range"), json=request)
+                request.setdefault("revision", answer["header"]["revision"])
+                kvs = answer.get("kvs", [])
+                found.extend(
+                    KeyValue(
+                        base64.b64decode(kv["key"]).decode(),
+                        base64.b64decode(kv.get("value", "")),
+                        int(kv["create_revision"]),
+                        int(kv["mod_revision"]),
+                    )
+                    for kv in kvs
                 )
-                for value, meta in client.get_prefix(prefix)
-            ]
+                if not answer.get("more") or not kvs:
+                    return found
+                request["key"] = encode(base64.b64decode(kvs[-1]["key"]) + b"\0")
 
         return self._call("range", call)
 
@@ -201,6 +217,12 @@ class EtcdKV:
     def close(self) -> None:
         for client in self._clients:
             client.session.close()
+
+
+def _prefix_end(prefix: bytes) -> bytes:
+    """The first key past every key that starts with ``prefix`` (etcd's range_end)."""
+    stem = prefix.rstrip(b"\xff")
+    return stem[:-1] + bytes([stem[-1] + 1]) if stem else b"\0"
 
 
 def _short(text: str) -> str:

@@ -58,7 +58,7 @@ class EtcdStore(Deferrable):
         self.kv = kv
         self.prefix = prefix if prefix.endswith("/") else prefix + "/"
         self.fence = fence
-        self._ended = EndedLog(self._read_ended, ended_kept)
+        self.ended_log = EndedLog(self._read_ended, ended_kept)
         #: The revision the last prune saw: the next compacts etcd's history up to it.
         self._compact_to = 0
         #: Deferred operations by key: a lease granted and ended in one batch is one delete
@@ -119,8 +119,8 @@ class EtcdStore(Deferrable):
     def load(self) -> tuple[list[AcceptorState], list[Lease]]:
         acceptors = [records.acceptor_from(r) for _, r in self._records("acceptors")]
         leases = [records.lease_from(r) for _, r in self._records("leases")]
-        # Not the ended log: reading 10,000 ended leases takes etcd's gateway about 0.4 s, and
-        # a new leader must serve first (failover); it is read when a lease first ends.
+        # The ended log in the background: a new leader must serve first (failover).
+        self.ended_log.read_in_background()
         return acceptors, leases
 
     def save_acceptor(self, acceptor: AcceptorState) -> None:
@@ -141,7 +141,7 @@ class EtcdStore(Deferrable):
 
     def end_leases(self, leases: Iterable[Lease]) -> None:
         leases = list(leases)
-        gone = self._ended.ended(leases)
+        gone = self.ended_log.ended(leases)
         at_once = set(gone).intersection(lease.id for lease in leases)  # never kept
         ops = []
         for lease in leases:
@@ -194,7 +194,7 @@ class EtcdStore(Deferrable):
         Then compact etcd's history up to the revision the last prune saw: every change
         leaves a revision behind, and a pool churning through leases would otherwise fill
         etcd's space quota with them (compacting is Kubernetes' API server's job too)."""
-        gone = self._ended.forget(ended_before)
+        gone = self.ended_log.forget(ended_before)
         self._write([delete(self._key("ended", lease_id)) for lease_id in gone])
         try:
             if self._compact_to:
@@ -206,7 +206,8 @@ class EtcdStore(Deferrable):
 
     def _read_ended(self) -> list[tuple[float, str]]:
         # Not _records: this read may come within a deferred batch, which it must not commit
-        # ahead; nothing deferred ends a lease before the log is read, so etcd holds them all.
+        # ahead, or run in a thread of its own (EndedLog.read_in_background), where leases
+        # that end meanwhile are noted apart.
         records = (json.loads(kv.value) for kv in self.kv.range(f"{self.prefix}ended/"))
         return [(record["ended_at"], record["id"]) for record in records]
 

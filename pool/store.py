@@ -65,7 +65,7 @@ class SQLiteStore(Deferrable):
     ) -> None:
         super().__init__()
         self._db = tables.connect(path, synchronous)
-        self._ended = EndedLog(self._read_ended, ended_kept)
+        self.ended_log = EndedLog(self._read_ended, ended_kept)
         self._checkpointer: WalCheckpointer | None = None
         if path != ":memory:":  # checkpoints off the loop (radium.pool.checkpointer)
             self._db.execute("PRAGMA wal_autocheckpoint = 0")
@@ -136,7 +136,7 @@ class SQLiteStore(Deferrable):
             tables.lease(row)
             for row in self._db.execute("SELECT * FROM leases WHERE state = ?", (ACTIVE,))
         ]
-        self._ended.read()
+        self.ended_log.read()
         return list(acceptors.values()), leases
 
     def save_acceptor(self, acceptor: AcceptorState) -> None:
@@ -224,7 +224,7 @@ class SQLiteStore(Deferrable):
                     )
                     for lease in leases
                 ),
-                *self._forgetting(self._ended.ended(leases)),
+                *self._forgetting(self.ended_log.ended(leases)),
             ]
         )
 
@@ -300,7 +300,7 @@ class SQLiteStore(Deferrable):
 
     def prune(self, ended_before: float) -> int:
         """Forget leases that ended before this time, and beyond the newest kept; how many."""
-        gone = self._ended.forget(ended_before)
+        gone = self.ended_log.forget(ended_before)
         if gone:
             self._tx(self._forgetting(gone))
         return len(gone)

@@ -193,3 +193,34 @@ def history(kv: EtcdKV, prefix: str, revision: int) -> list[object]:
         return list(answer.get("kvs", []))
 
     return kv._call("range", call)
+
+
+def test_a_range_over_several_pages_reads_every_key_once_in_order(etcd: EtcdCluster) -> None:
+    kv, prefix = EtcdKV(etcd.endpoints, page=3), fresh_prefix()
+    store = EtcdStore(kv, prefix)
+    ids = [f"l-{n:02d}" for n in range(8)]
+    for lease_id in ids:
+        store.add_lease(lease(lease_id))
+    store.add_lease(lease("l-other"))  # under the prefix, not this kind's
+    assert [x.id for x in store.load()[1]] == [*ids, "l-other"]
+    assert [kv.key for kv in kv.range(f"{prefix}leases/l-0")] == [
+        f"{prefix}leases/{lease_id}" for lease_id in ids
+    ]
+    kv.close()
+
+
+def test_a_loaded_store_reads_its_ended_leases_beside_and_trims_once_read(
+    etcd: EtcdCluster,
+) -> None:
+    kv, prefix = EtcdKV(etcd.endpoints), fresh_prefix()
+    first = EtcdStore(kv, prefix, ended_kept=2)
+    for n in range(4):
+        first.add_lease(lease(f"l-{n}"))
+    first.end_leases([lease(f"l-{n}", state="released", ended_at=float(n)) for n in (0, 1)])
+    leader = EtcdStore(kv, prefix, ended_kept=2)  # as a new leader: loads, then serves
+    leader.load()
+    assert leader.ended_log.reading is not None
+    leader.ended_log.reading.result(timeout=10)
+    leader.end_leases([lease("l-2", state="released", ended_at=2.0)])
+    assert [x.id for x in EtcdStore(kv, prefix).ended_leases(10)] == ["l-2", "l-1"]
+    kv.close()

@@ -1,0 +1,73 @@
+"""The ended log read in the background (an etcd leader serves while it reads): leases that
+end meanwhile are noted and none is forgotten; once read, the two are merged."""
+
+from __future__ import annotations
+
+import threading
+
+from radium.errors import StoreUnavailableError
+from radium.pool.ended import EndedLog
+from tests.pool.test_store_contract import lease
+
+
+def ended(lease_id: str, at: float) -> object:
+    return lease(lease_id, state="released", ended_at=at)
+
+
+class GatedRead:
+    """A store's read of its ended leases that returns only when let go."""
+
+    def __init__(self, entries: list[tuple[float, str]]) -> None:
+        self.entries = entries
+        self.go = threading.Event()
+        self.calls = 0
+
+    def __call__(self) -> list[tuple[float, str]]:
+        self.calls += 1
+        assert self.go.wait(10)
+        return self.entries
+
+
+def test_leases_that_end_while_the_log_is_read_are_noted_then_merged_and_trimmed() -> None:
+    # l-3 ended as the read began: etcd holds it, and so do the notes.
+    read = GatedRead([(1.0, "l-1"), (2.0, "l-2"), (3.0, "l-3")])
+    log = EndedLog(read, kept=3)
+    log.read_in_background()
+    assert log.ended([ended("l-3", 3.0), ended("l-4", 4.0)]) == []  # the log is not read yet
+    assert log.forget(ended_before=0.0) == []
+    read.go.set()
+    assert log.reading is not None
+    log.reading.result(timeout=10)
+    # Merged once (l-3 counted once): l-1..l-5, so the two oldest go.
+    assert log.ended([ended("l-5", 5.0)]) == ["l-1", "l-2"]
+    assert log.forget(ended_before=4.5) == ["l-3", "l-4"]
+    assert log.reading is None and read.calls == 1
+
+
+def test_a_read_that_failed_starts_again_at_the_next_prune() -> None:
+    outcomes: list[object] = [StoreUnavailableError("etcd range failed"), [(1.0, "l-1")]]
+
+    def read() -> list[tuple[float, str]]:
+        outcome = outcomes.pop(0)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome  # type: ignore[return-value]
+
+    log = EndedLog(read, kept=1)
+    log.read_in_background()
+    assert log.reading is not None
+    assert log.reading.exception(timeout=10) is not None
+    assert log.ended([ended("l-2", 2.0)]) == []  # failed: noted, nothing forgotten, no retry
+    assert outcomes  # not read again by an ending lease
+    assert log.forget(ended_before=0.0) == []  # the prune reads it again
+    assert log.reading is not None
+    log.reading.result(timeout=10)
+    assert log.ended([ended("l-3", 3.0)]) == ["l-1", "l-2"]
+
+
+def test_a_log_not_read_in_the_background_is_read_on_first_use() -> None:
+    read = GatedRead([(1.0, "l-1")])
+    read.go.set()
+    log = EndedLog(read, kept=1)
+    assert log.ended([ended("l-2", 2.0)]) == ["l-1"]
+    assert log.reading is None and read.calls == 1

@@ -71,3 +71,14 @@ def test_a_log_not_read_in_the_background_is_read_on_first_use() -> None:
     log = EndedLog(read, kept=1)
     assert log.ended([ended("l-2", 2.0)]) == ["l-1"]
     assert log.reading is None and read.calls == 1
+
+
+def test_a_log_over_its_bound_sheds_the_excess_a_little_per_change_and_prune() -> None:
+    # A store written before the bound: ten ended, two kept.
+    read = GatedRead([(float(n), f"l-{n}") for n in range(10)])
+    read.go.set()
+    log = EndedLog(read, kept=2, step=3, prune_most=4)
+    assert log.ended([ended("l-10", 10.0)]) == ["l-0", "l-1", "l-2", "l-3"]  # 1 ended + 3
+    assert log.forget(ended_before=0.0) == ["l-4", "l-5", "l-6", "l-7"]  # at most 4
+    assert log.forget(ended_before=9.5) == ["l-8", "l-9"]  # past the retention, within 4
+    assert log.ended([ended("l-11", 11.0), ended("l-12", 12.0)]) == ["l-10"]  # at the bound

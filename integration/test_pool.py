@@ -111,6 +111,23 @@ def test_wrong_tokens_are_refused(tmp_path: Path) -> None:
         local.stop()
 
 
+def test_the_pool_keeps_as_many_ended_leases_as_configured(tmp_path: Path) -> None:
+    local = PoolCluster(tmp_path, pool_extra="ended_kept = 2\n")
+    local.start_pool()
+    local.start_acceptor("kept-acc", devices=1)
+    local.wait_up("kept-acc")
+    client = local.client()
+    try:
+        ids = []
+        for _ in range(3):
+            ids.append(client.allocate(fraction=0.5).id)
+            client.release(ids[-1])
+        assert [x.id for x in client.leases(all_=True)] == ids[:0:-1]  # the newest two
+    finally:
+        client.close()
+        local.stop()
+
+
 def tls_client(cluster: PoolCluster, ca: Path, cert: Path, key: Path) -> PoolClient:
     return PoolClient(cluster.address, "", timeout=5, tls=TlsConfig(str(ca), str(cert), str(key)))
 

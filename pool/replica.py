@@ -53,7 +53,8 @@ async def serve(
             lost = asyncio.Event()
             held.start(_notify(loop, lost))
             try:
-                await lead(config, EtcdStore(kv, settings.etcd.prefix, held), stop, ready, lost)
+                store = EtcdStore(kv, settings.etcd.prefix, held, settings.ended_kept)
+                await lead(config, store, stop, ready, lost)
             except UnavailableError as exc:  # etcd failed, or a commit found a new leader
                 log.error("cannot lead: %s", exc.one_line())
             finally:

@@ -79,7 +79,8 @@ async def serve(config: Config, *, ready: asyncio.Event | None = None) -> None:
 
         await replica.serve(config, stop, ready, lead)
     else:
-        await lead(config, SQLiteStore(settings.db, settings.synchronous), stop, ready)
+        store = SQLiteStore(settings.db, settings.synchronous, ended_kept=settings.ended_kept)
+        await lead(config, store, stop, ready)
 
 
 async def lead(
@@ -171,7 +172,9 @@ async def lead(
         if settings.store == "etcd"
         else f"database {settings.db}",
     )
-    reaper = asyncio.create_task(pool.reap_forever(min(1.0, settings.lease_ttl / 4)))
+    reaper = asyncio.create_task(
+        pool.reap_forever(min(1.0, settings.lease_ttl / 4), settings.ended_retention)
+    )
     heap.settle()
     settler = asyncio.create_task(heap.settle_forever())
     if ready is not None:

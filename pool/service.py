@@ -28,7 +28,7 @@ Context = Any
 #: `radium images add|rm` follow the acceptors at most this long.
 IMAGE_FOLLOW = 3600.0
 #: Ended leases stay listed (`radium leases --all`) this long, in seconds (the newest
-#: radium.pool.ended.ENDED_KEPT of them).
+#: [pool] ended_kept of them), unless [pool] ended_retention says otherwise.
 ENDED_RETENTION = 7 * 24 * 3600.0
 #: How often the pool forgets ended leases past the retention and (etcd) compacts the history
 #: older than the last time: a minute of churn is what etcd keeps besides its keys.
@@ -169,7 +169,7 @@ class Pool:
         self.notify(pb.Assignment.GRANTED, [lease], shown)
         return lease, shown
 
-    async def reap_forever(self, interval: float) -> None:
+    async def reap_forever(self, interval: float, retention: float = ENDED_RETENTION) -> None:
         last_prune = 0.0
         while True:
             await asyncio.sleep(interval)
@@ -177,7 +177,7 @@ class Pool:
             if now - last_prune > PRUNE_EVERY:
                 last_prune = now
                 try:
-                    pruned = self.state.store.prune(now - ENDED_RETENTION)
+                    pruned = self.state.store.prune(now - retention)
                 except Exception:  # reaping below must not wait for it
                     log.exception("forgetting ended leases failed")
                 else:

@@ -132,6 +132,10 @@ class PoolConfig:
     placement: str = "fgd"
     #: Seconds a preempted lease keeps its worker after its notice.
     preempt_grace: float = 30.0
+    #: Ended leases listed by `radium leases --all`: at most this many (the newest), and none
+    #: longer than ``ended_retention`` seconds after they ended (docs/store.md).
+    ended_kept: int = 10_000
+    ended_retention: float = 7 * 24 * 3600.0
     #: host:port of its Prometheus /metrics endpoint (docs/metrics.md); "" serves none.
     metrics: str = "127.0.0.1:7410"
     #: Queues set at every start (over what `radium queues` stored); others stay as stored.
@@ -289,6 +293,8 @@ class Config:
             ("pool.lease_ttl", self.pool.lease_ttl),
             ("pool.preempt_grace", self.pool.preempt_grace),
             ("pool.heartbeat_timeout", self.pool.heartbeat_timeout),
+            ("pool.ended_kept", self.pool.ended_kept),
+            ("pool.ended_retention", self.pool.ended_retention),
             ("client.timeout", self.client.timeout),
             ("pool.etcd.timeout", etcd.timeout),
             ("pool.etcd.election_ttl", etcd.election_ttl),

@@ -96,3 +96,25 @@ def test_bad_etcd_settings_are_refused(tmp_path: Path, toml: str, message: str) 
     path.write_text(toml)
     with pytest.raises(ConfigError, match=re.escape(message)):
         config.load(path)
+
+
+@pytest.mark.parametrize(
+    ("toml", "message"),
+    [
+        ("[pool]\nended_kept = 0\n", "pool.ended_kept must be positive"),
+        ("[pool]\nended_retention = -1.0\n", "pool.ended_retention must be positive"),
+        ('[pool]\nended_kept = "all"\n', "pool.ended_kept"),
+    ],
+)
+def test_bad_ended_lease_settings_are_refused(tmp_path: Path, toml: str, message: str) -> None:
+    path = tmp_path / "radium.toml"
+    path.write_text(toml)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        config.load(path)
+
+
+def test_ended_lease_settings_are_read(tmp_path: Path) -> None:
+    path = tmp_path / "radium.toml"
+    path.write_text("[pool]\nended_kept = 500\nended_retention = 3600.0\n")
+    loaded = config.load(path).pool
+    assert (loaded.ended_kept, loaded.ended_retention) == (500, 3600.0)

@@ -137,6 +137,24 @@ def test_ended_leases_are_pruned_after_retention(open_store: OpenStore) -> None:
     assert [le.id for le in state.store.ended_leases(10)] == [recent.id]
 
 
+def test_the_reaper_prunes_with_the_retention_it_is_given() -> None:
+    state = PoolState(SQLiteStore(":memory:"), lease_ttl=10, heartbeat_timeout=1000, now=0)
+    state.register(acceptor(), 0)
+    old, recent = state.allocate(Request(gpus=1), 0), state.allocate(Request(gpus=1), 0)
+    state.release(old.id, 10)
+    state.release(recent.id, 100)
+    served = Pool(state, clock=lambda: 150.0)
+
+    async def reap() -> None:  # at 150 a retention of 100 s forgets what ended before 50
+        reaper = asyncio.ensure_future(served.reap_forever(0.01, retention=100.0))
+        while len(state.store.ended_leases(10)) > 1:
+            await asyncio.sleep(0.01)
+        reaper.cancel()
+
+    asyncio.run(asyncio.wait_for(reap(), 10))
+    assert [le.id for le in state.store.ended_leases(10)] == [recent.id]
+
+
 class FailingPrune(SQLiteStore):
     def prune(self, ended_before: float) -> int:
         raise StoreUnavailableError("the disk is gone")

@@ -1,10 +1,14 @@
-"""Fuzzing the frame parser and the handshake (hypothesis; about 100,000 inputs in all)."""
+"""Fuzzing the frame parser and the handshake: hypothesis searches structured inputs (and
+shrinks what it finds), and seeded random loops run many more mutated streams at a fraction of
+hypothesis's cost per input (it spent 8 ms on each mutated frame; the parser takes 8 µs):
+about 130,000 inputs in all, in a minute rather than nine."""
 
 from __future__ import annotations
 
 import contextlib
 import io
 import os
+import random
 import socket
 import threading
 
@@ -37,23 +41,28 @@ frames = st.tuples(
 
 
 def parse_all(data: bytes) -> list[wire.Frame]:
-    """Parse a byte stream to its end; only ProtocolError may escape."""
+    """Parse a byte stream to its end; only ProtocolError may escape, and every frame parsed
+    is one the limits and the spec allow."""
     stream, out = io.BytesIO(data), []
     while True:
         frame = wire.read(stream.readinto, LIMITS)
         if frame is None:
             return out
+        sizes = [len(b) for b in frame.buffers]
+        assert frame.type in wire.TYPES and isinstance(frame.meta, dict), frame
+        assert len(sizes) <= LIMITS.max_buffers and sum(sizes) <= LIMITS.max_total, frame
+        assert all(size <= LIMITS.max_buffer for size in sizes), frame
         out.append(frame)
 
 
-@fuzz(40_000)
+@fuzz(10_000)
 @given(st.binary(max_size=256))
 def test_random_bytes_never_crash_the_parser(data: bytes) -> None:
     with contextlib.suppress(wire.ProtocolError):
         parse_all(wire.MAGIC + data if data[:1] == b"\x00" else data)
 
 
-@fuzz(10_000)
+@fuzz(1_000)
 @given(frames)
 def test_round_trip(frame: tuple[int, int, dict[str, object], list[bytes]]) -> None:
     type_, call_id, meta, buffers = frame
@@ -62,7 +71,7 @@ def test_round_trip(frame: tuple[int, int, dict[str, object], list[bytes]]) -> N
     assert [bytes(b) for b in parsed.buffers] == buffers
 
 
-@fuzz(40_000)
+@fuzz(1_000)
 @given(
     frames,
     st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), min_size=1, max_size=6),
@@ -78,7 +87,7 @@ def test_mutated_frames_parse_or_fail_cleanly(
         parse_all(bytes(data[: max(1, cut % (len(data) + 1))]))
 
 
-@fuzz(10_000)
+@fuzz(1_000)
 @given(st.lists(frames | st.binary(max_size=64), max_size=3))
 def test_handshake_server_never_accepts_garbage(messages: list[object]) -> None:
     a, b = socket.socketpair()
@@ -109,3 +118,108 @@ def test_handshake_server_never_accepts_garbage(messages: list[object]) -> None:
     a.close()
     assert not thread.is_alive()
     assert isinstance(result["server"], (wire.ProtocolError, OSError))
+
+
+#: The random loops' seed: a failure names it and the input's number, so it replays.
+SEED = 20261126
+
+
+def random_text(rng: random.Random, most: int) -> str:
+    return "".join(chr(rng.randrange(0x20, 0x3000)) for _ in range(rng.randrange(most)))
+
+
+def random_json(rng: random.Random, depth: int = 0) -> object:
+    kind = rng.randrange(6 if depth < 3 else 4)
+    if kind == 0:
+        return None
+    if kind == 1:
+        return rng.random() < 0.5
+    if kind == 2:
+        return rng.randint(-(2**53), 2**53)
+    if kind == 3:
+        return random_text(rng, 20)
+    if kind == 4:
+        return [random_json(rng, depth + 1) for _ in range(rng.randrange(4))]
+    return {random_text(rng, 8): random_json(rng, depth + 1) for _ in range(rng.randrange(4))}
+
+
+def random_frame(rng: random.Random) -> tuple[int, int, dict[str, object], list[bytes]]:
+    meta = {random_text(rng, 10): random_json(rng) for _ in range(rng.randrange(5))}
+    buffers = [rng.randbytes(rng.randrange(512)) for _ in range(rng.randrange(5))]
+    return rng.choice(sorted(wire.TYPES)), rng.getrandbits(64), meta, buffers
+
+
+def encoded(frame: tuple[int, int, dict[str, object], list[bytes]]) -> bytes:
+    return b"".join(bytes(c) for c in wire.encode(*frame))
+
+
+def mutated(rng: random.Random, data: bytes) -> bytes:
+    """``data`` with a few bytes changed, inserted or deleted (often in the header, where the
+    sizes are), then cut short or not."""
+    out = bytearray(data)
+    for _ in range(rng.randrange(1, 7)):
+        at = rng.randrange(len(out)) if rng.random() < 0.5 else rng.randrange(min(len(out), 40))
+        edit = rng.randrange(4)
+        if edit == 0:
+            out[at] = rng.randrange(256)
+        elif edit == 1:
+            out[at:at] = rng.randbytes(rng.randrange(1, 9))
+        elif edit == 2 and len(out) > 1:
+            del out[at : at + rng.randrange(1, 9)]
+        else:  # an extreme value over whatever is there
+            out[at : at + 8] = rng.choice([b"\xff" * 8, b"\x00" * 8, b"\x7f\xff\xff\xff" * 2])
+    return bytes(out[: rng.randrange(1, len(out) + 1)]) if rng.random() < 0.3 else bytes(out)
+
+
+def test_a_hundred_thousand_mutated_streams_parse_or_fail_cleanly() -> None:
+    rng = random.Random(SEED)
+    corpus = [encoded(random_frame(rng)) for _ in range(300)]
+    for number in range(100_000):
+        stream = b"".join(rng.choice(corpus) for _ in range(rng.randrange(1, 4)))
+        data = mutated(rng, stream)
+        try:
+            parse_all(data)
+        except wire.ProtocolError:
+            pass
+        except Exception as exc:  # the input, to replay
+            raise AssertionError(f"seed {SEED}, input {number}: {data[:200]!r}") from exc
+
+
+def test_ten_thousand_random_frames_round_trip() -> None:
+    rng = random.Random(SEED)
+    for _ in range(10_000):
+        type_, call_id, meta, buffers = frame = random_frame(rng)
+        (parsed,) = parse_all(encoded(frame))
+        assert (parsed.type, parsed.call_id, parsed.meta) == (type_, call_id, meta)
+        assert [bytes(b) for b in parsed.buffers] == buffers
+
+
+def test_the_handshake_server_accepts_no_random_session() -> None:
+    """Half the sessions open with a well-formed hello, so the garbage after it reaches the
+    proof check; every session is written whole before the server reads it."""
+    rng = random.Random(SEED)
+    hello = encoded((wire.HELLO, 0, {"versions": [1], "lease": "l-abc", "nonce": "0" * 32}, []))
+    for number in range(20_000):
+        parts = [hello] if rng.random() < 0.5 else []
+        for _ in range(rng.randrange(1, 4)):
+            if rng.random() < 0.3:
+                parts.append(rng.randbytes(rng.randrange(64)))
+            else:
+                type_, call_id, meta, _ = random_frame(rng)
+                if rng.random() < 0.5:
+                    type_, meta = wire.PROOF, {"mac": rng.randbytes(32).hex()}
+                data = encoded((type_, call_id, meta, []))
+                parts.append(mutated(rng, data) if rng.random() < 0.3 else data)
+        a, b = socket.socketpair()
+        try:
+            a.sendall(b"".join(parts))
+            a.shutdown(socket.SHUT_WR)
+            b.settimeout(5)
+            try:
+                accepted = handshake.server(b, {"l-abc": os.urandom(8).hex()}.get)
+            except (wire.ProtocolError, OSError):
+                continue
+            raise AssertionError(f"seed {SEED}, session {number} accepted: {accepted}")
+        finally:
+            a.close()
+            b.close()

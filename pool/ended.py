@@ -16,13 +16,14 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable
 
+from radium.config import PoolConfig
 from radium.errors import RadiumError
 from radium.pool.model import Lease
 
 log = logging.getLogger(__name__)
 
-#: Ended leases a store keeps, at most (the newest).
-ENDED_KEPT = 10_000
+#: Ended leases a store keeps, at most (the newest), unless [pool] ended_kept says otherwise.
+ENDED_KEPT = PoolConfig.ended_kept
 #: A store that holds more than it keeps (one written before the bound, or with a larger one)
 #: sheds the excess a little at a time: each change that ends leases forgets at most this many
 #: besides as many as it ends, and each prune at most :data:`PRUNE_MOST`. In one write, half a

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, AsyncIterator, Callable, Protocol
 
 from radium import __version__, rpc
+from radium.config import PoolConfig
 from radium.errors import InvalidRequestError, NotRegisteredError, RadiumError
 from radium.pool import convert
 from radium.pool.commits import Commits, Immediate
@@ -29,7 +30,7 @@ Context = Any
 IMAGE_FOLLOW = 3600.0
 #: Ended leases stay listed (`radium leases --all`) this long, in seconds (the newest
 #: [pool] ended_kept of them), unless [pool] ended_retention says otherwise.
-ENDED_RETENTION = 7 * 24 * 3600.0
+ENDED_RETENTION = PoolConfig.ended_retention
 #: How often the pool forgets ended leases past the retention and (etcd) compacts the history
 #: older than the last time: a minute of churn is what etcd keeps besides its keys.
 PRUNE_EVERY = 60.0

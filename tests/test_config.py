@@ -89,24 +89,12 @@ def test_binary_garbage_is_an_error(tmp_path: Path) -> None:
         ('[pool.etcd]\ncert = "/c.pem"\n', "cert and key together"),
         ("[pool.etcd]\nelection_ttl = 0\n", "pool.etcd.election_ttl must be positive"),
         ('[pool.etcd]\nendpoints = "http://e:2379"\n', "must be a list of strings"),
-    ],
-)
-def test_bad_etcd_settings_are_refused(tmp_path: Path, toml: str, message: str) -> None:
-    path = tmp_path / "radium.toml"
-    path.write_text(toml)
-    with pytest.raises(ConfigError, match=re.escape(message)):
-        config.load(path)
-
-
-@pytest.mark.parametrize(
-    ("toml", "message"),
-    [
         ("[pool]\nended_kept = 0\n", "pool.ended_kept must be positive"),
         ("[pool]\nended_retention = -1.0\n", "pool.ended_retention must be positive"),
         ('[pool]\nended_kept = "all"\n', "pool.ended_kept"),
     ],
 )
-def test_bad_ended_lease_settings_are_refused(tmp_path: Path, toml: str, message: str) -> None:
+def test_bad_store_settings_are_refused(tmp_path: Path, toml: str, message: str) -> None:
     path = tmp_path / "radium.toml"
     path.write_text(toml)
     with pytest.raises(ConfigError, match=re.escape(message)):

@@ -14,4 +14,3 @@ def test_ports_are_below_the_ephemeral_range_distinct_and_bindable() -> None:
     assert all(LOWEST <= port < _ephemeral_start() for port in ports)
     with socket.socket() as s:
         s.bind(("127.0.0.1", ports[-1]))
-

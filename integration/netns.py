@@ -1,16 +1,22 @@
-"""Simulated hosts: network namespaces on a private bridge, built with pyroute2.
+"""Simulated hosts: network namespaces on a private bridge, built with pyroute2 and `ip`.
 
 The bridge lives in the test's own namespace with the first address of a /24; each host is a
 namespace with a veth pair into the bridge. Traffic between them really crosses interfaces.
 Only addresses inside this bridge's /24 are ever used; everything is removed on close.
+
+A namespace is made, and configured inside, by `ip`, not by pyroute2: pyroute2 does both in a
+child it makes with ``os.fork()``, and a fork runs gRPC's fork handlers, which wait for every
+gRPC thread of the test process to reach a safe point. One CI run hung there for good, in
+``netns.create``. `ip` is started as every subprocess is (``vfork``), and runs no handler.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
 from dataclasses import dataclass, field
 
-from pyroute2 import IPRoute, NetNS, netns
+from pyroute2 import IPRoute, netns
 
 from integration.host import need_root
 
@@ -40,18 +46,16 @@ class Network:
         number = len(self.hosts) + 10
         address = f"{self.prefix}.{number}"
         outside, inside = self._veth(number)
-        netns.create(name)
+        _ip("netns", "add", name)
         with IPRoute() as ipr:
             ipr.link("add", ifname=outside, kind="veth", peer=inside)
             ipr.link("set", index=ipr.link_lookup(ifname=inside)[0], net_ns_fd=name)
             out_index = ipr.link_lookup(ifname=outside)[0]
             ipr.link("set", index=out_index, master=ipr.link_lookup(ifname=self.bridge)[0])
             ipr.link("set", index=out_index, state="up")
-        with NetNS(name) as ns:
-            ns.link("set", index=ns.link_lookup(ifname="lo")[0], state="up")
-            index = ns.link_lookup(ifname=inside)[0]
-            ns.addr("add", index=index, address=address, prefixlen=24)
-            ns.link("set", index=index, state="up")
+        _ip("-n", name, "link", "set", "lo", "up")
+        _ip("-n", name, "addr", "add", f"{address}/24", "dev", inside)
+        _ip("-n", name, "link", "set", inside, "up")
         self.hosts[name] = address
         return address
 
@@ -85,6 +89,12 @@ class Network:
         with IPRoute() as ipr:
             for index in ipr.link_lookup(ifname=self.bridge):
                 ipr.link("del", index=index)
+
+
+def _ip(*args: str) -> None:
+    done = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30)
+    if done.returncode:
+        raise RuntimeError(f"ip {' '.join(args)}: {done.stderr.strip()}")
 
 
 def in_namespace(name: str) -> bool:

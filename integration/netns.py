@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from pyroute2 import IPRoute, netns
 
-from integration.host import need_root
+from integration.host import need, need_root
 
 
 @dataclass
@@ -92,7 +92,9 @@ class Network:
 
 
 def _ip(*args: str) -> None:
-    done = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30)
+    done = subprocess.run(
+        [need("ip", "iproute2"), *args], capture_output=True, text=True, timeout=30
+    )
     if done.returncode:
         raise RuntimeError(f"ip {' '.join(args)}: {done.stderr.strip()}")
 

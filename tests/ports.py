@@ -8,6 +8,7 @@ use"). Each port is handed out once per process, so two servers of one test neve
 
 from __future__ import annotations
 
+import functools
 import random
 import socket
 
@@ -16,6 +17,7 @@ LOWEST = 10_000
 _given: set[int] = set()
 
 
+@functools.cache
 def _ephemeral_start() -> int:
     try:
         with open("/proc/sys/net/ipv4/ip_local_port_range") as ports:

@@ -9,9 +9,9 @@ a lease socket (docs/lease-socket.md; "socket") and, in a second run of the leve
 stream (docs/lease-stream.md; "stream"). In the last two levels the 100 are the containers of
 10 nodes and share their node's connection, whose calls and replies then go in batches. The
 baseline, measured in the same run, is the same loop as two unary calls per cycle. Prints
-cycles per second, p50/p99 of one cycle, the CPU time the pool, the acceptor and the clients'
-process spent per cycle (microseconds, user + system), the unary baseline's cycles/s and p99,
-and the ratio of the rates.
+cycles per second, p50/p99 of one cycle, the CPU time the pool (with its lease-socket front,
+docs/lease-front.md), the acceptor and the clients' process spent per cycle (microseconds, user
++ system), the unary baseline's cycles/s and p99, and the ratio of the rates.
 
 With ``--store etcd`` (or ``both``, side by side) the pool's store is a 3-member etcd cluster on
 loopback (fsync on, as etcd runs by default) and ``--replicas`` pool processes, and the failover
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import shutil
 import statistics
 import sys
@@ -105,10 +106,16 @@ async def clients(
 
 
 def cpu_seconds(service: Service) -> float:
-    """User plus system CPU the service's process has used so far."""
+    """User plus system CPU the service's process and its children (the pool's lease-socket
+    front, docs/lease-front.md) have used so far."""
     assert service.process is not None
-    times = psutil.Process(service.process.pid).cpu_times()
-    return times.user + times.system
+    process = psutil.Process(service.process.pid)
+    total = 0.0
+    for one in (process, *process.children(recursive=True)):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            times = one.cpu_times()
+            total += times.user + times.system
+    return total
 
 
 def level(

@@ -24,7 +24,6 @@ from radium.pool.commits import Deferrable, GroupCommit, Immediate
 from radium.pool.lease_listener import (
     LeaseListener,
     role_authorize,
-    server_context,
     token_authorize,
 )
 from radium.pool.leasing import Leasing
@@ -204,8 +203,7 @@ def _lease_listener(pool: Pool, settings: PoolConfig, check_tls: bool) -> LeaseL
         return LeaseListener(Leasing(pool), token_authorize(settings.agent_tokens))
     from radium.certs import SERVICE_ROLES
 
-    context = server_context(settings.tls)
-    return LeaseListener(Leasing(pool), role_authorize(SERVICE_ROLES[POOL_SERVICE]), context)
+    return LeaseListener(Leasing(pool), role_authorize(SERVICE_ROLES[POOL_SERVICE]), settings.tls)
 
 
 async def _first(*events: asyncio.Event | None) -> None:

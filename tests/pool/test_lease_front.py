@@ -22,7 +22,6 @@ from radium.errors import UnavailableError
 from radium.leasesocket import LeaseSocket
 from radium.pool import front_link as link
 from radium.pool.lease_connection import give_back_unsent
-from radium.pool.leasing import Leasing
 from radium.proto import pool_pb2 as pb
 from tests.pool.test_lease_socket import TOKEN, listening, read_frame
 

@@ -29,6 +29,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "agent_call.h"
+
 /* radium.shim.agent.protocol is the reference; a test keeps these equal to it. */
 #define RENDEZVOUS_DIR "/run/radium/agents"
 #define MAX_STATE (1 << 20)
@@ -37,8 +39,6 @@
 #define REPLY_OK "ok\n"
 #define REPLY_PASS "pass\n"
 #define REPLY_ERROR "error "
-
-enum { DONE = 0, FAILED = 1, USAGE = 2, PASS = 3 };
 
 static const char PROGRAM[] = "radium-agent-call";
 
@@ -50,7 +50,7 @@ static const char PROGRAM[] = "radium-agent-call";
 #endif
 __attribute__((used)) static const char SOURCE_MARK[] = RADIUM_SOURCE_MARK;
 
-static int fail(int status, const char *format, ...)
+int fail(int status, const char *format, ...)
 {
     va_list args;
     fprintf(stderr, "%s: ", PROGRAM);
@@ -239,7 +239,7 @@ static int answer(const char *path, char *reply, size_t length)
 }
 
 /* create BUNDLE or delete ID for the agent of CONFIG: PASS when no agent runs with it. */
-static int runtime_call(const char *config, const char *op, const char *argument)
+int runtime_call(const char *config, const char *op, const char *argument)
 {
     static char reply[MAX_REPLY];
     char *link, *path, *field, *request;
@@ -286,7 +286,9 @@ static int hook_call(const char *path, const char *stage, char **command)
 
 int main(int argc, char **argv)
 {
-    const char *how, *where, *op;
+    const char *how, *where, *op, *name = strrchr(argv[0], '/');
+    if (strcmp(name != NULL ? name + 1 : argv[0], FRONT_NAME) == 0)
+        return front_main(argc, argv);
     if (argc < 4 || (strcmp(argv[1], "--config") != 0 && strcmp(argv[1], "--socket") != 0))
         return fail(USAGE, "usage: radium-agent-call (--config CONFIG | --socket SOCKET) OP ...");
     how = argv[1], where = argv[2], op = argv[3];

@@ -1,10 +1,13 @@
-"""The agent's thin client in C (agent_call.c), built beside the fronts where a compiler is.
+"""The agent's thin client in C (agent_call.c), built beside the fronts where a compiler is, and
+the fronts' own decision in C (front.c): one program, installed under two names.
 
 A leased container start runs the start socket's client three or four times (create, prestart,
 poststop, and the shim's delete). The Python client costs about 10 ms of interpreter each time;
-the same client in C about 1 ms. ``radium setup ENGINE``, scripts/setup and scripts/build-deb
-build it; where no C compiler is, the fronts and the agent keep to the Python client and a start
-costs about 30 ms more (`radium setup` says so).
+the same client in C about 1 ms. The shell fronts run on every call an engine makes (four per
+docker container), and their two greps cost about 2 ms each; the same rule in C costs a tenth
+of a millisecond (docs/runtime-front.md). ``radium setup ENGINE``, scripts/setup and
+scripts/build-deb build it; where no C compiler is, the fronts and the agent keep to the shell
+and the Python client, and a start costs about 30 ms more (`radium setup` says so).
 
     python -m radium.shim.agent.nativeclient [SCRIPTS_DIR]
 """
@@ -28,7 +31,13 @@ from radium.errors import BuildError, RadiumError
 log = logging.getLogger(__name__)
 #: The built client's name, beside the Python one (bin/radium-agent-call).
 NAME = "radium-agent-call-native"
+#: The same program under the name it runs as the fronts' decision by: a copy, not a link, so
+#: that an older installation rebuilding NAME never leaves this name on a program without it.
+FRONT = "radium-front-native"
 SOURCE = Path(__file__).with_name("agent_call.c")
+#: Every file of the program: what it is compiled from, and what its mark digests.
+SOURCES = (SOURCE, SOURCE.with_name("front.c"))
+HEADER = SOURCE.with_name("agent_call.h")
 #: Hardened as distributions build setuid-adjacent programs: it runs as root on every start.
 CFLAGS = (
     "-O2", "-Wall", "-Wextra", "-D_FORTIFY_SOURCE=2", "-fstack-protector-strong",
@@ -39,7 +48,7 @@ CFLAGS = (
 @functools.cache
 def source_mark() -> bytes:
     """What a build of this source carries in its file (``SOURCE_MARK`` in agent_call.c)."""
-    digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in (*SOURCES, HEADER))).hexdigest()[:16]
     return f"radium-agent-call source {digest}".encode()
 
 
@@ -86,9 +95,10 @@ def build(scripts: Path, cc: Optional[str]) -> Path:
             hint="run `radium setup ENGINE` as the user who installed radium",
         ) from exc
     os.close(fd)
+    front = f"{tmp}.front"
     try:
         result = subprocess.run(
-            [cc, *CFLAGS, mark, "-o", tmp, str(SOURCE)],
+            [cc, *CFLAGS, mark, "-o", tmp, *map(str, SOURCES)],
             capture_output=True,
             text=True,
             check=False,
@@ -99,10 +109,13 @@ def build(scripts: Path, cc: Optional[str]) -> Path:
                 hint="report it; until then starts use the Python client",
             )
         os.chmod(tmp, 0o755)
+        shutil.copy2(tmp, front)
+        os.replace(front, scripts / FRONT)
         os.replace(tmp, target)
     finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        for leftover in (tmp, front):
+            if os.path.exists(leftover):
+                os.unlink(leftover)
     return target
 
 
@@ -112,15 +125,17 @@ def ensure(scripts: Path) -> str:
     another source is rebuilt, or removed where it cannot be: the fronts run any client they
     find, and the Python one always speaks this version's protocol."""
     target = scripts / NAME
-    if installed(str(scripts)):
+    current = installed(str(scripts)) is not None
+    if current and _built_from_this(str(scripts / FRONT)):
         return f"{target}: present"
-    stale = target.exists()
+    stale = target.exists() and not current
     try:
         built = build(scripts, compiler())
     except BuildError as exc:
         removed = ""
         if stale:
             try:
+                (scripts / FRONT).unlink(missing_ok=True)
                 target.unlink()
                 removed = "; the one built from another version is removed"
             except OSError as gone:

@@ -205,7 +205,7 @@ def test_the_native_client_compiles_without_a_warning(tmp_path: Path) -> None:
     assert compiler is not None, "no C compiler: scripts/setup installs gcc"
     result = subprocess.run(
         [compiler, *nativeclient.CFLAGS, "-Werror", "-o", str(tmp_path / "c"),
-         str(nativeclient.SOURCE)],
+         *map(str, nativeclient.SOURCES)],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert result.returncode == 0 and result.stderr == "", result.stderr
@@ -221,11 +221,15 @@ def test_building_without_a_compiler_says_what_to_do(tmp_path: Path) -> None:
 def test_setup_builds_the_native_client_once_and_says_when_it_cannot(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    built = tmp_path / nativeclient.NAME
+    built, front = tmp_path / nativeclient.NAME, tmp_path / nativeclient.FRONT
     assert nativeclient.ensure(tmp_path) == f"{built}: built"
     assert nativeclient.installed(str(tmp_path)) == str(built)
+    assert front.read_bytes() == built.read_bytes()  # the same program, by another name
     assert nativeclient.ensure(tmp_path) == f"{built}: present"  # a package's own is kept
+    front.unlink()
+    assert nativeclient.ensure(tmp_path) == f"{built}: built"  # both names, or build again
     built.unlink()
+    front.unlink()
     monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
     assert nativeclient.ensure(tmp_path).startswith(f"{built}: not built (no C compiler")
     assert list(tmp_path.iterdir()) == []

@@ -1,9 +1,11 @@
-"""The shell fronts of radium-runtime and the containerd shim (docs/runtime-front.md).
+"""The fronts of radium-runtime and the containerd shim (docs/runtime-front.md): the shell
+scripts, and the same rule in C (radium-front-native) that they exec where it was built.
 
 Each case runs the real front with /bin/sh in a directory that also holds a stand-in for its
 Python program, and a PATH whose low-level runtime is a stand-in too: both print who they are
 and their argv. The front must exec the low-level program itself only where the Python program
 would have passed the call through untouched, and hand everything else to Python, argv intact.
+The decision table runs twice: the shell alone, then with the native front beside it.
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ import pytest
 from radium.shim import argv as runc_argv
 from radium.shim import containerd
 from radium.shim import request as request_module
+from radium.shim.agent import nativeclient, protocol
+from tests.shim.test_agent_call import published
+from tests.shim.test_agent_call import stand_in as agent_stand_in
 
 BIN = Path(__file__).resolve().parents[2] / "bin"
 # Says "radium", as containerd namespaces, data roots and image names do, but asks nothing.
@@ -37,19 +42,32 @@ def stand_in(path: Path, name: str) -> None:
     path.chmod(0o755)
 
 
-@pytest.fixture
-def place(tmp_path: Path) -> Path:
-    """bin/ with both fronts and their Python stand-ins, low/ with the low-level stand-ins."""
+@pytest.fixture(scope="module")
+def native_front(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    built = nativeclient.build(tmp_path_factory.mktemp("native"), nativeclient.compiler())
+    return built.with_name(nativeclient.FRONT)
+
+
+@pytest.fixture(params=["sh", "native"])
+def place(tmp_path: Path, request: pytest.FixtureRequest) -> Path:
+    """bin/ with both fronts and their Python stand-ins (and, for "native", the native front),
+    low/ with the low-level stand-ins."""
     bin_dir, low = tmp_path / "bin", tmp_path / "low"
     bin_dir.mkdir()
     low.mkdir()
     for front in ("radium-runtime", "containerd-shim-radium-v2"):
         shutil.copy(BIN / front, bin_dir / front)
         stand_in(bin_dir / f"{front}-full", "PYTHON")
+    if request.param == "native":
+        shutil.copy(request.getfixturevalue("native_front"), bin_dir / nativeclient.FRONT)
     for name in ("runc", "crun", "containerd-shim-runc-v2"):
         stand_in(low / name, name)
     (tmp_path / "bundle").mkdir()
     return tmp_path
+
+
+#: For the tests of the shell front's agent client (the native front calls the agent itself).
+SHELL_ONLY = pytest.mark.parametrize("place", ["sh"], indirect=True)
 
 
 def run_front(
@@ -221,6 +239,7 @@ def agent_first(place: Path, status: int) -> Path:
     return calls
 
 
+@SHELL_ONLY
 @pytest.mark.parametrize("status, who", [(0, "runc"), (3, "PYTHON"), (1, "PYTHON")])
 def test_the_runtime_front_asks_the_agent_first_for_a_radium_create(
     place: Path, status: int, who: str
@@ -236,6 +255,7 @@ def test_the_runtime_front_asks_the_agent_first_for_a_radium_create(
     ]  # fmt: skip
 
 
+@SHELL_ONLY
 @pytest.mark.parametrize(
     "call, agent_args, low",
     [
@@ -252,6 +272,7 @@ def test_the_shim_front_asks_the_agent_first_for_a_radium_start_or_delete(
     assert calls.read_text().split()[-len(agent_args) :] == agent_args
 
 
+@SHELL_ONLY
 def test_the_agent_is_not_asked_when_python_must_decide(place: Path) -> None:
     calls = agent_first(place, 0)
     spec(place, PLAIN)  # asks nothing: runc at once
@@ -270,6 +291,7 @@ def test_the_agent_is_not_asked_when_python_must_decide(place: Path) -> None:
     assert not calls.exists()
 
 
+@SHELL_ONLY
 @pytest.mark.parametrize("status, runtime, shim", [
     (0, "runc", "containerd-shim-runc-v2"), (3, "PYTHON", "PYTHON"), (1, "PYTHON", "PYTHON"),
 ])  # fmt: skip
@@ -291,3 +313,47 @@ def test_the_fronts_ask_the_native_client_where_it_was_built(
         f"--config {config} create {place / 'bundle'}", f"--config {config} create .",
     ]  # fmt: skip
     assert not python_calls.exists()
+
+
+NATIVE_ONLY = pytest.mark.parametrize("place", ["native"], indirect=True)
+
+
+@NATIVE_ONLY
+@pytest.mark.parametrize("answer, who", [
+    (protocol.REPLY_OK, "runc"), (protocol.REPLY_PASS, "PYTHON"),
+    (protocol.REPLY_ERROR + b"no capacity\n", "PYTHON"), (b"<html>\n", "PYTHON"),
+])  # fmt: skip
+def test_the_native_front_asks_the_agent_itself_and_says_nothing(
+    place: Path, answer: bytes, who: str
+) -> None:
+    spec(place, ASKS_BY_ENV)
+    config = place / "c.toml"
+    config.write_text("")
+    args = ["--root", "/r", "create", "--bundle", str(place / "bundle"), "id"]
+    with agent_stand_in(place, answer) as agent, published(config, agent.path):
+        assert run_front(place, "radium-runtime", args) == [who, *args]  # and nothing on stderr
+        assert run_front(place, "containerd-shim-radium-v2", ["-id", "x", "delete"])[0] == (
+            "containerd-shim-runc-v2" if who == "runc" else "PYTHON"
+        )
+    assert agent.requests == [
+        b"create\0" + f"{config}\0{place / 'bundle'}".encode(),
+        f"delete\0{config}\0x".encode(),
+    ]
+
+
+@NATIVE_ONLY
+def test_the_native_front_leaves_the_agent_alone_when_python_must_decide(place: Path) -> None:
+    spec(place, ASKS_BY_ENV)
+    config = place / "c.toml"
+    config.write_text('[runtime]\nruntimes = ["crun"]\n')
+    with agent_stand_in(place, protocol.REPLY_OK) as agent, published(config, agent.path):
+        assert run_front(place, "radium-runtime", ["create", "id"])[0] == "PYTHON"
+        config.write_text("")
+        env = {"PATH": f"{place / 'low'}:/usr/bin:/bin", "RADIUM_CONFIG": str(config),
+               "RADIUM_DEBUG": "1"}  # fmt: skip
+        done = subprocess.run(
+            [str(place / "bin" / "radium-runtime"), "create", "id"],
+            cwd=place / "bundle", env=env, capture_output=True, text=True, timeout=30,
+        )  # fmt: skip
+        assert done.stdout.split()[0] == "PYTHON"
+    assert agent.requests == []

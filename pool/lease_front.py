@@ -9,6 +9,7 @@ import argparse
 import asyncio
 import itertools
 import logging
+import signal
 import socket
 import ssl
 import sys
@@ -254,6 +255,9 @@ def _tls(args: argparse.Namespace) -> ssl.SSLContext | None:
 
 def main(argv: list[str]) -> int:
     logs.setup(PROGRAM, "", stderr_level=logging.INFO)
+    # A terminal's Ctrl-C reaches the whole process group: the pool ends the front (it closes
+    # the link) once it has ended its own sessions.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     args = _arguments(argv)
     try:
         listening = socket.socket(fileno=args.listen_fd)

@@ -167,6 +167,17 @@ def test_a_broken_link_or_the_pool_s_end_makes_the_front_exit(broken: bytes) -> 
     assert with_front(ended) == 0
 
 
+def test_a_terminal_s_ctrl_c_leaves_the_front_to_its_pool() -> None:
+    async def test(pool: FakePool) -> int:
+        os.kill(pool.process.pid, signal.SIGINT)  # the whole foreground group gets it
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(pool.exited(), 0.5)
+        pool.writer.close()  # the pool ends it when it has ended its sessions
+        return await pool.exited()
+
+    assert with_front(test) == 0
+
+
 def test_a_dead_front_ends_its_sessions_and_is_replaced(caplog: pytest.LogCaptureFixture) -> None:
     async def run() -> list[str]:
         listener, leasing, address = await listening(gpus=1)

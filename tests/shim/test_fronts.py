@@ -71,10 +71,17 @@ SHELL_ONLY = pytest.mark.parametrize("place", ["sh"], indirect=True)
 
 
 def run_front(
-    place: Path, front: str, args: list[str], config: str | None = None, path: str = ""
+    place: Path,
+    front: str,
+    args: list[str],
+    config: str | None = None,
+    path: str = "",
+    debug: bool = False,
 ) -> list[str]:
     """The front's output: who ran (PYTHON or a low-level program) and the argv it got."""
     env = {"PATH": path or f"{place / 'low'}:/usr/bin:/bin", "RADIUM_CONFIG": str(place / "c.toml")}
+    if debug:
+        env["RADIUM_DEBUG"] = "1"
     if config is not None:
         (place / "c.toml").write_text(config)
     done = subprocess.run(
@@ -281,13 +288,7 @@ def test_the_agent_is_not_asked_when_python_must_decide(place: Path) -> None:
     named = '[runtime]\nruntimes = ["crun"]\n'
     assert run_front(place, "radium-runtime", ["create", "id"], named)[0] == "PYTHON"
     (place / "c.toml").unlink()
-    env = {"PATH": f"{place / 'low'}:/usr/bin:/bin", "RADIUM_CONFIG": str(place / "c.toml"),
-           "RADIUM_DEBUG": "1"}  # fmt: skip
-    done = subprocess.run(
-        [str(place / "bin" / "radium-runtime"), "create", "id"],
-        cwd=place / "bundle", env=env, capture_output=True, text=True, timeout=30,
-    )  # fmt: skip
-    assert done.stdout.split()[0] == "PYTHON"
+    assert run_front(place, "radium-runtime", ["create", "id"], debug=True)[0] == "PYTHON"
     assert not calls.exists()
 
 
@@ -348,12 +349,5 @@ def test_the_native_front_leaves_the_agent_alone_when_python_must_decide(place: 
     config.write_text('[runtime]\nruntimes = ["crun"]\n')
     with agent_stand_in(place, protocol.REPLY_OK) as agent, published(config, agent.path):
         assert run_front(place, "radium-runtime", ["create", "id"])[0] == "PYTHON"
-        config.write_text("")
-        env = {"PATH": f"{place / 'low'}:/usr/bin:/bin", "RADIUM_CONFIG": str(config),
-               "RADIUM_DEBUG": "1"}  # fmt: skip
-        done = subprocess.run(
-            [str(place / "bin" / "radium-runtime"), "create", "id"],
-            cwd=place / "bundle", env=env, capture_output=True, text=True, timeout=30,
-        )  # fmt: skip
-        assert done.stdout.split()[0] == "PYTHON"
+        assert run_front(place, "radium-runtime", ["create", "id"], "", debug=True)[0] == "PYTHON"
     assert agent.requests == []

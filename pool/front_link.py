@@ -7,6 +7,7 @@ import asyncio
 import struct
 from typing import Callable, Iterator, NamedTuple
 
+from radium import leasewire
 from radium.errors import LeaseWireError
 
 # Front -> pool.
@@ -100,3 +101,21 @@ class Outbox:
         if self._parts:
             parts, self._parts = self._parts, []
             self._write(b"".join(parts))
+
+
+class LinkEnd(leasewire.Receiver):
+    """Either end of the link: what it receives, and an :class:`Outbox` that writes to it
+    while it is open."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.transport: asyncio.Transport | None = None
+        self.outbox = Outbox(self._write)
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def _write(self, data: bytes) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(data)

@@ -148,7 +148,7 @@ class Client(leasewire.Receiver):
             self._transport.close()
 
 
-class Front(leasewire.Receiver):
+class Front(link.LinkEnd):
     """The link's end in the front, and the connections it serves."""
 
     def __init__(self) -> None:
@@ -156,23 +156,13 @@ class Front(leasewire.Receiver):
         self.clients: dict[int, Client] = {}
         self.link_full = False
         self.ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._transport: asyncio.Transport | None = None
         self._numbers = itertools.count(1)
-        self.outbox = link.Outbox(self._write)
 
     def client(self) -> Client:
         number = next(self._numbers) & 0xFFFFFFFF
         while number == 0 or number in self.clients:
             number = next(self._numbers) & 0xFFFFFFFF
         return Client(self, number)
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
-
-    def _write(self, data: bytes) -> None:
-        if self._transport is not None and not self._transport.is_closing():
-            self._transport.write(data)
 
     def received(self) -> None:
         try:
@@ -199,8 +189,8 @@ class Front(leasewire.Receiver):
         self._end()  # the pool stopped, or went away
 
     def _end(self) -> None:
-        if self._transport is not None:
-            self._transport.abort()
+        if self.transport is not None:
+            self.transport.abort()
         if not self.ended.done():
             self.ended.set_result(None)
 

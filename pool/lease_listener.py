@@ -14,7 +14,7 @@ import subprocess
 import sys
 from typing import Collection
 
-from radium import leasewire, rpc
+from radium import rpc
 from radium.config import TlsConfig, parse_address
 from radium.errors import AuthError, LeaseWireError, RadiumError, UnavailableError
 from radium.pool import front_link as link
@@ -51,24 +51,14 @@ def role_authorize(roles: Collection[str]) -> Authorize:
     return authorize
 
 
-class _Link(leasewire.Receiver):
+class _Link(link.LinkEnd):
     """The pool's end of the link to one front process."""
 
     def __init__(self, listener: LeaseListener, process: subprocess.Popen[bytes]) -> None:
         super().__init__()
         self.listener = listener
         self.process = process
-        self.transport: asyncio.Transport | None = None
         self.ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self.outbox = link.Outbox(self._write)
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-
-    def _write(self, data: bytes) -> None:
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.write(data)
 
     def received(self) -> None:
         try:

@@ -1,5 +1,5 @@
 """The agent's thin client in C (agent_call.c), built beside the fronts where a compiler is, and
-the fronts' own decision in C (front.c): one program, installed under two names.
+the fronts' own decision in C (runtime_front.c): one program, installed under two names.
 
 A leased container start runs the start socket's client three or four times (create, prestart,
 poststop, and the shim's delete). The Python client costs about 10 ms of interpreter each time;
@@ -36,7 +36,7 @@ NAME = "radium-agent-call-native"
 FRONT = "radium-front-native"
 SOURCE = Path(__file__).with_name("agent_call.c")
 #: Every file of the program: what it is compiled from, and what its mark digests.
-SOURCES = (SOURCE, SOURCE.with_name("front.c"))
+SOURCES = (SOURCE, SOURCE.with_name("runtime_front.c"))
 HEADER = SOURCE.with_name("agent_call.h")
 #: Hardened as distributions build setuid-adjacent programs: it runs as root on every start.
 CFLAGS = (

@@ -15,7 +15,7 @@ from typing import Iterable, Protocol
 
 from radium.errors import AlreadyExistsError, StoreUnavailableError
 from radium.pool import sqlite_tables as tables
-from radium.pool.checkpointer import CHECKPOINT_EVERY, WalCheckpointer
+from radium.pool.checkpointer import CHECKPOINT_EVERY, WAL_SIZE_LIMIT, WalCheckpointer
 from radium.pool.commits import Deferrable
 from radium.pool.ended import ENDED_KEPT, EndedLog
 from radium.pool.model import (
@@ -69,8 +69,13 @@ class SQLiteStore(Deferrable):
         self._checkpointer: WalCheckpointer | None = None
         if path != ":memory:":  # checkpoints off the loop (radium.pool.checkpointer)
             self._db.execute("PRAGMA wal_autocheckpoint = 0")
+            self._db.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
             self._checkpointer = WalCheckpointer(path, checkpoint_every)
             self._checkpointer.start()
+
+    def _committed(self) -> None:
+        if self._checkpointer is not None:
+            self._checkpointer.after_commit(self._db)
 
     def _send_held(self) -> None:
         """Commit the transaction changes left open (nothing if none)."""
@@ -86,12 +91,14 @@ class SQLiteStore(Deferrable):
                 hint="check the disk under [pool] db; the pool stops, and its restart reloads"
                 " what was committed",
             ) from exc
+        self._committed()
 
     def _tx(self, statements: Iterable[tuple[str, tuple[object, ...]]]) -> None:
         statements = list(statements)
         if not self._db.in_transaction:
             if len(statements) == 1 and not self._deferring:
                 self._db.execute(*statements[0])  # autocommit: a transaction of its own
+                self._committed()
                 return
             self._db.execute("BEGIN IMMEDIATE")
             if self._deferring:

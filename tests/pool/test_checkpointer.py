@@ -50,3 +50,32 @@ def test_the_checkpointer_moves_commits_into_the_file(tmp_path: Path) -> None:
     add(store, 1, first=300)  # the store writes on after checkpoints
     store.close()
     assert rows_in_the_file(db) == 301
+
+
+def frames_in_the_wal(db: Path) -> int:
+    """The WAL's length in frames (a PASSIVE checkpoint reports it; nothing is left to copy)."""
+    other = sqlite3.connect(db, isolation_level=None)
+    try:
+        return int(other.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[1])
+    finally:
+        other.close()
+
+
+def test_the_wal_starts_again_while_commits_never_pause(tmp_path: Path) -> None:
+    """Every commit lands while the checkpointer copies: without the writer copying the rest
+    between two transactions (after_commit), no transaction would ever begin with the WAL all
+    copied, and the WAL would grow by every commit."""
+    db = tmp_path / "pool.db"
+    store = SQLiteStore(str(db), checkpoint_every=0.005)
+    checkpointer = store._checkpointer
+    assert checkpointer is not None
+    commits = 0
+    deadline = time.monotonic() + 30
+    while checkpointer.done < 20 and time.monotonic() < deadline:
+        add(store, 20, first=commits)
+        commits += 20
+    assert checkpointer.done >= 20, "the checkpointer did not run"
+    frames = frames_in_the_wal(db)
+    store.close()
+    assert frames < commits / 4, f"{frames} frames in the WAL after {commits} commits"
+    assert rows_in_the_file(db) == commits

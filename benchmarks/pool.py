@@ -9,9 +9,12 @@ a lease socket (docs/lease-socket.md; "socket") and, in a second run of the leve
 stream (docs/lease-stream.md; "stream"). In the last two levels the 100 are the containers of
 10 nodes and share their node's connection, whose calls and replies then go in batches. The
 baseline, measured in the same run, is the same loop as two unary calls per cycle. Prints
-cycles per second, p50/p99 of one cycle, the CPU time the pool (with its lease-socket front,
-docs/lease-front.md), the acceptor and the clients' process spent per cycle (microseconds, user
-+ system), the unary baseline's cycles/s and p99, and the ratio of the rates.
+cycles per second, p50/p99 of one cycle, the share of the machine's CPU time that its
+hypervisor gave to other guests during the run ("steal%", from /proc/stat: it comes in bursts
+of milliseconds, and a paced level's p99 rises with it), the CPU time the pool (with its
+lease-socket front, docs/lease-front.md), the acceptor and the clients' process spent per
+cycle (microseconds, user + system), the unary baseline's cycles/s and p99, and the ratio of
+the rates.
 
 With ``--store etcd`` (or ``both``, side by side) the pool's store is a 3-member etcd cluster on
 loopback (fsync on, as etcd runs by default) and ``--replicas`` pool processes, and the failover
@@ -118,6 +121,13 @@ def cpu_seconds(service: Service) -> float:
     return total
 
 
+def cpu_ticks() -> tuple[int, int]:
+    """(ticks stolen, all ticks) of this machine's CPUs so far: steal is the time a virtual
+    machine's hypervisor ran other guests while this one had work (/proc/stat)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return fields[7], sum(fields)
+
+
 def level(
     cluster: PoolCluster,
     concurrency: int,
@@ -125,16 +135,19 @@ def level(
     rate: float,
     carriage: str,
     agents: int = 0,
-) -> tuple[float, float, float, list[float]]:
-    """(cycles/s, p50 ms, p99 ms, [pool, acceptor, clients] CPU µs per cycle) of one run."""
+) -> tuple[float, float, float, list[float], float]:
+    """(cycles/s, p50 ms, p99 ms, [pool, acceptor, clients] CPU µs per cycle, % of the CPUs'
+    time stolen) of one run."""
     pool, acceptor = cluster.leader(), cluster.acceptors["bench"]
     before = cpu_seconds(pool), cpu_seconds(acceptor), time.process_time()
+    ticks = cpu_ticks()
     latencies = asyncio.run(clients(cluster, concurrency, seconds, rate, carriage, agents))
+    stolen, total = (b - a for a, b in zip(ticks, cpu_ticks()))
     after = cpu_seconds(pool), cpu_seconds(acceptor), time.process_time()
     spent = [(a - b) * 1e6 / len(latencies) for a, b in zip(after, before)]
     ms = sorted(x * 1000 for x in latencies)
     p99 = ms[min(len(ms) - 1, int(0.99 * len(ms)))]
-    return len(ms) / seconds, statistics.median(ms), p99, spent
+    return len(ms) / seconds, statistics.median(ms), p99, spent, 100 * stolen / max(total, 1)
 
 
 def measure(cluster: PoolCluster, seconds: float, paced: float, paced_runs: int) -> list[str]:
@@ -153,15 +166,15 @@ def measure(cluster: PoolCluster, seconds: float, paced: float, paced_runs: int)
         (100, AGENTS, 0.0),
         *[(100, AGENTS, paced)] * paced_runs,
     ):
-        unary, _, unary_p99, _ = level(cluster, concurrency, seconds, rate, "unary")
+        unary, _, unary_p99, _, _ = level(cluster, concurrency, seconds, rate, "unary")
         offered = f"{rate:g}" if rate else "max"
         for carriage in ("socket", "stream"):
-            cycles, p50, p99, (pool_us, acceptor_us, clients_us) = level(
+            cycles, p50, p99, (pool_us, acceptor_us, clients_us), stolen = level(
                 cluster, concurrency, seconds, rate, carriage, agents
             )
             rows.append(
                 f"{concurrency:>7} {agents or concurrency:>7} {offered:>9} {carriage:>6}"
-                f" {cycles:>9.0f} {p50:>7.2f} {p99:>7.2f}"
+                f" {cycles:>9.0f} {p50:>7.2f} {p99:>7.2f} {stolen:>6.1f}"
                 f" {pool_us:>7.0f} {acceptor_us:>7.0f} {clients_us:>7.0f}"
                 f" {unary:>7.0f} {unary_p99:>7.2f}"
                 f" {cycles / unary:>5.2f}x"
@@ -241,8 +254,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     header = (
         f"{'clients':>7} {'streams':>7} {'offered/s':>9} {'via':>6} {'cycles/s':>9} {'p50 ms':>7}"
-        f" {'p99 ms':>7} {'pool us':>7} {'acc. us':>7} {'cli. us':>7} {'unary/s':>7} {'p99 ms':>7}"
-        f" {'ratio':>6}"
+        f" {'p99 ms':>7} {'steal%':>6} {'pool us':>7} {'acc. us':>7} {'cli. us':>7}"
+        f" {'unary/s':>7} {'p99 ms':>7} {'ratio':>6}"
     )
     print("  " + " | ".join(f"{store:^{len(header)}}" for store in stores))
     print("  " + " | ".join(header for _ in stores))

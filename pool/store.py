@@ -28,6 +28,9 @@ from radium.pool.model import (
     Queue,
 )
 
+#: Ids forgotten by one statement, at most (SQLite takes 999 parameters before 3.32).
+FORGET_CHUNK = 500
+
 
 class Store(Protocol):
     def load(self) -> tuple[list[AcceptorState], list[Lease]]: ...
@@ -241,7 +244,12 @@ class SQLiteStore(Deferrable):
 
     @staticmethod
     def _forgetting(ids: list[str]) -> list[tuple[str, tuple[object, ...]]]:
-        return [("DELETE FROM leases WHERE id = ?", (lease_id,)) for lease_id in ids]
+        """One statement per :data:`FORGET_CHUNK` ids (within SQLite's limit on parameters)."""
+        chunks = [tuple(ids[n : n + FORGET_CHUNK]) for n in range(0, len(ids), FORGET_CHUNK)]
+        return [
+            (f"DELETE FROM leases WHERE id IN ({', '.join('?' * len(chunk))})", chunk)
+            for chunk in chunks
+        ]
 
     def extend_active(self, expires_at: float) -> None:
         self._tx(

@@ -125,6 +125,20 @@ def test_a_store_keeps_the_newest_ended_leases_and_forgets_the_oldest_as_more_en
     assert [x.id for x in open_store("pool").load()[1]] == []
 
 
+def test_a_store_forgets_the_oldest_ended_leases_a_batch_at_a_time(open_store: OpenStore) -> None:
+    """Up to 1 % of the bound (2 of 200) stay beyond it, then go in one write."""
+    store = open_store("pool", ended_kept=200)
+    for n in range(202):
+        store.add_lease(lease(f"l-{n:03d}"))
+    store.end_leases([lease(f"l-{n:03d}", state=RELEASED, ended_at=n) for n in range(200)])
+    store.end_leases([lease("l-200", state=RELEASED, ended_at=200)])
+    assert len(open_store("pool").ended_leases(300)) == 201
+    store.end_leases([lease("l-201", state=RELEASED, ended_at=201)])
+    kept = [x.id for x in open_store("pool").ended_leases(300)]
+    assert len(kept) == 200
+    assert kept[-1] == "l-002"  # the two oldest went together
+
+
 def test_a_restart_extends_standing_leases_but_not_notices(open_store: OpenStore) -> None:
     store = open_store("pool")
     store.add_lease(lease("l-short", expires_at=50))

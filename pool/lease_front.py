@@ -9,6 +9,7 @@ import argparse
 import asyncio
 import itertools
 import logging
+import os
 import signal
 import socket
 import ssl
@@ -243,11 +244,23 @@ def _tls(args: argparse.Namespace) -> ssl.SSLContext | None:
     return server_context(TlsConfig(ca=args.tls_ca, cert=args.tls_cert, key=args.tls_key))
 
 
+def yield_to_the_pool() -> None:
+    """Take Linux's batch policy (docs/lease-front.md, "Scheduling"): every write of the pool's
+    wakes the front, and a woken task of the normal policy may take the pool's CPU there and
+    then, mid-turn, while the pool's calls wait. A batch task never preempts on waking; it runs
+    on a free CPU, or once the pool blocks, or at the next tick. Any process may choose it."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+    except (AttributeError, OSError) as exc:  # not Linux, or a seccomp filter: it still works
+        log.warning("the front keeps the normal scheduling policy: %s", exc)
+
+
 def main(argv: list[str]) -> int:
     logs.setup(PROGRAM, "", stderr_level=logging.INFO)
     # A terminal's Ctrl-C reaches the whole process group: the pool ends the front (it closes
     # the link) once it has ended its own sessions.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    yield_to_the_pool()
     args = _arguments(argv)
     try:
         listening = socket.socket(fileno=args.listen_fd)

@@ -178,6 +178,18 @@ def test_a_terminal_s_ctrl_c_leaves_the_front_to_its_pool() -> None:
     assert with_front(test) == 0
 
 
+def test_the_front_never_takes_the_pool_s_cpu_on_waking() -> None:
+    """Linux's batch policy (docs/lease-front.md, "Scheduling"), for the front and its
+    threads; the pool, the process that starts it, keeps the normal one."""
+
+    async def test(pool: FakePool) -> list[int]:
+        tasks = os.listdir(f"/proc/{pool.process.pid}/task")
+        return [os.sched_getscheduler(int(task)) for task in tasks]
+
+    assert set(with_front(test)) == {os.SCHED_BATCH}
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER
+
+
 def test_a_dead_front_ends_its_sessions_and_is_replaced(caplog: pytest.LogCaptureFixture) -> None:
     async def run() -> list[str]:
         listener, leasing, address = await listening(gpus=1)

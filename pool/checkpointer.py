@@ -15,8 +15,9 @@ it is answered, and a restart replays the WAL.
 The WAL starts again from its beginning only when a write transaction begins with every frame
 already in the database file. Under steady load the pool commits while the thread checkpoints,
 so that moment never came: the WAL grew without end (about 28 MB a second at 2,000 cycles a
-second), every commit extended the file, and ext4's journal made the loop wait for each
-checkpoint's sync (loop turns of 10 to 20 ms). So the thread only copies the bulk and then
+second), every commit extended the file, and the loop's turns took 10 to 20 ms around each
+checkpoint (measured; the file system's journal is the likely cause). So the thread copies the
+bulk and then
 leaves the rest to the pool's connection (:meth:`WalCheckpointer.after_commit`): the few frames
 committed meanwhile, copied between two of its transactions, and its next transaction starts
 the WAL again. The WAL stays as large as one interval's commits."""

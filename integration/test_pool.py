@@ -228,7 +228,8 @@ def test_holder_that_dies_loses_its_lease_after_the_ttl(cluster: PoolCluster) ->
     lease_id = holder.stdout.readline().strip()
     time.sleep(4)  # longer than the TTL: kept alive
     client = cluster.client()
-    assert lease_id in {le.id for le in client.leases()}
+    listed = {le.id: le.credential for le in client.leases()}
+    assert lease_id in listed and listed[lease_id] == ""  # a listing shows no credential
     holder.send_signal(signal.SIGKILL)
     holder.wait()
     wait_until(lambda: lease_id not in {le.id for le in client.leases()}, 10, "the lease to expire")

@@ -227,7 +227,10 @@ class PoolService(pb_grpc.PoolServicer):
         leases = list(self.pool.state.leases.values())
         if request.all:
             leases += self.pool.state.store.ended_leases(1000)
-        return pb.ListLeasesResponse(leases=[convert.lease_to_pb(lease) for lease in leases])
+        listed = [convert.lease_to_pb(lease) for lease in leases]
+        for lease in listed:  # a credential goes to its holder and its acceptor, to no lister
+            lease.ClearField("credential")
+        return pb.ListLeasesResponse(leases=listed)
 
     async def Status(self, request: pb.StatusRequest, context: Context) -> pb.StatusResponse:
         state = self.pool.state

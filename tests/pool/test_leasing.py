@@ -10,7 +10,7 @@ import grpc
 from radium import rpc
 from radium.pool.lease_session import grpc_stream
 from radium.pool.leasing import Leasing
-from radium.pool.service import Pool
+from radium.pool.service import Pool, PoolService
 from radium.proto import pool_pb2 as pb
 from tests.pool.test_queues import pool
 
@@ -159,3 +159,17 @@ def test_replies_are_not_batched_for_a_client_that_did_not_ask() -> None:
     context, got = asyncio.run(run())
     assert context.answered == ()
     assert [(r.id, len(r.more)) for r in got] == [(1, 0), (2, 0), (3, 0)]
+
+
+def test_a_listing_shows_every_lease_but_no_credential() -> None:
+    """Any agent or admin may list the leases; a lease's credential opens its worker on the
+    acceptor, so only its holder (in the grant) and its acceptor ever get it."""
+    leasing, hog = one_gpu_taken()
+    assert hog.credential
+    leasing.release(hog.id)
+    again = leasing.allocate_now(pb.AllocateRequest(gpus=1, holder="again"))
+    assert again is not None
+    service = PoolService(leasing.pool)
+    listed = asyncio.run(service.ListLeases(pb.ListLeasesRequest(all=True), None)).leases
+    assert {(le.id, le.holder) for le in listed} == {(hog.id, "hog"), (again.id, "again")}
+    assert [le.credential for le in listed] == ["", ""]

@@ -64,21 +64,25 @@ class WalCheckpointer:
         if not self._tail_due:
             return
         self._tail_due = False
-        try:
-            db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-        except sqlite3.Error as exc:  # commits do not depend on it; the WAL only grows longer
-            log.warning("checkpointing the pool database's last commits failed: %s", exc)
+        _checkpoint(db, "the pool database's last commits")  # a failure only leaves the WAL longer
 
     def _run(self) -> None:
         db = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
         try:
             while not self._stopping.wait(self._every):
-                try:
-                    db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-                except sqlite3.Error as exc:  # the next one retries; commits go on meanwhile
-                    log.warning("checkpointing the pool database failed: %s", exc)
-                    continue
-                self.done += 1
-                self._tail_due = True
+                # A failed one is retried at the next; commits go on meanwhile.
+                if _checkpoint(db, "the pool database"):
+                    self.done += 1
+                    self._tail_due = True
         finally:
             db.close()
+
+
+def _checkpoint(db: sqlite3.Connection, what: str) -> bool:
+    """A PASSIVE checkpoint on ``db``; False (logged) if it failed."""
+    try:
+        db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+    except sqlite3.Error as exc:
+        log.warning("checkpointing %s failed: %s", what, exc)
+        return False
+    return True

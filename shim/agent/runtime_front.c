@@ -185,6 +185,23 @@ static const char *config_file(void)
     return config != NULL && config[0] != '\0' ? config : "/etc/radium/config.toml";
 }
 
+/* The bundle's spec asks for Radium: 1 yes, 0 no, -1 it cannot be read (Python decides). */
+static int bundle_asks(const char *bundle)
+{
+    switch (asks_radium(or_here(bundle))) {
+    case FOUND: return 1;
+    case ABSENT: return 0;
+    default: return -1;
+    }
+}
+
+/* CONFIG exists and may name low-level programs of its own (WORD): Python decides. */
+static int configured(const char *config, const char *word)
+{
+    struct stat st;
+    return stat(config, &st) == 0 && configures(config, word) != ABSENT;
+}
+
 /* ARGS[0] is free for the program's name; ARGS[1..] the engine's arguments. */
 static void runtime_front(const char *front, char **args)
 {
@@ -200,7 +217,6 @@ static void runtime_front(const char *front, char **args)
         "--pid-file", "-pid-file", "--preserve-fds", "-preserve-fds", NULL};
     const char *command = NULL, *bundle = NULL, *config = config_file();
     int skip = 0, radium = 0; /* skip: 1 a value, 2 the bundle */
-    struct stat st;
 
     for (char **arg = args + 1; *arg; arg++) {
         if (skip) {
@@ -235,14 +251,10 @@ static void runtime_front(const char *front, char **args)
     }
     if (command == NULL)
         return;
-    if (strcmp(command, "create") == 0 || strcmp(command, "run") == 0) {
-        switch (asks_radium(or_here(bundle))) {
-        case FOUND: radium = 1; break;
-        case ABSENT: break;
-        default: return;
-        }
-    }
-    if (stat(config, &st) == 0 && configures(config, "runtimes") != ABSENT)
+    if ((strcmp(command, "create") == 0 || strcmp(command, "run") == 0)
+        && (radium = bundle_asks(bundle)) < 0)
+        return;
+    if (configured(config, "runtimes"))
         return;
     if (radium && !agent_did(config, "create", or_here(bundle)))
         return;
@@ -259,7 +271,6 @@ static void shim_front(const char *front, char **args)
     static const char *const switches[] = {"-debug", "--debug", NULL};
     const char *action = NULL, *bundle = NULL, *id = NULL, *config = config_file();
     int skip = 0, radium = 0; /* skip: 1 a value, 2 the bundle, 3 the id */
-    struct stat st;
 
     for (char **arg = args + 1; *arg; arg++) {
         if (skip) {
@@ -291,12 +302,7 @@ static void shim_front(const char *front, char **args)
     }
     if (action == NULL || (strcmp(action, "start") != 0 && strcmp(action, "delete") != 0))
         return;
-    switch (asks_radium(or_here(bundle))) {
-    case FOUND: radium = 1; break;
-    case ABSENT: break;
-    default: return;
-    }
-    if (stat(config, &st) == 0 && configures(config, "runc_shim") != ABSENT)
+    if ((radium = bundle_asks(bundle)) < 0 || configured(config, "runc_shim"))
         return;
     if (radium) {
         const char *what = strcmp(action, "start") == 0 ? or_here(bundle) : id;

@@ -60,8 +60,12 @@ main()
 def test_a_training_program_s_lambdas_and_closures_run_as_locally(
     harness: WorkerHarness,
 ) -> None:
-    out = harness.same_as_local(TRAINING)
-    assert out.splitlines()[-2:] == ["[(2, 4), (2, 4)] 6", "(1.3430653810501099, False)"]
+    out = harness.same_as_local(TRAINING)  # remote prints exactly what local prints
+    shapes, evaluated = out.splitlines()[-2:]
+    assert shapes == "[(2, 4), (2, 4)] 6"
+    # The last bits of the sum depend on which of the CPU's vector units the BLAS takes.
+    total, grad = evaluated.strip("()").split(", ")
+    assert (round(float(total), 5), grad) == (1.34307, "False")
 
 
 CALLABLES = """

@@ -128,6 +128,31 @@ def test_the_pool_keeps_as_many_ended_leases_as_configured(tmp_path: Path) -> No
         local.stop()
 
 
+def test_a_listing_of_more_ended_leases_than_a_page_holds_comes_whole(tmp_path: Path) -> None:
+    """A page holds 500 ended leases at most: `radium leases --all` reads them all, page
+    after page, newest first, and so after a restart, from what SQLite kept."""
+    local = PoolCluster(tmp_path)
+    local.start_pool()
+    local.start_acceptor("paged-acc", devices=1)
+    local.wait_up("paged-acc")
+    client = local.client()
+    try:
+        ids = []
+        for _ in range(1_201):
+            ids.append(client.allocate(fraction=0.5).id)
+            client.release(ids[-1])
+        held = client.allocate(fraction=0.5).id
+        newest_first = [held, *ids[::-1]]
+        assert [x.id for x in client.leases(all_=True)] == newest_first
+        assert [x.id for x in client.leases(all_=True, ended_most=5)] == newest_first[:6]
+        local.pool.kill(signal.SIGKILL)
+        local.start_pool()
+        assert [x.id for x in client.leases(all_=True)] == newest_first
+    finally:
+        client.close()
+        local.stop()
+
+
 def tls_client(cluster: PoolCluster, ca: Path, cert: Path, key: Path) -> PoolClient:
     return PoolClient(cluster.address, "", timeout=5, tls=TlsConfig(str(ca), str(cert), str(key)))
 

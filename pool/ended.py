@@ -7,18 +7,25 @@ SQLite's disk in hours, and etcd's space quota (2 GB by default; past it etcd re
 write, and the pool stops granting) sooner. So a store forgets the oldest as new ones end, in
 the same write, and the reaper's prune forgets those past the retention; neither searches the
 store for them: :class:`EndedLog` names them.
+
+The log holds the ended leases themselves, not only their ids, so that `radium leases --all`
+and `radium top --all` page through them from memory (:meth:`EndedLog.newest`): reading them
+from the store held the pool's loop 250 ms a listing on etcd (10,000 ended) and 24 ms on
+SQLite, and allocations waited behind it.
 """
 
 from __future__ import annotations
 
+import bisect
 import concurrent.futures
+import itertools
 import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
 
 from radium.config import PoolConfig
-from radium.errors import RadiumError
+from radium.errors import RadiumError, UnavailableError
 from radium.pool.model import Lease
 
 log = logging.getLogger(__name__)
@@ -37,18 +44,18 @@ PRUNE_MOST = 1_000
 #: cycle, in-process under callgrind), and etcd a delete in each release's transaction.
 FORGET_BATCH = 64
 
-Entry = tuple[float, str]  # (end time, lease id)
+Entry = tuple[float, str]  # (end time, lease id): the log's order, and a listing's cursor
 
 
 class EndedLog:
-    """The ended leases a store holds, oldest first (end time, id): read from the store on
-    first use, :meth:`read` or :meth:`read_in_background`, then kept as leases end. An id it
-    names is gone from it: if the write that forgets it fails, the store keeps that lease until
-    the next pool reads the log afresh."""
+    """The ended leases a store holds, in the order of their entries (end time, id): read from
+    the store on first use, :meth:`read` or :meth:`read_in_background`, then kept as leases
+    end. An id it names is gone from it: if the write that forgets it fails, the store keeps
+    that lease until the next pool reads the log afresh."""
 
     def __init__(
         self,
-        read: Callable[[], Iterable[Entry]],
+        read: Callable[[], Iterable[Lease]],
         kept: int,
         step: int = EXCESS_STEP,
         prune_most: int = PRUNE_MOST,
@@ -58,16 +65,23 @@ class EndedLog:
         self.step = step
         self.prune_most = prune_most
         self.batch = max(1, min(FORGET_BATCH, kept // 100))
+        #: The entries, sorted; None until read.
         self._log: deque[Entry] | None = None
+        #: The leases the entries name, by id.
+        self._leases: dict[str, Lease] = {}
         #: The read in the background, while it runs or until its result is taken.
-        self.reading: concurrent.futures.Future[list[Entry]] | None = None
+        self.reading: concurrent.futures.Future[list[Lease]] | None = None
         #: Leases that ended while the log was being read in the background.
-        self._early: list[Entry] = []
+        self._early: list[Lease] = []
 
     def read(self) -> deque[Entry]:
         """Read the log from the store now: SQLite does when the pool loads its state, so its
         first ended lease does not wait for it."""
-        self._log = deque(sorted(self._read()))
+        return self._hold(self._read())
+
+    def _hold(self, leases: Iterable[Lease]) -> deque[Entry]:
+        self._leases = {lease.id: lease for lease in leases}  # one per id: the last
+        self._log = deque(sorted((x.ended_at, x.id) for x in self._leases.values()))
         return self._log
 
     def read_in_background(self) -> None:
@@ -78,7 +92,7 @@ class EndedLog:
         self._start_reading()
 
     def _start_reading(self) -> None:
-        reading: concurrent.futures.Future[list[Entry]] = concurrent.futures.Future()
+        reading: concurrent.futures.Future[list[Lease]] = concurrent.futures.Future()
 
         def run() -> None:
             try:
@@ -105,24 +119,31 @@ class EndedLog:
                 log.warning("reading the ended leases again: %s", _one_line(exc))
                 self._start_reading()
             return None
-        # A lease that ended meanwhile may be in both: once by its id.
-        merged = {lease_id: (at, lease_id) for at, lease_id in [*entries, *self._early]}
-        self._log, self._early, self.reading = deque(sorted(merged.values())), [], None
-        return self._log
+        # A lease that ended meanwhile may be in both: held once, by its id.
+        early, self._early, self.reading = self._early, [], None
+        return self._hold([*entries, *early])
 
     def ended(self, leases: Iterable[Lease]) -> list[str]:
         """Note leases that end now; the ids to forget with them: none until :attr:`batch` are
         beyond kept, then the oldest beyond kept, at most :attr:`step` more than end now."""
-        entries = [(lease.ended_at, lease.id) for lease in leases]
+        leases = list(leases)
         log = self._held()
         if log is None:
-            self._early.extend(entries)
+            self._early.extend(leases)
             return []
-        log.extend(entries)
+        for lease in leases:
+            if lease.id in self._leases:  # a lease ends once: held already
+                continue
+            entry = (lease.ended_at, lease.id)
+            if log and entry < log[-1]:  # ended together in id order, or the clock stepped back
+                bisect.insort(log, entry)
+            else:
+                log.append(entry)
+            self._leases[lease.id] = lease
         beyond = len(log) - self.kept
         if beyond < self.batch:
             return []
-        return self._oldest(log, min(beyond, len(entries) + self.step))
+        return self._oldest(log, min(beyond, len(leases) + self.step))
 
     def forget(self, ended_before: float) -> list[str]:
         """The ids to forget now, at most :attr:`prune_most`: beyond kept, or ended before
@@ -133,12 +154,35 @@ class EndedLog:
             return []
         gone = self._oldest(log, min(len(log) - self.kept, self.prune_most))
         while log and log[0][0] < ended_before and len(gone) < self.prune_most:
-            gone.append(log.popleft()[1])
+            gone.extend(self._oldest(log, 1))
         return gone
 
-    @staticmethod
-    def _oldest(log: deque[Entry], count: int) -> list[str]:
-        return [log.popleft()[1] for _ in range(count)]
+    def newest(self, most: int, before: Entry | None = None) -> list[Lease] | None:
+        """The newest ``most`` ended leases, newest first, of those whose entries come before
+        ``before`` (all if None): a listing's page, and ``before`` the last entry of the page
+        before it. None while the log is read in the background."""
+        log = self._held()
+        if log is None:
+            return None
+        skip = 0 if before is None else len(log) - bisect.bisect_left(log, before)
+        return [self._leases[x[1]] for x in itertools.islice(reversed(log), skip, skip + most)]
+
+    def _oldest(self, log: deque[Entry], count: int) -> list[str]:
+        gone = [log.popleft()[1] for _ in range(count)]
+        for lease_id in gone:
+            del self._leases[lease_id]
+        return gone
+
+
+def ended_page(log: EndedLog, most: int, before: Entry | None = None) -> list[Lease]:
+    """:meth:`EndedLog.newest`, or a clear error while a new etcd leader still reads them."""
+    page = log.newest(most, before)
+    if page is None:
+        raise UnavailableError(
+            "the pool is still reading its ended leases (this replica has just taken the lead)",
+            hint="list them again in a moment",
+        )
+    return page
 
 
 def _one_line(error: BaseException) -> str:

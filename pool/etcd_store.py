@@ -17,7 +17,7 @@ from typing import Any, Iterable, Protocol
 from radium.errors import AlreadyExistsError, NotLeaderError, UnavailableError
 from radium.pool import records
 from radium.pool.commits import Deferrable
-from radium.pool.ended import ENDED_KEPT, EndedLog
+from radium.pool.ended import ENDED_KEPT, EndedLog, Entry, ended_page
 from radium.pool.etcd_kv import MAX_TXN_OPS, EtcdKV, KeyValue, absent, created_at, delete, put
 from radium.pool.model import AcceptorState, ImageStatus, Lease, Queue
 
@@ -184,10 +184,8 @@ class EtcdStore(Deferrable):
     def drop_queue(self, name: str) -> None:
         self._write([delete(self._key("queues", name))])
 
-    def ended_leases(self, limit: int) -> list[Lease]:
-        ended = [records.lease_from(r) for _, r in self._records("ended")]
-        ended.sort(key=lambda lease: lease.ended_at, reverse=True)
-        return ended[:limit]
+    def ended_leases(self, limit: int, before: Entry | None = None) -> list[Lease]:
+        return ended_page(self.ended_log, limit, before)
 
     def prune(self, ended_before: float) -> int:
         """Forget leases that ended before this time, and beyond the newest kept; how many.
@@ -204,12 +202,12 @@ class EtcdStore(Deferrable):
             log.warning("compacting etcd's history: %s", exc.one_line())
         return len(gone)
 
-    def _read_ended(self) -> list[tuple[float, str]]:
+    def _read_ended(self) -> list[Lease]:
         # Not _records: this read may come within a deferred batch, which it must not commit
         # ahead, or run in a thread of its own (EndedLog.read_in_background), where leases
         # that end meanwhile are noted apart.
-        records = (json.loads(kv.value) for kv in self.kv.range(f"{self.prefix}ended/"))
-        return [(record["ended_at"], record["id"]) for record in records]
+        kvs = self.kv.range(f"{self.prefix}ended/")
+        return [records.lease_from(json.loads(kv.value)) for kv in kvs]
 
     def load_images(self) -> tuple[list[str], list[ImageStatus]]:
         refs = sorted(r["ref"] for _, r in self._records("images"))

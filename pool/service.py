@@ -17,6 +17,7 @@ from radium.pool.commits import Commits, Immediate
 from radium.pool.images import DONE_ADDING, DONE_REMOVING, REMOVING, Images, check_ref
 from radium.pool.lease_session import grpc_stream
 from radium.pool.leasing import NAME_LIMIT, Leasing
+from radium.pool.listing import list_leases
 from radium.pool.model import Lease, Queue, Request
 from radium.pool.state import PoolState
 from radium.pool.waiting import WaitingRoom
@@ -224,13 +225,10 @@ class PoolService(pb_grpc.PoolServicer):
     async def ListLeases(
         self, request: pb.ListLeasesRequest, context: Context
     ) -> pb.ListLeasesResponse:
-        leases = list(self.pool.state.leases.values())
-        if request.all:
-            leases += self.pool.state.store.ended_leases(1000)
-        listed = [convert.lease_to_pb(lease) for lease in leases]
-        for lease in listed:  # a credential goes to its holder and its acceptor, to no lister
-            lease.ClearField("credential")
-        return pb.ListLeasesResponse(leases=listed)
+        try:
+            return list_leases(self.pool.state, request)
+        except RadiumError as exc:
+            await rpc.abort(context, exc)
 
     async def Status(self, request: pb.StatusRequest, context: Context) -> pb.StatusResponse:
         state = self.pool.state

@@ -17,7 +17,7 @@ from radium.errors import AlreadyExistsError, StoreUnavailableError
 from radium.pool import sqlite_tables as tables
 from radium.pool.checkpointer import CHECKPOINT_EVERY, WAL_SIZE_LIMIT, WalCheckpointer
 from radium.pool.commits import Deferrable
-from radium.pool.ended import ENDED_KEPT, EndedLog
+from radium.pool.ended import ENDED_KEPT, EndedLog, Entry, ended_page
 from radium.pool.model import (
     ACTIVE,
     AcceptorState,
@@ -33,6 +33,9 @@ FORGET_CHUNK = 500
 
 
 class Store(Protocol):
+    #: The ended leases it holds, in memory: what a listing pages through.
+    ended_log: EndedLog
+
     def load(self) -> tuple[list[AcceptorState], list[Lease]]: ...
     def save_acceptor(self, acceptor: AcceptorState) -> None: ...
     def set_up(self, name: str, up: bool) -> None: ...
@@ -43,7 +46,11 @@ class Store(Protocol):
     def load_queues(self) -> list[Queue]: ...
     def save_queue(self, queue: Queue) -> None: ...
     def drop_queue(self, name: str) -> None: ...
-    def ended_leases(self, limit: int) -> list[Lease]: ...
+    def ended_leases(self, limit: int, before: Entry | None = None) -> list[Lease]:
+        """The newest ended leases, newest first, after the entry ``before`` (a page's last:
+        :meth:`radium.pool.ended.EndedLog.newest`), from memory."""
+        ...
+
     def prune(self, ended_before: float) -> int: ...
     def load_images(self) -> tuple[list[str], list[ImageStatus]]: ...
     def save_image(self, ref: str, now: float) -> None: ...
@@ -238,9 +245,9 @@ class SQLiteStore(Deferrable):
             ]
         )
 
-    def _read_ended(self) -> list[tuple[float, str]]:
-        rows = self._db.execute("SELECT ended_at, id FROM leases WHERE state != ?", (ACTIVE,))
-        return [(row["ended_at"], row["id"]) for row in rows]
+    def _read_ended(self) -> list[Lease]:
+        rows = self._db.execute("SELECT * FROM leases WHERE state != ?", (ACTIVE,))
+        return [tables.lease(row) for row in rows]
 
     @staticmethod
     def _forgetting(ids: list[str]) -> list[tuple[str, tuple[object, ...]]]:
@@ -307,11 +314,8 @@ class SQLiteStore(Deferrable):
     def drop_queue(self, name: str) -> None:
         self._tx([("DELETE FROM queues WHERE name = ?", (name,))])
 
-    def ended_leases(self, limit: int) -> list[Lease]:
-        rows = self._db.execute(
-            "SELECT * FROM leases WHERE state != ? ORDER BY ended_at DESC LIMIT ?", (ACTIVE, limit)
-        )
-        return [tables.lease(row) for row in rows]
+    def ended_leases(self, limit: int, before: Entry | None = None) -> list[Lease]:
+        return ended_page(self.ended_log, limit, before)
 
     def prune(self, ended_before: float) -> int:
         """Forget leases that ended before this time, and beyond the newest kept; how many."""

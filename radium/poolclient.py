@@ -78,10 +78,19 @@ class PoolClient:
         assert isinstance(response, pb.ReleaseResponse)
         return response.released
 
-    def leases(self, *, all_: bool = False) -> list[pb.Lease]:
-        response = self._call("ListLeases", pb.ListLeasesRequest(all=all_))
-        assert isinstance(response, pb.ListLeasesResponse)
-        return list(response.leases)
+    def leases(self, *, all_: bool = False, ended_most: int = 0) -> list[pb.Lease]:
+        """The active leases, and with ``all_`` the ended ones, newest first: every one the
+        pool keeps, read a page at a time, or (``ended_most``) the first page of at most that
+        many."""
+        request = pb.ListLeasesRequest(all=all_, page_size=ended_most)
+        leases: list[pb.Lease] = []
+        while True:
+            response = self._call("ListLeases", request)
+            assert isinstance(response, pb.ListLeasesResponse)
+            leases += response.leases
+            if ended_most or not response.next_page_token:
+                return leases
+            request.page_token = response.next_page_token
 
     def status(self) -> pb.StatusResponse:
         response = self._call("Status", pb.StatusRequest())

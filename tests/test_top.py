@@ -94,7 +94,7 @@ class FakePool:
         self.hang: threading.Event | None = None
         self.connects = 0
         self.closes = 0
-        self.asked_all: list[bool] = []
+        self.asked_all: list[tuple[bool, int]] = []
 
     def connect(self) -> FakePool:
         self.connects += 1
@@ -107,8 +107,8 @@ class FakePool:
             raise self.fail
         return self.state
 
-    def leases(self, *, all_: bool = False) -> list[pb.Lease]:
-        self.asked_all.append(all_)
+    def leases(self, *, all_: bool = False, ended_most: int = 0) -> list[pb.Lease]:
+        self.asked_all.append((all_, ended_most))
         if self.fail is not None:
             raise self.fail
         return self.held
@@ -155,7 +155,7 @@ def test_snapshot_shows_each_lease_with_holder_queue_and_device() -> None:
                                                           "preempting"]  # fmt: skip
     assert line_with(text, "acc-2").split()[:2] == ["acc-2", "DOWN"]
     assert "ALLOCATED" in text  # what the pool knows: allocation, not utilisation
-    assert pool.closes == 1 and pool.asked_all == [False]
+    assert pool.closes == 1 and pool.asked_all == [(False, top.ENDED_SHOWN)]
 
 
 def test_device_bars_show_the_allocated_fraction() -> None:

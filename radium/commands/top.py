@@ -16,6 +16,9 @@ from typing import TYPE_CHECKING, Callable, Protocol, TextIO
 from radium.commands.inspect import leases_json, pool_client
 from radium.errors import RadiumError
 
+#: Ended leases a refresh of the view reads (--all), the newest: a pool keeps 10,000.
+ENDED_SHOWN = 100
+
 if TYPE_CHECKING:
     from radium.commands.top_view import Snapshot
     from radium.proto import pool_pb2 as pb
@@ -28,7 +31,7 @@ class Reader(Protocol):
 
     def status(self) -> pb.StatusResponse: ...
 
-    def leases(self, *, all_: bool = False) -> list[pb.Lease]: ...
+    def leases(self, *, all_: bool = False, ended_most: int = 0) -> list[pb.Lease]: ...
 
     def close(self) -> None: ...
 
@@ -52,7 +55,7 @@ class Source:
             # Two calls, not one atomic read: a lease may end between them, which the next
             # refresh shows.
             status = client.status()
-            leases = client.leases(all_=self._all)
+            leases = client.leases(all_=self._all, ended_most=ENDED_SHOWN)
         except RadiumError:
             self.close()
             raise

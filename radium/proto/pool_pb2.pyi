@@ -219,16 +219,22 @@ class LeaseWelcome(_message.Message):
     def __init__(self, version: _Optional[int] = ..., error: _Optional[_Union[CallError, _Mapping]] = ...) -> None: ...
 
 class ListLeasesRequest(_message.Message):
-    __slots__ = ("all",)
+    __slots__ = ("all", "page_size", "page_token")
     ALL_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     all: bool
-    def __init__(self, all: _Optional[bool] = ...) -> None: ...
+    page_size: int
+    page_token: str
+    def __init__(self, all: _Optional[bool] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class ListLeasesResponse(_message.Message):
-    __slots__ = ("leases",)
+    __slots__ = ("leases", "next_page_token")
     LEASES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     leases: _containers.RepeatedCompositeFieldContainer[Lease]
-    def __init__(self, leases: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, leases: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class StatusRequest(_message.Message):
     __slots__ = ()

@@ -49,3 +49,12 @@ def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[OpenS
         yield open_etcd
     finally:
         kv.close()
+
+
+def loaded(store: Store) -> Store:
+    """``store`` once it has loaded and read its ended leases (etcd reads them beside serving,
+    and a listing is served from what it read)."""
+    store.load()
+    if (reading := store.ended_log.reading) is not None:
+        reading.result(timeout=10)
+    return store

@@ -25,7 +25,7 @@ from radium.pool.model import RELEASED
 from radium.pool.service import Pool
 from radium.pool.store import SQLiteStore
 from radium.proto import pool_pb2 as pb
-from tests.pool.conftest import OpenStore
+from tests.pool.conftest import OpenStore, loaded
 from tests.pool.test_leasing import Context, open_stream
 from tests.pool.test_queues import pool
 from tests.pool.test_store_contract import lease
@@ -75,7 +75,7 @@ def test_deferred_changes_reach_either_store_only_on_commit(open_store: OpenStor
     assert opened == [1] and other.load()[1] == []
     store.commit()
     assert sorted(x.id for x in other.load()[1]) == [x.id for x in many[1:]]
-    assert [x.id for x in other.ended_leases(5)] == ["l-000"]
+    assert [x.id for x in loaded(other).ended_leases(5)] == ["l-000"]
     with store.deferring():
         store.add_lease(lease("l-late"))
     store.end_leases([dataclasses.replace(many[1], state=RELEASED, ended_at=3.0)])

@@ -1,16 +1,20 @@
-"""The ended log read in the background (an etcd leader serves while it reads): leases that
-end meanwhile are noted and none is forgotten; once read, the two are merged."""
+"""The ended log: read in the background (an etcd leader serves while it reads), leases that
+end meanwhile are noted and none is forgotten, and once read the two are merged; and the pages
+of a listing, served from it."""
 
 from __future__ import annotations
 
 import threading
 
-from radium.errors import StoreUnavailableError
-from radium.pool.ended import EndedLog
+import pytest
+
+from radium.errors import StoreUnavailableError, UnavailableError
+from radium.pool.ended import EndedLog, ended_page
+from radium.pool.model import Lease
 from tests.pool.test_store_contract import lease
 
 
-def ended(lease_id: str, at: float) -> object:
+def ended(lease_id: str, at: float) -> Lease:
     return lease(lease_id, state="released", ended_at=at)
 
 
@@ -18,14 +22,14 @@ class GatedRead:
     """A store's read of its ended leases that returns only when let go."""
 
     def __init__(self, entries: list[tuple[float, str]]) -> None:
-        self.entries = entries
+        self.leases = [ended(lease_id, at) for at, lease_id in entries]
         self.go = threading.Event()
         self.calls = 0
 
-    def __call__(self) -> list[tuple[float, str]]:
+    def __call__(self) -> list[Lease]:
         self.calls += 1
         assert self.go.wait(10)
-        return self.entries
+        return self.leases
 
 
 def test_leases_that_end_while_the_log_is_read_are_noted_then_merged_and_trimmed() -> None:
@@ -45,9 +49,9 @@ def test_leases_that_end_while_the_log_is_read_are_noted_then_merged_and_trimmed
 
 
 def test_a_read_that_failed_starts_again_at_the_next_prune() -> None:
-    outcomes: list[object] = [StoreUnavailableError("etcd range failed"), [(1.0, "l-1")]]
+    outcomes: list[object] = [StoreUnavailableError("etcd range failed"), [ended("l-1", 1.0)]]
 
-    def read() -> list[tuple[float, str]]:
+    def read() -> list[Lease]:
         outcome = outcomes.pop(0)
         if isinstance(outcome, Exception):
             raise outcome
@@ -82,3 +86,40 @@ def test_a_log_over_its_bound_sheds_the_excess_a_little_per_change_and_prune() -
     assert log.forget(ended_before=0.0) == ["l-4", "l-5", "l-6", "l-7"]  # at most 4
     assert log.forget(ended_before=9.5) == ["l-8", "l-9"]  # past the retention, within 4
     assert log.ended([ended("l-11", 11.0), ended("l-12", 12.0)]) == ["l-10"]  # at the bound
+
+
+def ids(leases: list[Lease] | None) -> list[str]:
+    assert leases is not None
+    return [x.id for x in leases]
+
+
+def test_a_listing_pages_through_the_ended_leases_newest_first_from_its_cursor() -> None:
+    read = GatedRead([(float(n), f"l-{n}") for n in range(5)])
+    read.go.set()
+    log = EndedLog(read, kept=10)
+    # Two end at one time, the later id first: the log keeps (time, id) order all the same.
+    log.ended([ended("l-6b", 6.0), ended("l-6a", 6.0), ended("l-5", 5.0)])
+    assert ids(log.newest(3)) == ["l-6b", "l-6a", "l-5"]
+    assert ids(log.newest(3, before=(5.0, "l-5"))) == ["l-4", "l-3", "l-2"]
+    log.ended([ended("l-7", 7.0)])  # a lease that ends between two pages shifts no page
+    assert ids(log.newest(3, before=(2.0, "l-2"))) == ["l-1", "l-0"]
+    assert log.forget(ended_before=1.5) == ["l-0", "l-1"]  # forgotten between pages: skipped
+    assert ids(log.newest(3, before=(2.0, "l-2"))) == []
+    assert ids(log.newest(1)) == ["l-7"]
+    # A lease the log holds already is held once (it ends once).
+    log.ended([ended("l-7", 7.0)])
+    assert ids(log.newest(20)) == ["l-7", "l-6b", "l-6a", "l-5", "l-4", "l-3", "l-2"]
+
+
+def test_a_listing_while_the_log_is_read_in_the_background_says_so() -> None:
+    read = GatedRead([(1.0, "l-1")])
+    log = EndedLog(read, kept=10)
+    log.read_in_background()
+    log.ended([ended("l-2", 2.0)])
+    assert log.newest(10) is None
+    with pytest.raises(UnavailableError, match="still reading its ended leases"):
+        ended_page(log, 10)
+    read.go.set()
+    assert log.reading is not None
+    log.reading.result(timeout=10)
+    assert ids(ended_page(log, 10)) == ["l-2", "l-1"]

@@ -18,7 +18,7 @@ from radium.pool.model import (
     Lease,
     Queue,
 )
-from tests.pool.conftest import OpenStore
+from tests.pool.conftest import OpenStore, loaded
 
 
 def acceptor(name: str = "a", devices: tuple[str, ...] = ("0", "1")) -> AcceptorState:
@@ -98,8 +98,7 @@ def test_ended_leases_leave_the_active_set_newest_first(open_store: OpenStore) -
     store.end_leases([])
     reopened = open_store("pool")
     assert [x.id for x in reopened.load()[1]] == ["l-3"]
-    if (reading := reopened.ended_log.reading) is not None:  # etcd reads it beside serving
-        reading.result(timeout=10)
+    loaded(reopened)
     assert [(x.id, x.state, x.ended_at) for x in reopened.ended_leases(2)] == [
         ("l-2", RELEASED, 12.0),
         ("l-1", RELEASED, 11.0),
@@ -107,6 +106,27 @@ def test_ended_leases_leave_the_active_set_newest_first(open_store: OpenStore) -
     assert reopened.prune(ended_before=11.5) == 2
     assert [x.id for x in reopened.ended_leases(10)] == ["l-2"]
     assert reopened.prune(ended_before=11.5) == 0
+
+
+def test_ended_leases_page_from_a_cursor_alike_before_and_after_a_reopen(
+    open_store: OpenStore,
+) -> None:
+    """A listing's pages come from memory (radium.pool.listing): what a reopened store reads
+    back must be every field of the leases that ended."""
+    store = open_store("pool")
+    made = [lease(f"l-{n}", holder=f"node-{n}", expires_at=50.0 + n) for n in range(5)]
+    for one in made:
+        store.add_lease(one)
+    ended = [dataclasses.replace(x, state=RELEASED, ended_at=10.0 + n) for n, x in enumerate(made)]
+    store.end_leases(ended)
+    reopened = loaded(open_store("pool"))
+    for each in (store, reopened):
+        first = each.ended_leases(2)
+        assert [x.id for x in first] == ["l-4", "l-3"]
+        after = (first[-1].ended_at, first[-1].id)
+        assert [x.id for x in each.ended_leases(2, before=after)] == ["l-2", "l-1"]
+        assert [x.id for x in each.ended_leases(2, before=(11.0, "l-1"))] == ["l-0"]
+    assert reopened.ended_leases(10) == ended[::-1]
 
 
 def test_a_store_keeps_the_newest_ended_leases_and_forgets_the_oldest_as_more_end(

@@ -75,6 +75,7 @@ class SQLiteStore(Deferrable):
     ) -> None:
         super().__init__()
         self._db = tables.connect(path, synchronous)
+        self._closed = False
         self.ended_log = EndedLog(self._read_ended, ended_kept)
         self._checkpointer: WalCheckpointer | None = None
         if path != ":memory:":  # checkpoints off the loop (radium.pool.checkpointer)
@@ -366,6 +367,10 @@ class SQLiteStore(Deferrable):
         self._tx([("DELETE FROM image_status WHERE ref = ? AND acceptor = ?", (ref, acceptor))])
 
     def close(self) -> None:
+        """Commit what is held and close; closing again does nothing, as a file's close."""
+        if self._closed:
+            return
+        self._closed = True
         try:
             self.commit()  # changes whose answers wait for it: earlier is never wrong
         finally:

@@ -149,6 +149,8 @@ class WorkerHarness:
         return (self.root / "worker.out").read_text()
 
     def close(self) -> None:
+        # A close alone does not wake the thread in accept(); a shutdown does (Linux).
+        self.listener.shutdown(socket.SHUT_RDWR)
         self.listener.close()
         self.control.close()
         if self.worker.poll() is None:

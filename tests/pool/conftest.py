@@ -29,12 +29,33 @@ def etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdCluster]:
         cluster.stop()
 
 
+#: Opens a SQLite store at a path, with the store's keyword options.
+OpenSQLite = Callable[..., SQLiteStore]
+
+
+@pytest.fixture
+def sqlite_store() -> Iterator[OpenSQLite]:
+    """Opens SQLite stores, and closes them after the test: each runs a checkpoint thread."""
+    opened: list[SQLiteStore] = []
+
+    def open_sqlite(path: Path, **options: Any) -> SQLiteStore:
+        opened.append(SQLiteStore(str(path), **options))
+        return opened[-1]
+
+    try:
+        yield open_sqlite
+    finally:
+        for store in opened:
+            store.close()
+
+
 @pytest.fixture(params=["sqlite", "etcd"])
 def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[OpenStore]:
     if request.param == "sqlite":
+        sqlite: OpenSQLite = request.getfixturevalue("sqlite_store")
 
         def open_sqlite(name: str = "pool", **options: Any) -> Store:
-            return SQLiteStore(str(tmp_path / f"{name}.db"), **options)
+            return sqlite(tmp_path / f"{name}.db", **options)
 
         yield open_sqlite
         return

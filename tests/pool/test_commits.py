@@ -25,7 +25,7 @@ from radium.pool.model import RELEASED
 from radium.pool.service import Pool
 from radium.pool.store import SQLiteStore
 from radium.proto import pool_pb2 as pb
-from tests.pool.conftest import OpenStore, loaded
+from tests.pool.conftest import OpenSQLite, OpenStore, loaded
 from tests.pool.test_leasing import Context, open_stream
 from tests.pool.test_queues import pool
 from tests.pool.test_store_contract import lease
@@ -104,6 +104,7 @@ def test_the_changes_of_one_turn_share_the_commit_of_the_next(tmp_path: Path) ->
         assert told[-1] == ("c", None, [])
 
     asyncio.run(run())
+    store.close()
 
 
 class FullDisk(SQLiteStore):
@@ -151,6 +152,8 @@ def test_a_failed_commit_fails_the_answers_waiting_for_it_and_stops_the_pool(
         sent.put_nowait(pb.LeaseCall(id=2, keep_alive=pb.LeaseRef(lease_id="l-none")))
         answers = [await replies.__anext__(), await replies.__anext__()]
         await replies.aclose()
+        store.full = False
+        store.close()
         return answers
 
     granted, refused = asyncio.run(run())
@@ -160,11 +163,11 @@ def test_a_failed_commit_fails_the_answers_waiting_for_it_and_stops_the_pool(
     assert len(stopped) == 1
 
 
-def test_a_stream_answers_only_what_is_committed(tmp_path: Path) -> None:
+def test_a_stream_answers_only_what_is_committed(tmp_path: Path, sqlite_store: OpenSQLite) -> None:
     db = tmp_path / "pool.db"
 
     async def run() -> tuple[list[pb.LeaseReply], list[list[str]]]:
-        state = pool(gpus=2, store=SQLiteStore(str(db)))
+        state = pool(gpus=2, store=sqlite_store(db))
         commits = GroupCommit(state.store, lambda error: pytest.fail(str(error)))
         leasing = Leasing(Pool(state, clock=lambda: 1.0, commits=commits))
         sent, replies = open_stream(leasing)

@@ -11,8 +11,7 @@ import pytest
 from radium.errors import InvalidRequestError
 from radium.pool.images import DONE_ADDING, GONE, Images, check_ref
 from radium.pool.model import ImageStatus
-from radium.pool.store import SQLiteStore
-from tests.pool.conftest import OpenStore
+from tests.pool.conftest import OpenSQLite, OpenStore
 
 
 def test_add_report_follow_and_persist(open_store: OpenStore) -> None:
@@ -57,7 +56,9 @@ def test_bad_refs(ref: str) -> None:
         check_ref(ref)
 
 
-def test_a_database_from_before_images_gains_the_new_columns(tmp_path: Path) -> None:
+def test_a_database_from_before_images_gains_the_new_columns(
+    tmp_path: Path, sqlite_store: OpenSQLite
+) -> None:
     db = tmp_path / "old.db"
     old = sqlite3.connect(db)
     old.execute(
@@ -72,13 +73,15 @@ def test_a_database_from_before_images_gains_the_new_columns(tmp_path: Path) -> 
     )
     old.commit()
     old.close()
-    _, leases = SQLiteStore(str(db)).load()
+    _, leases = sqlite_store(db).load()
     assert [(le.id, le.image, le.worker) for le in leases] == [("l-1", "", "")]
 
 
-def test_an_acceptor_that_goes_away_counts_as_failed_for_followers(tmp_path: Path) -> None:
+def test_an_acceptor_that_goes_away_counts_as_failed_for_followers(
+    tmp_path: Path, sqlite_store: OpenSQLite
+) -> None:
     async def scenario() -> list[tuple[str, str]]:
-        images = Images(SQLiteStore(str(tmp_path / "pool.db")))
+        images = Images(sqlite_store(tmp_path / "pool.db"))
         images.add("reg/img:1", ["a", "b"], now=1.0)
         up = {"a": True, "b": True}
         rows: list[ImageStatus] = []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -11,14 +12,20 @@ from radium.errors import ConfigError
 from radium.pool.model import Queue
 from radium.pool.server import configure_queues
 from radium.pool.state import PoolState
-from radium.pool.store import SQLiteStore
+from tests.pool.conftest import OpenSQLite
+
+StateAt = Callable[[Path], PoolState]
 
 
-def state_at(db: Path) -> PoolState:
-    return PoolState(SQLiteStore(str(db)), lease_ttl=1000, heartbeat_timeout=1000, now=0)
+@pytest.fixture
+def state_at(sqlite_store: OpenSQLite) -> StateAt:
+    """Opens the pool's state in a SQLite file (again: a restart)."""
+    return lambda db: PoolState(sqlite_store(db), lease_ttl=1000, heartbeat_timeout=1000, now=0)
 
 
-def test_config_queues_override_stored_ones_and_survive_a_restart(tmp_path: Path) -> None:
+def test_config_queues_override_stored_ones_and_survive_a_restart(
+    tmp_path: Path, state_at: StateAt
+) -> None:
     db = tmp_path / "pool.db"
     state = state_at(db)
     state.store.save_queue(Queue("org", deserved=4))
@@ -46,7 +53,7 @@ def test_config_queues_override_stored_ones_and_survive_a_restart(tmp_path: Path
     ],
 )
 def test_a_bad_config_queue_is_refused_and_nothing_is_stored(
-    tmp_path: Path, configured: dict[str, QueueConfig], message: str
+    tmp_path: Path, state_at: StateAt, configured: dict[str, QueueConfig], message: str
 ) -> None:
     state = state_at(tmp_path / "pool.db")
     with pytest.raises(ConfigError, match=message):

@@ -18,7 +18,7 @@ from radium.pool.model import (
 from radium.pool.service import Pool
 from radium.pool.state import PoolState
 from radium.pool.store import SQLiteStore
-from tests.pool.conftest import OpenStore
+from tests.pool.conftest import OpenSQLite, OpenStore
 
 
 def acceptor(name: str = "a", n: int = 2) -> AcceptorState:
@@ -177,10 +177,10 @@ def test_a_prune_that_fails_does_not_stop_the_reaper() -> None:
     asyncio.run(asyncio.wait_for(reap(), 10))
 
 
-def test_the_database_of_credentials_is_private(tmp_path: Path) -> None:
+def test_the_database_of_credentials_is_private(tmp_path: Path, sqlite_store: OpenSQLite) -> None:
     db = tmp_path / "pool.db"
     db.touch(mode=0o644)
-    state = PoolState(SQLiteStore(str(db)), lease_ttl=10, heartbeat_timeout=5, now=0)
+    state = PoolState(sqlite_store(db), lease_ttl=10, heartbeat_timeout=5, now=0)
     state.register(acceptor(), 0)
     state.allocate(Request(gpus=1), 0)
     for name in ("pool.db", "pool.db-wal", "pool.db-shm"):

@@ -51,6 +51,8 @@ class StandIn:
                 conn.sendall(self.answer)
 
     def close(self) -> None:
+        # A close alone does not wake the thread in accept(); a shutdown does (Linux).
+        self.listener.shutdown(socket.SHUT_RDWR)
         self.listener.close()
 
 

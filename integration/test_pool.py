@@ -111,36 +111,37 @@ def test_wrong_tokens_are_refused(tmp_path: Path) -> None:
         local.stop()
 
 
-def test_the_pool_keeps_as_many_ended_leases_as_configured(tmp_path: Path) -> None:
-    local = PoolCluster(tmp_path, pool_extra="ended_kept = 2\n")
+@contextlib.contextmanager
+def churned(
+    tmp_path: Path, cycles: int, pool_extra: str = ""
+) -> Iterator[tuple[PoolCluster, PoolClient, list[str]]]:
+    """A pool with one acceptor, a client, and the ids of ``cycles`` leases it granted and
+    released one after another."""
+    local = PoolCluster(tmp_path, pool_extra=pool_extra)
     local.start_pool()
-    local.start_acceptor("kept-acc", devices=1)
-    local.wait_up("kept-acc")
+    local.start_acceptor("churn-acc", devices=1)
+    local.wait_up("churn-acc")
     client = local.client()
     try:
         ids = []
-        for _ in range(3):
+        for _ in range(cycles):
             ids.append(client.allocate(fraction=0.5).id)
             client.release(ids[-1])
-        assert [x.id for x in client.leases(all_=True)] == ids[:0:-1]  # the newest two
+        yield local, client, ids
     finally:
         client.close()
         local.stop()
 
 
+def test_the_pool_keeps_as_many_ended_leases_as_configured(tmp_path: Path) -> None:
+    with churned(tmp_path, 3, pool_extra="ended_kept = 2\n") as (_, client, ids):
+        assert [x.id for x in client.leases(all_=True)] == ids[:0:-1]  # the newest two
+
+
 def test_a_listing_of_more_ended_leases_than_a_page_holds_comes_whole(tmp_path: Path) -> None:
     """A page holds 500 ended leases at most: `radium leases --all` reads them all, page
     after page, newest first, and so after a restart, from what SQLite kept."""
-    local = PoolCluster(tmp_path)
-    local.start_pool()
-    local.start_acceptor("paged-acc", devices=1)
-    local.wait_up("paged-acc")
-    client = local.client()
-    try:
-        ids = []
-        for _ in range(1_201):
-            ids.append(client.allocate(fraction=0.5).id)
-            client.release(ids[-1])
+    with churned(tmp_path, 1_201) as (local, client, ids):
         held = client.allocate(fraction=0.5).id
         newest_first = [held, *ids[::-1]]
         assert [x.id for x in client.leases(all_=True)] == newest_first
@@ -148,9 +149,6 @@ def test_a_listing_of_more_ended_leases_than_a_page_holds_comes_whole(tmp_path: 
         local.pool.kill(signal.SIGKILL)
         local.start_pool()
         assert [x.id for x in client.leases(all_=True)] == newest_first
-    finally:
-        client.close()
-        local.stop()
 
 
 def tls_client(cluster: PoolCluster, ca: Path, cert: Path, key: Path) -> PoolClient:

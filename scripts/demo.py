@@ -45,8 +45,8 @@ lease = json.load(open("/run/radium/lease.json"))
 if lease:
     print(f"lease {lease['id']} on acceptor {lease['acceptor']} {lease['devices']}")
 s = proxy.stats()
-print(f"ran on the acceptor: {s['calls']} calls, {s['bytes_in']} B in, "
-      f"{s['bytes_out']} B out, {s['busy_seconds']:.2f} s busy")
+print(f"ran on the acceptor: {s['calls']} calls, {s['busy_seconds']:.2f} s busy; array data"
+      f" sent to it {s['bytes_in']} B, back {s['bytes_out']} B")
 """
 
 

@@ -18,6 +18,7 @@ from integration.netns import Network
 from integration.pool import AGENT_TOKEN, PoolCluster, Service, serving
 from radium.errors import CapacityError, RadiumError, UnavailableError
 from radium.leasesocket import LeaseSocket
+from radium.poolclient import PoolClient
 from radium.proto import pool_pb2 as pb
 from radium.shim.agent.broker import dial
 from radium_interposer.client import Connection
@@ -114,12 +115,30 @@ def test_the_leader_is_killed_under_load(pool: PoolCluster) -> None:
     }
     # ...and no device is held twice.
     assert len(devices_of(active)) == len(set(devices_of(active)))
+    # The new leader lists every lease granted before the kill, ended or not, each once: it
+    # pages through the ended ones it read from etcd beside serving.
+    listed = [x.id for x in listing_all(client)]
+    assert len(listed) == len(set(listed))
+    assert {x.id for x in [*grants[:before], *socket_grants[:socket_before]]} <= set(listed)
     assert {a.name: a.up for a in client.status().acceptors} == {"acc": True}
     old.start()  # the killed replica comes back as a standby
     pool.wait_standing_by(old)
     for lease in [*held, *(x for x in active if x.holder == "probe")]:
         client.release(lease.id)
     client.close()
+
+
+def listing_all(client: PoolClient, timeout: float = 10) -> list[pb.Lease]:
+    """Every lease, ended ones too, once a new leader has read its ended ones (until then it
+    says to list again)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return client.leases(all_=True)
+        except UnavailableError as exc:
+            if "still reading its ended leases" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
 
 
 def ping(connection: Connection) -> None:

@@ -19,17 +19,16 @@ from __future__ import annotations
 
 import bisect
 import concurrent.futures
-import dataclasses
 import itertools
 import logging
 import marshal
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import Any
 
 from radium.config import PoolConfig
 from radium.errors import RadiumError, UnavailableError
+from radium.pool import records
 from radium.pool.model import Lease
 
 log = logging.getLogger(__name__)
@@ -49,14 +48,13 @@ PRUNE_MOST = 1_000
 FORGET_BATCH = 64
 
 Entry = tuple[float, str]  # (end time, lease id): the log's order, and a listing's cursor
-#: A lease as the log holds it (:func:`_frozen`): its fields' values, then its devices (id,
-#: MiB, ...), marshalled; not its usage, which no store keeps either (the acceptors report it
-#: anew). Bytes, which Python's collector never walks: held as objects, or even as tuples
-#: (tracked until a collection first examines them), 10,000 ended leases made each full
-#: collection on the pool's loop 2.5 to 3.7 ms longer (in-process, after 30,000 cycles), and
-#: at 2,000 cycles/s a full collection came every 20 to 30 s.
+#: A lease as the log holds it (:func:`_frozen`): the record a store keeps of it
+#: (:func:`radium.pool.records.lease_record`), marshalled. Bytes, which Python's collector never
+#: walks: held as objects, or even as tuples (tracked until a collection first examines them),
+#: 10,000 ended leases made each full collection on the pool's loop 2.5 to 3.7 ms longer
+#: (in-process, after 30,000 cycles), and at 2,000 cycles/s a full collection came every 20 to
+#: 30 s.
 Frozen = bytes
-_FIELDS = tuple(f.name for f in dataclasses.fields(Lease) if f.name not in ("devices", "usage"))
 
 
 class EndedLog:
@@ -189,16 +187,11 @@ class EndedLog:
 
 
 def _frozen(lease: Lease) -> Frozen:
-    devices = itertools.chain.from_iterable(lease.devices.items())
-    values: tuple[Any, ...] = (*(getattr(lease, name) for name in _FIELDS), *devices)
-    return marshal.dumps(values)
+    return marshal.dumps(records.lease_record(lease))
 
 
 def _thawed(frozen: Frozen) -> Lease:
-    values = marshal.loads(frozen)
-    fields: dict[str, Any] = dict(zip(_FIELDS, values))
-    flat = values[len(_FIELDS) :]
-    return Lease(devices=dict(zip(flat[::2], flat[1::2])), **fields)
+    return records.lease_from(marshal.loads(frozen))
 
 
 def ended_page(log: EndedLog, most: int, before: Entry | None = None) -> list[Lease]:

@@ -168,13 +168,16 @@ class EndedLog:
             gone.extend(self._oldest(log, 1))
         return gone
 
-    def newest(self, most: int, before: Entry | None = None) -> list[Lease] | None:
+    def newest(self, most: int, before: Entry | None = None) -> list[Lease]:
         """The newest ``most`` ended leases, newest first, of those whose entries come before
         ``before`` (all if None): a listing's page, and ``before`` the last entry of the page
-        before it. None while the log is read in the background."""
+        before it. While the log is read in the background, a clear error."""
         log = self._held()
         if log is None:
-            return None
+            raise UnavailableError(
+                "the pool is still reading its ended leases (this replica has just taken the lead)",
+                hint="list them again in a moment",
+            )
         skip = 0 if before is None else len(log) - bisect.bisect_left(log, before)
         page = itertools.islice(reversed(log), skip, skip + most)
         return [_thawed(self._leases[lease_id]) for _, lease_id in page]
@@ -192,17 +195,6 @@ def _frozen(lease: Lease) -> Frozen:
 
 def _thawed(frozen: Frozen) -> Lease:
     return records.lease_from(marshal.loads(frozen))
-
-
-def ended_page(log: EndedLog, most: int, before: Entry | None = None) -> list[Lease]:
-    """:meth:`EndedLog.newest`, or a clear error while a new etcd leader still reads them."""
-    page = log.newest(most, before)
-    if page is None:
-        raise UnavailableError(
-            "the pool is still reading its ended leases (this replica has just taken the lead)",
-            hint="list them again in a moment",
-        )
-    return page
 
 
 def _one_line(error: BaseException) -> str:

@@ -17,7 +17,7 @@ from typing import Any, Iterable, Protocol
 from radium.errors import AlreadyExistsError, NotLeaderError, UnavailableError
 from radium.pool import records
 from radium.pool.commits import Deferrable
-from radium.pool.ended import ENDED_KEPT, EndedLog, Entry, ended_page
+from radium.pool.ended import ENDED_KEPT, EndedLog, Entry
 from radium.pool.etcd_kv import MAX_TXN_OPS, EtcdKV, KeyValue, absent, created_at, delete, put
 from radium.pool.model import AcceptorState, ImageStatus, Lease, Queue
 
@@ -185,7 +185,7 @@ class EtcdStore(Deferrable):
         self._write([delete(self._key("queues", name))])
 
     def ended_leases(self, limit: int, before: Entry | None = None) -> list[Lease]:
-        return ended_page(self.ended_log, limit, before)
+        return self.ended_log.newest(limit, before)
 
     def prune(self, ended_before: float) -> int:
         """Forget leases that ended before this time, and beyond the newest kept; how many.

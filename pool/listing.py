@@ -9,6 +9,8 @@ forgotten meanwhile is skipped.
 
 from __future__ import annotations
 
+import contextlib
+
 from radium.errors import InvalidRequestError
 from radium.pool import convert
 from radium.pool.ended import Entry
@@ -44,13 +46,11 @@ def page_token(last: Lease) -> str:
 
 
 def page_cursor(token: str) -> Entry:
-    ended_at, slash, lease_id = token.partition("/")
-    try:
-        if not slash or not lease_id:
-            raise ValueError(token)
-        return float.fromhex(ended_at), lease_id
-    except ValueError:
-        raise InvalidRequestError(
-            f"ListLeases: {token[:40]!r} is no page token of this pool",
-            hint="list again from the first page (no page_token)",
-        ) from None
+    ended_at, _, lease_id = token.partition("/")
+    with contextlib.suppress(ValueError):
+        if lease_id:
+            return float.fromhex(ended_at), lease_id
+    raise InvalidRequestError(
+        f"ListLeases: {token[:40]!r} is no page token of this pool",
+        hint="list again from the first page (no page_token)",
+    )

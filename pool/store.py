@@ -17,7 +17,7 @@ from radium.errors import AlreadyExistsError, StoreUnavailableError
 from radium.pool import sqlite_tables as tables
 from radium.pool.checkpointer import CHECKPOINT_EVERY, WAL_SIZE_LIMIT, WalCheckpointer
 from radium.pool.commits import Deferrable
-from radium.pool.ended import ENDED_KEPT, EndedLog, Entry, ended_page
+from radium.pool.ended import ENDED_KEPT, EndedLog, Entry
 from radium.pool.model import (
     ACTIVE,
     AcceptorState,
@@ -316,7 +316,7 @@ class SQLiteStore(Deferrable):
         self._tx([("DELETE FROM queues WHERE name = ?", (name,))])
 
     def ended_leases(self, limit: int, before: Entry | None = None) -> list[Lease]:
-        return ended_page(self.ended_log, limit, before)
+        return self.ended_log.newest(limit, before)
 
     def prune(self, ended_before: float) -> int:
         """Forget leases that ended before this time, and beyond the newest kept; how many."""

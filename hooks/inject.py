@@ -18,8 +18,8 @@ from typing import Any, Literal
 
 from radium.config import Config
 from radium.errors import NoBundleError, NoPythonError, RadiumError, SpecError, UnsafePathError
-from radium.hooks import detect, mounts, rules, safepath
-from radium.hooks.cleanup import release, runtime_dir
+from radium.hooks import detect, mounts, rules, rundir, safepath
+from radium.hooks.cleanup import release
 from radium.hooks.state import State, rootfs_path
 from radium.ocispec import read as load_spec
 from radium.packaging import manifest as bundle_manifest
@@ -92,12 +92,12 @@ def prestart(state: State, config: Config) -> None:
 
 
 def make_runtime_dir(state: State, config: Config) -> Path:
-    """The container's host directory (mounted at hook.runtime_target), created if need be."""
+    """The container's host directory (mounted at hook.runtime_target), created if need be:
+    reachable by the container's own user only (:mod:`radium.hooks.rundir`)."""
     if state.pid <= 0:
         raise SpecError("OCI state has no container pid", hint="run radium-hook as a prestart hook")
-    host_dir = Path(runtime_dir(config, state.container_id))
-    host_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
-    return host_dir
+    owner = rundir.container_owner(load_spec(state.bundle))
+    return Path(rundir.make(config.hook.state_dir, state.container_id, owner))
 
 
 def mount_bundle(state: State, config: Config, host_dir: Path) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 import radium_interposer
 from radium.config import Config
 from radium.errors import InvalidRequestError, RadiumError, UsageError
-from radium.hooks.cleanup import runtime_dir
+from radium.hooks import rundir
 from radium.shim import agentclient
 
 BOOT = "import radium_interposer.boot  # written by radium exec\n"
@@ -57,8 +57,9 @@ def run(
     if shutil.which(command[0]) is None:
         raise UsageError(f"command not found: {command[0]}")
     name = f"exec-{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
-    runtime = Path(runtime_dir(config, name))
-    (runtime / "python").mkdir(parents=True, mode=0o755)
+    # Ours alone, as a container's is its user's: the socket in it runs code in our lease.
+    runtime = Path(rundir.make(config.hook.state_dir, name, (os.geteuid(), os.getegid())))
+    (runtime / "python").mkdir(mode=0o700)
     (runtime / "python" / "sitecustomize.py").write_text(BOOT)
     try:
         if not agentclient.acquire(config, name, os.getpid(), request, str(runtime)):

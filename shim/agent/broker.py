@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 #: The container's data-plane socket, in its runtime directory (``/run/radium`` inside).
 DATA_SOCKET = "dp.sock"
 DIAL_TIMEOUT = 10.0
+SOCKET_MODE = 0o660
 
 #: (data address, lease id, credential) -> an authenticated connection to the lease's worker.
 Dialer = Callable[[str, str, str], socket.socket]
@@ -38,11 +39,15 @@ def bind_unix(path: str) -> socket.socket:
     directory, name = os.path.split(path)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
-    fd = os.open(directory, os.O_PATH | os.O_DIRECTORY)
+    fd = os.open(directory, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        listener.bind(f"/proc/self/fd/{fd}/{name}")
-        os.chmod(path, 0o666)  # any user of the container may use its lease
+        bound = f"/proc/self/fd/{fd}/{name}"
+        listener.bind(bound)
+        # The container's user only (the directory's group, radium.hooks.rundir): whoever
+        # connects runs code in the lease and reaches the container's files through it.
+        os.chown(bound, -1, os.fstat(fd).st_gid)
+        os.chmod(bound, SOCKET_MODE)
         listener.listen(64)
     except OSError:
         listener.close()

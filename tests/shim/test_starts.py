@@ -56,6 +56,7 @@ class Setup:
         )  # fmt: skip
         self.bundle = tmp_path / "bundle"
         self.bundle.mkdir()
+        self.write_spec([])
 
     def write_spec(self, env: list[str], annotations: dict[str, str] | None = None) -> None:
         spec: dict[str, Any] = {
@@ -167,6 +168,10 @@ def test_prestart_takes_the_lease_and_mounts(setup: Setup) -> None:
         held = setup.agent.book.get("c1")
         assert held is not None and held.pid == 4242 and held.runtime_dir == str(runtime_dir)
         assert json.loads((runtime_dir / "lease.json").read_text())["id"] == held.lease_id
+        # No other host user reaches the lease's socket (docs/security.md).
+        modes = [p.stat().st_mode & 0o7777 for p in (setup.state_dir, runtime_dir)]
+        assert modes == [0o700, 0o750]
+        assert (runtime_dir / "dp.sock").stat().st_mode & 0o777 == 0o660
         assert await setup.service.handle(b"poststop\0" + setup.state()) == protocol.REPLY_OK
         assert setup.agent.book.get("c1") is None and not setup.pool.leases
         assert not runtime_dir.exists()

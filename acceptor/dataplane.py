@@ -2,26 +2,44 @@
 
 The handshake (docs/data-plane.md) proves the lease credential before anything else is read;
 only then is the connected socket passed to that lease's worker, which owns it from there on.
-Handshakes run in threads, at most ``MAX_HANDSHAKES`` at once and each under a deadline, so
-garbage or a flood of idle connections cannot starve the listener or the workers.
+One thread runs every handshake, reading each frame as its bytes arrive: an unauthenticated
+connection holds an entry in a bounded table (:mod:`radium.acceptor.handshakes`: a deadline for
+the whole exchange, a limit per source), never a thread, so idle or trickling peers cannot
+starve the listener. Authenticated connections go to their lease's worker through a bounded
+per-lease queue (:mod:`radium.acceptor.handoff`), each send with a deadline, so a worker that
+stops reading stalls only its own lease.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import selectors
 import socket
 import threading
+import time
+from typing import Callable, Protocol
 
-from radium.acceptor.slots import Slots
-from radium.errors import ConfigError, RadiumError, UnavailableError
+from radium.acceptor.handoff import Handoffs, Workers, worker_gone
+from radium.acceptor.handshakes import HANDSHAKE_DEADLINE, Pending, Table, Throttled, source_of
+from radium.errors import ConfigError, UnavailableError
 from radium_interposer import handshake, wire
 
+__all__ = ["GRANT_WAIT", "DataPlane", "split_address", "worker_gone"]
 log = logging.getLogger(__name__)
-HANDSHAKE_TIMEOUT = 10.0
-MAX_HANDSHAKES = 64
-#: How long a handshake waits for the grant of a lease this acceptor has not prepared yet.
+#: How long a handshake waits for the grant of a lease this acceptor has not prepared yet
+#: (within the handshake's own deadline, and holding no thread).
 GRANT_WAIT = 5.0
+#: How often a handshake waiting for a grant looks again.
+GRANT_POLL = 0.05
+#: Connections accepted per turn of the loop before it serves those it has.
+ACCEPT_BATCH = 64
+
+
+class Credentials(Workers, Protocol):
+    """What the listener needs of the slots (:class:`radium.acceptor.slots.Slots`)."""
+
+    def credential(self, lease_id: str, wait: float = 0.0) -> str | None: ...
 
 
 def split_address(address: str) -> tuple[str, int]:
@@ -31,25 +49,21 @@ def split_address(address: str) -> tuple[str, int]:
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
-def worker_gone(reason: str) -> dict[str, object]:
-    """The ERROR frame's metadata that answers the client's first call when its lease's worker
-    could not take the connection: the client raises WorkerGone with the reason."""
-    message = f"radium: the lease's worker could not start: {reason}"
-    return {
-        "error": f"WorkerGone: {message}",
-        "type": "WorkerGone",
-        "module": "radium_interposer.client",
-        "args": [message],
-        "tb": "",
-    }
-
-
 class DataPlane:
-    def __init__(self, address: str, slots: Slots) -> None:
+    """The listener; ``table`` holds the connections still in their handshake."""
+
+    def __init__(self, address: str, slots: Credentials, table: Table | None = None) -> None:
         self.address, self.slots = address, slots
         self.listener: socket.socket | None = None
-        self.pending = threading.BoundedSemaphore(MAX_HANDSHAKES)
+        self.table = table if table is not None else Table()
+        self.handoffs = Handoffs(slots)
+        self.awaiting: list[Pending] = []  # authenticated-to-be, waiting for the lease's grant
         self.refused = 0
+        self.refusals = Throttled("handshakes refused")
+        self.evictions = Throttled("stalled handshakes closed")
+        self.selector = selectors.DefaultSelector()
+        self.waker, self._wake = socket.socketpair()
+        self.thread: threading.Thread | None = None
 
     def start(self) -> None:
         host, port = split_address(self.address)
@@ -64,65 +78,143 @@ class DataPlane:
                 f"cannot listen for the data plane on {self.address}: {exc.strerror}",
                 hint="set [acceptor] data_address to a free HOST:PORT of this host",
             ) from exc
-        listener.listen(128)
+        listener.listen(1024)
+        listener.setblocking(False)
         self.listener = listener
         if port == 0:  # the port the kernel chose is the one to advertise
             self.address = f"{host}:{listener.getsockname()[1]}"
-        threading.Thread(target=self._accept_forever, name="data-plane", daemon=True).start()
+        self.selector.register(listener, selectors.EVENT_READ, "listener")
+        self.waker.setblocking(False)
+        self.selector.register(self.waker, selectors.EVENT_READ, "waker")
+        self.thread = threading.Thread(target=self._loop, name="data-plane", daemon=True)
+        self.thread.start()
         log.info("data plane listening on %s", self.address)
 
     def stop(self) -> None:
-        if self.listener is not None:
-            with contextlib.suppress(OSError):
-                self.listener.shutdown(socket.SHUT_RDWR)
-            self.listener.close()
-            self.listener = None
+        listener, self.listener = self.listener, None
+        if listener is None:
+            return
+        with contextlib.suppress(OSError):
+            self._wake.send(b"x")
+        if self.thread is not None:
+            self.thread.join(timeout=10)
+        listener.close()
 
-    def _accept_forever(self) -> None:
+    def _loop(self) -> None:
+        try:
+            while self.listener is not None:
+                for key, _ in self.selector.select(self._wait()):
+                    if key.data == "listener":
+                        self._accept()
+                    elif isinstance(key.data, Pending):
+                        self._serve(key.data, self._readable)
+                now = time.monotonic()
+                for late in self.table.expired(now):
+                    self._refuse(late, f"no handshake within {HANDSHAKE_DEADLINE:g}s")
+                if self.awaiting:
+                    waiting, self.awaiting = self.awaiting, []
+                    for pending in waiting:
+                        self._serve(pending, self._verify)
+        finally:
+            for pending in list(self.table.entries.values()):
+                self._close(pending)
+            self.selector.close()
+
+    def _wait(self) -> float | None:
+        deadline = self.table.next_deadline()
+        wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+        if self.awaiting:
+            wait = GRANT_POLL if wait is None else min(wait, GRANT_POLL)
+        return wait
+
+    def _accept(self) -> None:
         listener = self.listener
-        while listener is not None and listener.fileno() >= 0:
+        for _ in range(ACCEPT_BATCH):
+            if listener is None:
+                return
             try:
                 connection, peer = listener.accept()
-            except OSError:
+            except (BlockingIOError, InterruptedError):
                 return
-            if not self.pending.acquire(blocking=False):
-                log.warning("data plane: too many handshakes in flight; dropping %s", peer)
-                connection.close()
-                continue
-            threading.Thread(target=self._serve, args=(connection, peer), daemon=True).start()
-
-    def _serve(self, connection: socket.socket, peer: object) -> None:
-        try:
-            authenticated = self._authenticate(connection, peer)
-            if authenticated is not None:
-                self._hand_over(connection, peer, *authenticated)
-        finally:
-            connection.close()
-            self.pending.release()
-
-    def _authenticate(self, connection: socket.socket, peer: object) -> tuple[str, int] | None:
-        """The lease id and protocol version the peer proved, or None (refused, logged)."""
-        try:
-            connection.settimeout(HANDSHAKE_TIMEOUT)
-            return handshake.server(
-                connection, lambda lease: self.slots.credential(lease, GRANT_WAIT)
-            )
-        except (wire.ProtocolError, OSError) as exc:
-            self.refused += 1
-            log.warning("data plane: refused %s: %s", peer, exc)
-            return None
-
-    def _hand_over(self, connection: socket.socket, peer: object, lease: str, version: int) -> None:
-        """Give the connection to the lease's worker; if it cannot take it, tell the client why."""
-        try:
-            connection.settimeout(None)
+            except OSError as exc:  # out of descriptors, say: the next turn tries again
+                self.refusals.warn("data plane: cannot accept: %s", exc)
+                return
+            connection.setblocking(False)
             connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self.slots.hand_over(lease, connection)
-            log.info("data plane: %s connected to lease %s (v%d)", peer, lease, version)
-        except (RadiumError, OSError) as exc:
-            why = exc.one_line() if isinstance(exc, RadiumError) else (
-                f"the worker of lease {lease} did not take the connection ({exc.strerror or exc})"
-            )  # fmt: skip
-            log.warning("data plane: %s: %s", peer, why)
+            pending = Pending(
+                connection, peer, source_of(peer), time.monotonic() + HANDSHAKE_DEADLINE
+            )
+            evicted = self.table.add(pending)
+            self.selector.register(connection, selectors.EVENT_READ, pending)
+            if evicted is not None:
+                self.evictions.warn(
+                    "data plane: closed the oldest handshake of %s for a new connection "
+                    "(%d in progress from %s, %d in all)",
+                    evicted.peer,
+                    self.table.count(evicted.source),
+                    evicted.source,
+                    len(self.table),
+                )
+                self.refused += 1
+                self._close(evicted)
+
+    def _serve(self, pending: Pending, step: Callable[[Pending], None]) -> None:
+        """Run one step of a handshake; any failure refuses that connection only."""
+        try:
+            step(pending)
+        except handshake.Refused as exc:
             with contextlib.suppress(OSError):
-                wire.send(connection, wire.ERROR, 0, worker_gone(why))
+                pending.sock.send(exc.reply)
+            self._refuse(pending, str(exc))
+        except (wire.ProtocolError, OSError) as exc:
+            self._refuse(pending, str(exc) or type(exc).__name__)
+
+    def _readable(self, pending: Pending) -> None:
+        try:
+            data = pending.sock.recv(pending.frame.missing())
+        except (BlockingIOError, InterruptedError):
+            return
+        if not data:
+            raise wire.ProtocolError("the peer closed the connection during the handshake")
+        frame = pending.frame.add(data)
+        if frame is None:
+            return
+        if not pending.challenged:
+            _send_now(pending.sock, pending.state.hello(frame))
+            pending.challenged = True
+            return
+        pending.state.proof(frame)
+        self.selector.unregister(pending.sock)  # nothing more is read before WELCOME
+        pending.grant_until = min(time.monotonic() + GRANT_WAIT, pending.deadline)
+        self._verify(pending)
+
+    def _verify(self, pending: Pending) -> None:
+        """Check the proof; a lease not granted yet is looked for again until grant_until."""
+        if pending.sock.fileno() < 0:  # closed meanwhile (evicted, expired)
+            return
+        credential = self.slots.credential(pending.state.lease)
+        if credential is None and time.monotonic() < pending.grant_until:
+            self.awaiting.append(pending)
+            return
+        _send_now(pending.sock, pending.state.verify(credential))
+        self.table.remove(pending)
+        pending.sock.setblocking(True)  # the worker gets the same open file: blocking
+        self.handoffs.put(pending.state.lease, pending.sock, pending.peer)
+
+    def _refuse(self, pending: Pending, why: str) -> None:
+        self.refused += 1
+        self.refusals.warn("data plane: refused %s: %s", pending.peer, why)
+        self.table.remove(pending)
+        self._close(pending)
+
+    def _close(self, pending: Pending) -> None:
+        with contextlib.suppress(KeyError, ValueError):
+            self.selector.unregister(pending.sock)
+        pending.sock.close()
+
+
+def _send_now(sock: socket.socket, data: bytes) -> None:
+    """Send a handshake frame on a non-blocking socket: a fresh connection's send buffer takes
+    it whole, so a peer that lets it fill (it never reads) is refused, not waited for."""
+    if sock.send(data) != len(data):
+        raise wire.ProtocolError("the peer does not read its handshake")

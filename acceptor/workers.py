@@ -35,6 +35,10 @@ WORKER = ["-m", "radium_interposer.worker"]
 #: Where the control socket's directory is mounted inside a container-mode worker.
 CONTROL_TARGET = "/run/radium-worker"
 START_TIMEOUT = 120.0
+#: How long a message to a worker may wait for it to read its control socket: a worker runs
+#: the tenant's code and may have stopped reading (``kill -STOP`` of itself); the acceptor's
+#: thread must not wait on it for ever.
+SEND_TIMEOUT = 5.0
 
 
 class ProcessWorker:
@@ -97,11 +101,13 @@ class ProcessWorker:
     def alive(self) -> bool:
         return self.process.poll() is None
 
-    def hand_over(self, connection: socket.socket) -> None:
-        wire.send_fd(self.control, CONNECTION, connection.fileno())
+    def hand_over(self, connection: socket.socket, timeout: float = SEND_TIMEOUT) -> None:
+        """Pass the connection to the worker; ``socket.timeout`` if it does not read in time."""
+        wire.send_fd(self.control, CONNECTION, connection.fileno(), timeout)
 
     def notify(self, text: str) -> None:
-        self.control.sendall(control_messages.notice(text))
+        """Tell the worker the lease is preempted (dropped, logged, if it does not read)."""
+        _notify(self.control, text)
 
     def counters(self) -> Counters | None:
         return self.reader.poll(self.control)
@@ -175,7 +181,12 @@ class ContainerWorker:
                 confinement=self.confinement,
             )
             self.control = self._wait_for_connection()
-            if self.control.recv(len(READY)) != READY:
+            self.control.settimeout(START_TIMEOUT)  # a worker that connects and says nothing
+            try:
+                said = self.control.recv(len(READY))
+            finally:
+                self.control.settimeout(None)
+            if said != READY:
                 raise UnavailableError("the worker closed its control socket before it was ready")
             pid = self.engine.container_state(self.container).get("Pid", 0)
             (self.slot / "worker.pid").write_text(str(pid))
@@ -226,18 +237,22 @@ class ContainerWorker:
         readable, _, _ = select.select([self.control], [], [], 0)
         return not readable or self.control.recv(1, socket.MSG_PEEK) != b""
 
-    def hand_over(self, connection: socket.socket) -> None:
+    def hand_over(self, connection: socket.socket, timeout: float = SEND_TIMEOUT) -> None:
+        """Pass the connection to the worker once it is up; ``socket.timeout`` if it does not
+        read in time, UnavailableError if it did not start."""
         self.ready.wait(START_TIMEOUT)
-        if self.control is None:
+        if self.control is None or not self.ready.is_set():
+            why = self.error or f"not up within {START_TIMEOUT:g}s"
             raise UnavailableError(
-                f"the worker of lease {self.lease_id} in {self.image} did not start: {self.error}"
+                f"the worker of lease {self.lease_id} in {self.image} did not start: {why}"
             )
-        wire.send_fd(self.control, CONNECTION, connection.fileno())
+        wire.send_fd(self.control, CONNECTION, connection.fileno(), timeout)
 
     def notify(self, text: str) -> None:
+        """Tell the worker the lease is preempted (dropped, logged, if it does not read)."""
         self.ready.wait(START_TIMEOUT)
         if self.control is not None:  # one that never started has no one to tell
-            self.control.sendall(control_messages.notice(text))
+            _notify(self.control, text)
 
     def counters(self) -> Counters | None:
         return self.reader.poll(self.control) if self.control is not None else None
@@ -249,3 +264,12 @@ class ContainerWorker:
         self.ready.wait(START_TIMEOUT)
         if self.container:
             self.engine.remove_container(self.container)
+
+
+def _notify(control: socket.socket, text: str) -> None:
+    """Send a notice within SEND_TIMEOUT: a worker that stopped reading keeps its stale view
+    (the slot keeps the text for its replacement), not the acceptor's thread."""
+    try:
+        wire.send_within(control, control_messages.notice(text), SEND_TIMEOUT)
+    except OSError as exc:  # socket.timeout too
+        log.warning("control socket: the worker did not take the notice: %s", exc)

@@ -7,9 +7,11 @@ unauthenticated peer gets nothing deserialised beyond them. Spec: docs/data-plan
 
 import hashlib
 import hmac
+import io
 import os
 import re
 import socket
+import time
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from radium_interposer import wire
@@ -29,14 +31,7 @@ def _mac(credential: str, lease_id: str, client_nonce: str, server_nonce: str) -
 
 
 def _expect(sock: socket.socket, type_: int) -> Dict[str, Any]:
-    frame = wire.read(sock.recv_into, wire.HANDSHAKE_LIMITS)
-    if frame is None:
-        raise wire.ProtocolError("the peer closed the connection during the handshake")
-    if frame.type == wire.ERROR:
-        raise AuthenticationError(str(frame.meta.get("error", "refused")))
-    if frame.type != type_:
-        raise wire.ProtocolError(f"unexpected frame type {frame.type} in the handshake")
-    return frame.meta
+    return _checked(wire.read(sock.recv_into, wire.HANDSHAKE_LIMITS), type_)
 
 
 def client(sock: socket.socket, lease_id: str, credential: str) -> int:
@@ -56,42 +51,160 @@ def client(sock: socket.socket, lease_id: str, credential: str) -> int:
     return int(version)
 
 
-def server(sock: socket.socket, credential_for: Callable[[str], Optional[str]]) -> Tuple[str, int]:
+class Refused(wire.ProtocolError):
+    """The server refuses the handshake; ``reply`` is the ERROR frame to send before closing."""
+
+    def __init__(self, message: str, reply: bytes) -> None:
+        super().__init__(message)
+        self.reply = reply
+
+
+class AuthenticationRefused(Refused, AuthenticationError):
+    """The proof did not match the lease's credential (or the lease is unknown)."""
+
+
+def _error(text: str) -> bytes:
+    return b"".join(wire.encode(wire.ERROR, 0, {"error": text}))
+
+
+class FrameBuffer:
+    """One handshake frame read in pieces, so a server can wait for it without a thread: it
+    asks for exactly the bytes the frame still lacks (nothing after the frame is ever read:
+    what follows PROOF belongs to the worker). Sizes are checked as soon as the header is in."""
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+        self.size = wire.HEADER.size
+
+    def missing(self) -> int:
+        """How many more bytes the frame needs (0: it is whole)."""
+        return self.size - len(self.data)
+
+    def add(self, data: bytes) -> Optional[wire.Frame]:
+        """Take bytes read (at most ``missing()``); the frame once it is whole."""
+        had = len(self.data)
+        self.data += data
+        if had < wire.HEADER.size <= len(self.data):
+            self.size = _frame_size(self.data)
+        if self.missing():
+            return None
+        frame = wire.read(io.BytesIO(bytes(self.data)).readinto, wire.HANDSHAKE_LIMITS)
+        self.data, self.size = bytearray(), wire.HEADER.size
+        return frame
+
+
+def _frame_size(head: bytearray) -> int:
+    """The whole frame's size from its header; a header over the handshake limits (or no
+    frame header at all) is refused by the frame reader's own checks."""
+    _, _, _, _, _, meta_len, nbuf, _ = wire.HEADER.unpack_from(head)
+    limits = wire.HANDSHAKE_LIMITS
+    if meta_len > limits.max_meta or nbuf > limits.max_buffers or head[:4] != wire.MAGIC:
+        wire.read(io.BytesIO(bytes(head[: wire.HEADER.size])).readinto, limits)
+        raise wire.ProtocolError("bad frame header")  # the reader always refuses first
+    return wire.HEADER.size + wire.BUFLEN.size * nbuf + meta_len
+
+
+def _checked(frame: Optional[wire.Frame], type_: int) -> Dict[str, Any]:
+    if frame is None:
+        raise wire.ProtocolError("the peer closed the connection during the handshake")
+    if frame.type == wire.ERROR:
+        raise AuthenticationError(str(frame.meta.get("error", "refused")))
+    if frame.type != type_:
+        raise wire.ProtocolError(f"unexpected frame type {frame.type} in the handshake")
+    return frame.meta
+
+
+class ServerHandshake:
+    """The server's side of one handshake, fed whole frames and answering with the bytes to
+    send: the same steps for a blocking server (:func:`server`) and the acceptor's listener,
+    which waits for frames without a thread per connection."""
+
+    def __init__(self) -> None:
+        self.lease = ""
+        self.version = 0
+        self.mac: object = None
+        self._client_nonce = ""
+        self._server_nonce = ""
+
+    def hello(self, frame: Optional[wire.Frame]) -> bytes:
+        """Check HELLO; the CHALLENGE to send. Refused (with its ERROR) without a common version."""
+        hello = _checked(frame, wire.HELLO)
+        versions, lease_id, nonce = hello.get("versions"), hello.get("lease"), hello.get("nonce")
+        if not (
+            isinstance(versions, list) and isinstance(lease_id, str) and isinstance(nonce, str)
+        ):
+            raise wire.ProtocolError("malformed hello")
+        if not _LEASE.match(lease_id) or not _NONCE.match(nonce):
+            raise wire.ProtocolError("malformed hello")
+        common = [v for v in SUPPORTED if v in versions]
+        if not common:
+            text = f"no common protocol version (server speaks {SUPPORTED})"
+            raise Refused("no common protocol version", _error(text))
+        self.lease, self.version, self._client_nonce = lease_id, max(common), nonce
+        self._server_nonce = os.urandom(16).hex()
+        challenge = {"version": self.version, "nonce": self._server_nonce}
+        return b"".join(wire.encode(wire.CHALLENGE, 0, challenge))
+
+    def proof(self, frame: Optional[wire.Frame]) -> None:
+        """Take PROOF; :meth:`verify` checks it against the lease's credential."""
+        self.mac = _checked(frame, wire.PROOF).get("mac")
+
+    def verify(self, credential: Optional[str]) -> bytes:
+        """The WELCOME to send; Refused (with its ERROR) unless the proof matches."""
+        # An unknown lease is checked against a random key: the answer takes the same time.
+        key = credential if credential is not None else os.urandom(32).hex()
+        expected = _mac(key, self.lease, self._client_nonce, self._server_nonce)
+        mac = self.mac
+        if not isinstance(mac, str) or not hmac.compare_digest(mac, expected) or credential is None:
+            raise AuthenticationRefused(
+                f"lease {self.lease}: authentication failed", _error("authentication failed")
+            )
+        return b"".join(wire.encode(wire.WELCOME, 0, {}))
+
+
+def _within(sock: socket.socket, deadline: Optional[float]) -> socket.socket:
+    """``sock`` with its timeout set to what is left of ``deadline`` (None: as it is)."""
+    if deadline is not None:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise socket.timeout("the handshake took too long")
+        sock.settimeout(left)
+    return sock
+
+
+def _read_frame(sock: socket.socket, deadline: Optional[float]) -> Optional[wire.Frame]:
+    buffer = FrameBuffer()
+    while True:
+        data = _within(sock, deadline).recv(buffer.missing())
+        if not data:
+            if buffer.data:
+                raise wire.ProtocolError("connection closed in a frame")
+            return None
+        frame = buffer.add(data)
+        if frame is not None:
+            return frame
+
+
+def server(
+    sock: socket.socket,
+    credential_for: Callable[[str], Optional[str]],
+    deadline: Optional[float] = None,
+) -> Tuple[str, int]:
     """Authenticate a client; ``credential_for(lease_id)`` gives the credential or None.
 
-    Returns (lease id, version); raises ProtocolError (AuthenticationError) otherwise, after
-    telling the client. The caller closes the connection on any error.
+    ``deadline`` (``time.monotonic()``) bounds the whole exchange, however slowly the peer
+    sends; without one the socket's own timeout applies to each read. Returns (lease id,
+    version); raises ProtocolError (AuthenticationError) otherwise, after telling the client.
+    The caller closes the connection on any error.
     """
-    hello = _expect(sock, wire.HELLO)
-    versions, lease_id, client_nonce = hello.get("versions"), hello.get("lease"), hello.get("nonce")
-    if not (
-        isinstance(versions, list) and isinstance(lease_id, str) and isinstance(client_nonce, str)
-    ):
-        raise wire.ProtocolError("malformed hello")
-    if not _LEASE.match(lease_id) or not _NONCE.match(client_nonce):
-        raise wire.ProtocolError("malformed hello")
-    common = [v for v in SUPPORTED if v in versions]
-    if not common:
-        wire.send(
-            sock,
-            wire.ERROR,
-            0,
-            {"error": f"no common protocol version (server speaks {SUPPORTED})"},
-        )
-        raise wire.ProtocolError("no common protocol version")
-    server_nonce = os.urandom(16).hex()
-    wire.send(sock, wire.CHALLENGE, 0, {"version": max(common), "nonce": server_nonce})
-    mac = _expect(sock, wire.PROOF).get("mac")
-    credential = credential_for(lease_id)
-    # An unknown lease is checked against a random key: the answer takes the same time.
-    expected = _mac(
-        credential if credential is not None else os.urandom(32).hex(),
-        lease_id,
-        client_nonce,
-        server_nonce,
-    )
-    if not isinstance(mac, str) or not hmac.compare_digest(mac, expected) or credential is None:
-        wire.send(sock, wire.ERROR, 0, {"error": "authentication failed"})
-        raise AuthenticationError(f"lease {lease_id}: authentication failed")
-    wire.send(sock, wire.WELCOME, 0, {})
-    return lease_id, max(common)
+    state = ServerHandshake()
+    try:
+        challenge = state.hello(_read_frame(sock, deadline))
+        _within(sock, deadline).sendall(challenge)
+        state.proof(_read_frame(sock, deadline))
+        welcome = state.verify(credential_for(state.lease))
+    except Refused as exc:
+        _within(sock, deadline).sendall(exc.reply)
+        raise
+    _within(sock, deadline).sendall(welcome)
+    return state.lease, state.version

@@ -147,7 +147,7 @@ def test_garbage_is_refused_and_the_listener_keeps_serving(plane: DataPlane) -> 
 class SlotsWhoseWorkerHungUp(Slots):
     """A lease whose worker is gone as the connection is handed over (it died after it was up)."""
 
-    def hand_over(self, lease_id: str, connection: socket.socket) -> None:
+    def hand_over(self, lease_id: str, connection: socket.socket, timeout: float) -> None:
         raise BrokenPipeError(errno.EPIPE, "Broken pipe")
 
 

@@ -12,12 +12,16 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from radium.errors import SandboxError
 
 PERIOD_US = 100_000
+#: How long ending a lease may take to kill what runs in its cgroups.
+KILL_TIMEOUT = 10.0
 
 
 @dataclass(frozen=True)
@@ -121,6 +125,31 @@ class Cgroups:
             done.append(f"{share.processes} processes")
         return done
 
+    def kill(self, lease_id: str, timeout: float = KILL_TIMEOUT) -> bool:
+        """SIGKILL every process in the lease's cgroups, again until none is left (a fork
+        races the read) or ``timeout`` passed; True when none is left. Only what is in the
+        lease's own cgroup is killed: never by uid, which other acceptors' workers may share."""
+        dirs = [d for d in self._dirs(lease_id).values() if d.is_dir()]
+        if not dirs:
+            return True
+        member = self._member(lease_id)
+        if self.v2:
+            with contextlib.suppress(OSError):  # Linux 5.14+: the kernel kills them all at once
+                (dirs[0] / "cgroup.kill").write_text("1")
+        deadline = time.monotonic() + timeout
+        while pids := {pid for d in dirs for pid in _procs(d)}:
+            if time.monotonic() > deadline:
+                return False
+            for pid in pids:
+                _kill_member(pid, member)
+            time.sleep(0.005)
+        return True
+
+    def _member(self, lease_id: str) -> tuple[str, str]:
+        """(controller, path) of the lease's cgroup as ``/proc/PID/cgroup`` names it."""
+        controller = "" if self.v2 else next(iter(self._dirs(lease_id)))
+        return controller, self.own.get(controller, "/").rstrip("/") + f"/radium-{lease_id}"
+
     def remove(self, lease_id: str) -> None:
         """Drop the lease's cgroups once its worker is gone (a cgroup with no process)."""
         for directory in self._dirs(lease_id).values():
@@ -128,15 +157,54 @@ class Cgroups:
                 directory.rmdir()
 
 
-def _own_paths(proc: Path) -> dict[str, str]:
-    """This process's cgroup per controller, from ``/proc/self/cgroup`` ("" = v2 tree)."""
+def _own_paths(proc: Path, missing_ok: bool = True) -> dict[str, str]:
+    """A process's cgroup per controller, from ``/proc/self/cgroup`` ("" = v2 tree)."""
     paths: dict[str, str] = {}
     try:
         lines = proc.read_text().splitlines()
     except OSError:
+        if not missing_ok:
+            raise
         return paths
     for line in lines:
         _, controllers, path = line.split(":", 2)
         for controller in controllers.split(",") if controllers else [""]:
             paths[controller] = path
     return paths
+
+
+def _procs(directory: Path) -> set[int]:
+    """The processes in a cgroup (none once it is gone)."""
+    try:
+        return {int(line) for line in (directory / "cgroup.procs").read_text().split()}
+    except (OSError, ValueError):
+        return set()
+
+
+def _kill_member(pid: int, member: tuple[str, str]) -> None:
+    """SIGKILL ``pid`` if it is (still) in the cgroup ``member`` names: through a pidfd, so a
+    pid that was reused after the cgroup listed it is never signalled."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return  # exited since
+    except OSError:  # no pidfd (before Linux 5.3): a plain kill, the pid read just now
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        return
+    try:
+        if _cgroup_of(pid, member[0]) == member[1]:
+            signal.pidfd_send_signal(fd, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _cgroup_of(pid: int, controller: str) -> str | None:
+    """``pid``'s cgroup path for ``controller`` ("" = the v2 tree); None once it is gone."""
+    try:
+        paths = _own_paths(Path(f"/proc/{pid}/cgroup"), missing_ok=False)
+    except OSError:
+        return None
+    return paths.get(controller)

@@ -193,6 +193,9 @@ class SandboxConfig:
     #: Each lease's worker runs as a uid (and gid) of its own from this range; never 0.
     uid_min: int = 200000
     uid_max: int = 299999
+    #: Root's own directory of one lock file per worker uid: every acceptor of the host takes
+    #: its uids through it, so no two share one (acceptor/uids.py).
+    uid_lock_dir: str = "/run/radium/uids"
     #: Processes and threads of one worker (RLIMIT_NPROC and the pids cgroup).
     max_processes: int = 512
     #: Open files of each worker process (RLIMIT_NOFILE).
@@ -327,6 +330,11 @@ class Config:
             raise ConfigError(
                 "config key acceptor.sandbox.uid_max must not be below uid_min, "
                 f"got {sandbox.uid_max} < {sandbox.uid_min}"
+            )
+        if not sandbox.uid_lock_dir.startswith("/"):
+            raise ConfigError(
+                "config key acceptor.sandbox.uid_lock_dir must be an absolute path, "
+                f"got {sandbox.uid_lock_dir!r}"
             )
         for path in sandbox.read_only:
             if not path.startswith("/"):

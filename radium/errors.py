@@ -176,3 +176,11 @@ class BuildError(RadiumError):
     """A program Radium builds on the machine (the agent's native client) cannot be built."""
 
     kind = Kind.FAILED_PRECONDITION
+
+
+class UnsafeStateDirError(RadiumError):
+    """A state directory another local user could read, replace or redirect (its owner, its
+    mode, a directory above it, or a link on the way), or one that cannot be opened: nothing
+    is written there."""
+
+    kind = Kind.PERMISSION_DENIED

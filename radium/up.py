@@ -26,9 +26,10 @@ from typing import TextIO
 import psutil
 
 from radium import config as config_module
-from radium import lifeline
+from radium import lifeline, tomlcache
 from radium.errors import AlreadyExistsError, RadiumError
 from radium.poolclient import PoolClient
+from radium.statedir import StateDir, open_state_dir
 
 STOP_GRACE = 10.0
 SERVICES = ("pool", "acceptor", "agent")
@@ -48,11 +49,19 @@ def default_state_dir() -> Path:
 METRICS = {"pool": "127.0.0.1:7410", "acceptor": "127.0.0.1:7411", "agent": "127.0.0.1:7412"}
 
 
-def write_config(state: Path, listen: str, cpu_devices: int) -> Path:
+def _previous(directory: StateDir) -> config_module.PoolConfig | None:
+    """The pool config an earlier ``radium up`` wrote here, if any (its tokens are kept)."""
+    if (raw := directory.read("config.toml")) is None:
+        return None
+    source = f"config file {directory.path / 'config.toml'}"
+    return config_module.from_dict(tomlcache.parse(raw, source)).pool
+
+
+def write_config(directory: StateDir, listen: str, cpu_devices: int) -> Path:
     """The config of this embedded pool; tokens are generated once and kept (0600)."""
-    state.mkdir(parents=True, exist_ok=True, mode=0o700)
+    state = directory.path
     path = state / "config.toml"
-    previous = config_module.load(path).pool if path.exists() else None
+    previous = _previous(directory)
     agent = (
         previous.agent_tokens[0]
         if previous and previous.agent_tokens
@@ -80,9 +89,7 @@ def write_config(state: Path, listen: str, cpu_devices: int) -> Path:
         f'state_file = "{state / "agent-state.json"}"\nlog_file = "{state / "agent.log"}"\n'
         f'metrics = "{METRICS["agent"]}"\n'
     )
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
+    directory.write("config.toml", text.encode())
     return path
 
 
@@ -129,11 +136,11 @@ def _stop(children: dict[str, subprocess.Popen[bytes]]) -> None:
             child.wait()
 
 
-def _running(state: Path) -> dict[str, int]:
-    """The processes of a ``radium up`` in ``state``: itself and its services, if still running
-    (``pids.json`` is checked against each process's command line, not trusted)."""
+def _running(directory: StateDir) -> dict[str, int]:
+    """The processes of a ``radium up`` in ``directory``: itself and its services, if still
+    running (``pids.json`` is checked against each process's command line, not trusted)."""
     try:
-        pids = json.loads((state / PIDS).read_text())
+        pids = json.loads(directory.read(PIDS) or b"{}")
     except (OSError, ValueError):
         return {}
     alive = {}
@@ -147,17 +154,17 @@ def _running(state: Path) -> dict[str, int]:
     return alive
 
 
-def _claim(state: Path) -> TextIO:
+def _claim(directory: StateDir) -> int:
     """The state directory's lock: a second ``radium up`` there fails, saying who holds it."""
-    state.mkdir(parents=True, exist_ok=True, mode=0o700)
-    state.chmod(0o700)  # tokens, the pool database, lease records
-    lock = open(state / LOCK, "a")  # noqa: SIM115 - held, then inherited by the services
+    # Held, then inherited by the services (pass_fds).
+    lock = directory.open(LOCK, os.O_RDWR | os.O_CREAT)
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        lock.close()
-        holders = _running(state)
+        os.close(lock)
+        holders = _running(directory)
         who = ", ".join(f"{name} (pid {pid})" for name, pid in holders.items())
+        state = directory.path
         raise AlreadyExistsError(
             f"Radium is already up in {state}: held by {who or 'processes starting or stopping'}",
             hint=f"radium down --state-dir {state}",
@@ -165,26 +172,35 @@ def _claim(state: Path) -> TextIO:
     return lock
 
 
-def _write_pids(state: Path, pids: dict[str, int]) -> None:
-    (state / PIDS).write_text(json.dumps(pids))
+def _write_pids(directory: StateDir, pids: dict[str, int]) -> None:
+    directory.write(PIDS, json.dumps(pids).encode())
+
+
+def _not_up(state: Path) -> RadiumError:
+    return RadiumError(f"Radium is not up in {state}", hint="radium up --detach starts it")
 
 
 def down(state: Path, out: TextIO = sys.stdout) -> int:
     """Stop what ``radium up`` started in ``state`` (the supervisor first, if it still runs)."""
-    running = _running(state)
-    if not running:
-        raise RadiumError(f"Radium is not up in {state}", hint="radium up --detach starts it")
-    processes = []
-    for pid in sorted(running.values(), key=lambda p: p != running.get("up")):
-        with contextlib.suppress(psutil.Error):
-            process = psutil.Process(pid)
-            process.terminate()
-            processes.append(process)
-    _, left = psutil.wait_procs(processes, timeout=STOP_GRACE)
-    for process in left:
-        with contextlib.suppress(psutil.Error):
-            process.kill()
-    (state / PIDS).unlink(missing_ok=True)
+    try:
+        directory = open_state_dir(state, create=False)
+    except FileNotFoundError:
+        raise _not_up(state) from None
+    with directory:
+        running = _running(directory)
+        if not running:
+            raise _not_up(state)
+        processes = []
+        for pid in sorted(running.values(), key=lambda p: p != running.get("up")):
+            with contextlib.suppress(psutil.Error):
+                process = psutil.Process(pid)
+                process.terminate()
+                processes.append(process)
+        _, left = psutil.wait_procs(processes, timeout=STOP_GRACE)
+        for process in left:
+            with contextlib.suppress(psutil.Error):
+                process.kill()
+        directory.unlink(PIDS)
     out.write(f"Radium is down: stopped {', '.join(n for n in running if n != 'up')}.\n")
     return 0
 
@@ -192,18 +208,22 @@ def down(state: Path, out: TextIO = sys.stdout) -> int:
 def run(
     state: Path, listen: str, cpu_devices: int, out: TextIO = sys.stdout, detach: bool = False
 ) -> int:
-    lock = _claim(state)
-    try:
-        return _supervise(state, lock, listen, cpu_devices, out, detach)
-    finally:
-        lock.close()  # the services keep it held for as long as any of them runs
+    """Run the embedded pool from ``state`` (created 0700, refused if another user could read
+    or replace it): until stopped, or, with ``detach``, until it is up."""
+    with open_state_dir(state, create=True) as directory:
+        lock = _claim(directory)
+        try:
+            return _supervise(directory, lock, listen, cpu_devices, out, detach)
+        finally:
+            os.close(lock)  # the services keep it held for as long as any of them runs
 
 
 def _supervise(
-    state: Path, lock: TextIO, listen: str, cpu_devices: int, out: TextIO, detach: bool
+    directory: StateDir, lock: int, listen: str, cpu_devices: int, out: TextIO, detach: bool
 ) -> int:
-    config = write_config(state, listen, cpu_devices)
-    _write_pids(state, {"up": os.getpid()})
+    state = directory.path
+    config = write_config(directory, listen, cpu_devices)
+    _write_pids(directory, {"up": os.getpid()})
     env = {**os.environ, "RADIUM_CONFIG": str(config)}
     if not detach:  # they die with this process, however it ends
         env[lifeline.ENV_VAR] = str(os.getpid())
@@ -219,17 +239,18 @@ def _supervise(
     client = None
     try:
         for service in SERVICES:
-            with open(state / f"{service}.log", "ab") as log:
+            log = directory.open(f"{service}.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+            with os.fdopen(log, "ab") as log_file:
                 children[service] = subprocess.Popen(
                     [cli, service] + ([] if service == "agent" else ["serve"]),
                     env=env,
-                    stdout=log,
+                    stdout=log_file,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
-                    pass_fds=(lock.fileno(),),
+                    pass_fds=(lock,),
                 )
         pids = {s: c.pid for s, c in children.items()}
-        _write_pids(state, pids if detach else {"up": os.getpid(), **pids})
+        _write_pids(directory, pids if detach else {"up": os.getpid(), **pids})
         # After the fork: the client's gRPC threads must not be in the children.
         client = PoolClient(listen, config_module.load(config).client.token, timeout=2)
         devices = _wait_ready(client, children, state, 60)

@@ -1,0 +1,226 @@
+"""A state directory that no other local user can read, replace or redirect.
+
+``radium up`` keeps its tokens in a directory the user may name (``--state-dir``), often under
+``/tmp``. Another local user could create that directory first, with ``config.toml`` a symbolic
+link to a file of theirs, and receive the tokens when root writes them. So the directory is
+reached one component at a time, each opened without following a link, and refused unless it
+is the effective user's, writable by no one else, and under directories that only root or that
+user (or a sticky bit) control; every file in it is then opened through the directory's
+descriptor, never through a link, and a secret is written to a new file and renamed into place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import secrets
+import stat
+from pathlib import Path
+from types import TracebackType
+
+from radium.errors import UnsafeStateDirError
+
+#: Symbolic links followed on the way to a state directory before giving up (as the kernel).
+MAX_LINKS = 40
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _who(uid: int) -> str:
+    return "root" if uid == 0 else f"you (uid {uid})"
+
+
+class StateDir:
+    """An open state directory: :attr:`path` as the user named it, and a descriptor through
+    which every file in it is opened (never through a symbolic link)."""
+
+    def __init__(self, path: Path, fd: int) -> None:
+        self.path = path
+        self.fd = fd
+
+    def __enter__(self) -> StateDir:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the directory's descriptor."""
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def open(self, name: str, flags: int, mode: int = 0o600) -> int:
+        """A descriptor of ``name`` in the directory; a symbolic link there is refused."""
+        try:
+            return os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=self.fd)
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise
+            raise UnsafeStateDirError(
+                f"{self.path / name} is a symbolic link",
+                hint=f"remove it, or choose another --state-dir than {self.path}",
+            ) from exc
+
+    def read(self, name: str) -> bytes | None:
+        """The bytes of the regular file ``name``, or None when there is none."""
+        try:
+            fd = self.open(name, os.O_RDONLY | os.O_NONBLOCK)
+        except FileNotFoundError:
+            return None
+        with os.fdopen(fd, "rb") as file:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise UnsafeStateDirError(
+                    f"{self.path / name} is not a regular file",
+                    hint=f"remove it, or choose another --state-dir than {self.path}",
+                )
+            return file.read()
+
+    def write(self, name: str, data: bytes) -> None:
+        """Replace ``name`` with ``data`` (mode 0600): written to a new file, then renamed over
+        whatever ``name`` was, so a link there is replaced rather than written through."""
+        temporary = f".{name}.{secrets.token_hex(8)}"
+        fd = self.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            with os.fdopen(fd, "wb") as file:
+                file.write(data)
+            os.rename(temporary, name, src_dir_fd=self.fd, dst_dir_fd=self.fd)
+        except BaseException:
+            os.unlink(temporary, dir_fd=self.fd)
+            raise
+
+    def unlink(self, name: str) -> None:
+        """Remove ``name`` if it is there."""
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(name, dir_fd=self.fd)
+
+
+def open_state_dir(path: Path, create: bool) -> StateDir:
+    """``path``, checked (and made 0700, and created when ``create``): FileNotFoundError when
+    it is absent and not to be created; :class:`UnsafeStateDirError` when another user could
+    read, replace or redirect what is written in it."""
+    try:
+        return _walk(path, create, os.geteuid())
+    except (FileNotFoundError, UnsafeStateDirError):
+        raise
+    except OSError as exc:
+        raise UnsafeStateDirError(
+            f"cannot open state directory {path}: {exc.strerror}",
+            hint="choose another --state-dir",
+        ) from exc
+
+
+def _walk(path: Path, create: bool, euid: int) -> StateDir:
+    """Each directory from the root to ``path`` opened in turn, never through a link (one on
+    the way is read and the walk begins again from the root), and checked."""
+    parts = [part for part in os.path.abspath(path).split("/") if part]
+    where, fd, links = "/", os.open("/", _DIRECTORY), 0
+    try:
+        _check_parent(fd, "/", path, euid)
+        while parts:
+            name = parts[0]
+            try:
+                child = os.open(name, _DIRECTORY, dir_fd=fd)
+            except FileNotFoundError:
+                if not create:
+                    raise
+                _make(fd, name, last=len(parts) == 1)
+                continue
+            except OSError as exc:
+                if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                    raise
+                links += 1
+                last = len(parts) == 1
+                target = _link(fd, where, name, last, path, euid=euid, links=links)
+                # Walked again from the root: each directory on the way is checked anew.
+                parts = [part for part in target.split("/") if part] + parts[1:]
+                os.close(fd)
+                where, fd = "/", os.open("/", _DIRECTORY)
+                continue
+            os.close(fd)
+            fd, where, parts = child, os.path.join(where, name), parts[1:]
+            if parts:
+                _check_parent(fd, where, path, euid)
+        _check_own(fd, path, euid)
+    except BaseException:
+        os.close(fd)
+        raise
+    return StateDir(path, fd)
+
+
+def _make(fd: int, name: str, last: bool) -> None:
+    """Create a missing directory on the way: the state directory itself 0700."""
+    # One made meanwhile is opened and checked next, as any other.
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(name, 0o700 if last else 0o755, dir_fd=fd)
+
+
+def _link(fd: int, where: str, name: str, last: bool, given: Path, *, euid: int, links: int) -> str:
+    """Where the symbolic link ``name`` in ``where`` leads (absolute), if it may be followed:
+    never the state directory itself, only a link of root's or ours (its directory is checked
+    already, so no one else can replace it), and not more than :data:`MAX_LINKS` of them."""
+    here = os.path.join(where, name)
+    info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+    if not stat.S_ISLNK(info.st_mode):
+        raise UnsafeStateDirError(
+            f"state directory {given}: {here} is not a directory",
+            hint="choose another --state-dir",
+        )
+    if last:
+        raise UnsafeStateDirError(
+            f"state directory {given} is a symbolic link (to {os.readlink(name, dir_fd=fd)})",
+            hint="name the directory itself, or remove the link, or choose another --state-dir",
+        )
+    if info.st_uid not in (0, euid):
+        raise UnsafeStateDirError(
+            f"state directory {given}: the link {here} is owned by uid {info.st_uid}, who could "
+            "point it elsewhere",
+            hint="choose another --state-dir",
+        )
+    if links > MAX_LINKS:
+        raise UnsafeStateDirError(
+            f"state directory {given}: more than {MAX_LINKS} symbolic links on the way",
+            hint="choose another --state-dir",
+        )
+    return os.path.normpath(os.path.join(where, os.readlink(name, dir_fd=fd)))
+
+
+def _check_parent(fd: int, where: str, given: Path, euid: int) -> None:
+    """A directory above the state directory: only root or we may own it, and only they may
+    write it, unless its sticky bit keeps others from renaming what is not theirs (/tmp)."""
+    info = os.fstat(fd)
+    if info.st_uid not in (0, euid):
+        raise UnsafeStateDirError(
+            f"state directory {given}: {where} is owned by uid {info.st_uid}, who could replace "
+            "what is in it",
+            hint="choose another --state-dir",
+        )
+    if info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX:
+        raise UnsafeStateDirError(
+            f"state directory {given}: {where} is writable by other users (mode "
+            f"{stat.S_IMODE(info.st_mode):04o}, not sticky), who could replace what is in it",
+            hint="choose another --state-dir",
+        )
+
+
+def _check_own(fd: int, given: Path, euid: int) -> None:
+    """The state directory itself: ours, and writable by no one else; then made 0700."""
+    info = os.fstat(fd)
+    if info.st_uid != euid:
+        raise UnsafeStateDirError(
+            f"state directory {given} is owned by uid {info.st_uid}, not {_who(euid)}",
+            hint="remove it or choose another --state-dir",
+        )
+    if info.st_mode & 0o022:
+        raise UnsafeStateDirError(
+            f"state directory {given} is writable by other users (mode "
+            f"{stat.S_IMODE(info.st_mode):04o})",
+            hint="remove it or choose another --state-dir",
+        )
+    if info.st_mode & 0o077:
+        os.fchmod(fd, 0o700)  # tokens, the pool's database, lease records

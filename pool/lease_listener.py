@@ -192,7 +192,10 @@ class LeaseListener:
         assert self._listening is not None
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         fds = (self._listening.fileno(), theirs.fileno())
-        argv = [sys.executable, "-m", "radium.pool.lease_front"]
+        # -I: not the working directory (a `radium/` there would run as root, or hide the
+        # installed package), nor PYTHON* variables or the user's site; site-packages (and an
+        # editable install's finder in it) stay.
+        argv = [sys.executable, "-I", "-m", "radium.pool.lease_front"]
         argv += ["--listen-fd", str(fds[0]), "--link-fd", str(fds[1])]
         if self._tls is not None:
             argv += ["--tls-ca", self._tls.ca, "--tls-cert", self._tls.cert]

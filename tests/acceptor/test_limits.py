@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -71,3 +72,19 @@ def test_cpu_backend_shares() -> None:
     backend = CpuBackend(2, 1024)
     assert backend.share(["cpu0", "cpu1"], 0.0, 0) == Share(0, 2.0)
     assert backend.share(["cpu0"], 0.5, 256) == Share(256, 0.5)
+
+
+def test_kill_signals_only_what_is_really_in_the_lease_s_cgroup(tmp_path: Path) -> None:
+    """A pid the cgroup's file lists but which is not in that cgroup (here: a fixture root; on
+    a host, a pid reused since it was read) is never signalled: ending a lease must not kill
+    another lease's process, whatever uid it runs as."""
+    cgroups = v1_root(tmp_path)
+    stranger = subprocess.Popen(["sleep", "600"])
+    try:
+        cgroups.apply("l-5", stranger.pid, Share(memory_mib=64))
+        assert cgroups.kill("l-5", timeout=0.2) is False  # still listed: not done
+        assert stranger.poll() is None
+    finally:
+        stranger.kill()
+        stranger.wait()
+    assert cgroups.kill("l-none") is True  # no cgroup: nothing to kill

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from radium.acceptor.devices import CpuBackend
+from radium.acceptor.engines import Docker
 from radium.acceptor.sandbox import HostView, Sandbox
 from radium.acceptor.slots import Slots
 from radium.acceptor.uids import UidLocks, _host_uids
@@ -172,3 +173,38 @@ def test_a_restart_whose_uid_was_taken_meanwhile_moves_the_lease(tmp_path: Path)
     for path in (home, home / "data", home / "data" / "x"):
         assert (path.stat().st_uid, path.stat().st_gid) == (new, new)
     other.close()
+
+
+class Engine(Docker):
+    """A docker that holds every image and only records what is removed."""
+
+    def __init__(self) -> None:
+        super().__init__("/nonexistent.sock")
+        self.removed: list[str] = []
+
+    def remove_container(self, container: str) -> None:
+        self.removed.append(container)
+
+
+def test_a_container_worker_left_by_a_dead_acceptor_is_removed_by_name(tmp_path: Path) -> None:
+    """Container-mode workers run as the lease's locked uid too; after a restart the acceptor
+    holds no handle on one its earlier run left, and removes it by name (never kills by uid)."""
+    need_root()
+    locks = tmp_path / "uids"
+    first = sandboxed_slots(tmp_path / "a", locks)
+    granted = pb.Lease(id="l-c", device_ids=["cpu0"], credential="c", image="img:1")
+    first.grant(granted)
+    record = first._slot("l-c")  # the slot, as make() makes it, without starting the worker
+    assert record is not None and record.uid >= FIRST
+    (first.root / "l-c" / "started").touch()  # its worker ran
+    assert first.uid_locks is not None
+    first.uid_locks.close()  # the acceptor dies
+    again = sandboxed_slots(tmp_path / "a", locks)
+    engine = Engine()
+    again.engine = engine
+    again.teardown("l-c")
+    assert engine.removed == ["radium-worker-l-c"]
+    assert again.uids == {}
+    locks_now = UidLocks(str(locks), record.uid, record.uid)
+    assert locks_now.take() == record.uid  # released with the lease
+    locks_now.close()

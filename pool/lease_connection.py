@@ -11,7 +11,7 @@ import logging
 from typing import Callable, Optional
 
 from radium import leasewire, rpc
-from radium.errors import InvalidRequestError, LeaseWireError, RadiumError
+from radium.errors import CapacityError, InvalidRequestError, LeaseWireError, RadiumError
 from radium.pool import front_link as link
 from radium.pool.lease_session import LeaseSession
 from radium.pool.leasing import Leasing
@@ -79,7 +79,19 @@ class LeaseConnection:
             self._outbox.put(link.CLOSE, self.number)
             self.end()
             return False
-        self._session.serve(call)
+        try:
+            self._session.serve(call)
+        except CapacityError as exc:  # past its window: why goes out as reply 0, then the end
+            log.warning(
+                "lease socket: %s from connection %d; closed it", exc.one_line(), self.number
+            )
+            code, message = rpc.status_of(exc)
+            ending = pb.LeaseReply(id=0, error=pb.CallError(code=code.value[0], message=message))
+            self.flush()
+            self._outbox.put(link.SEND, self.number, leasewire.frame(ending))
+            self._outbox.put(link.CLOSE, self.number)
+            self.end()
+            return False
         return True
 
     def end(self) -> None:
@@ -100,6 +112,8 @@ class LeaseConnection:
         if not self._unsent:
             return
         replies, self._unsent = self._unsent, []
+        if self._session is not None:
+            self._session.sent(len(replies))
         if self._session is not None and self._session.ended:
             for reply in replies:  # never sent: a lease among them is given back
                 self._session.deliver(reply)

@@ -38,6 +38,9 @@ class Client(leasewire.Receiver):
         self._asked = False  # its hello is with the pool
         self._welcomed = False
         self._deadline: asyncio.TimerHandle | None = None
+        #: It does not read what is written to it: its calls are not read either, until it
+        #: does, whatever the link does (its replies stay bounded by its calls in flight).
+        self._unread = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -128,10 +131,12 @@ class Client(leasewire.Receiver):
             self._front.outbox.put(link.GONE, self.number)
 
     def pause_writing(self) -> None:  # the client does not read: stop reading its calls
+        self._unread = True
         if self._transport is not None:
             self._transport.pause_reading()
 
     def resume_writing(self) -> None:
+        self._unread = False
         if self._transport is not None and not self._front.link_full:
             self._transport.resume_reading()
 
@@ -140,7 +145,8 @@ class Client(leasewire.Receiver):
             self._transport.pause_reading()
 
     def resume_reading(self) -> None:
-        if self._transport is not None and not self._transport.is_closing():
+        """The link has room again: read the client's calls, unless it reads none of ours."""
+        if self._transport is not None and not self._transport.is_closing() and not self._unread:
             self._transport.resume_reading()
 
     def _fail(self, error: LeaseWireError) -> None:

@@ -1,6 +1,9 @@
 """One client's lease calls, whatever carries them: a gRPC stream (docs/lease-stream.md) or a
-lease socket (docs/lease-socket.md). The carrier hands each message in (:meth:`serve`) and
-sends each reply it is given (``send``); the rules of the lease stream live here."""
+lease socket (docs/lease-socket.md). The carrier hands each message in (:meth:`serve`), sends
+each reply it is given (``send``) and says when replies have left (:meth:`sent`); the rules of
+the lease stream live here, its window among them: a client has at most
+:data:`radium.leasecalls.WINDOW` calls unanswered, so what the pool holds for one client (its
+waiting allocations, its replies not yet sent) is bounded whether or not it reads."""
 
 from __future__ import annotations
 
@@ -10,7 +13,8 @@ import logging
 from typing import Any, AsyncIterator, Callable
 
 from radium import rpc
-from radium.errors import InvalidRequestError, RadiumError
+from radium.errors import CapacityError, InvalidRequestError, RadiumError
+from radium.leasecalls import WINDOW
 from radium.pool.commits import committed
 from radium.pool.leasing import Leasing, failed_reply
 from radium.proto import pool_pb2 as pb
@@ -24,14 +28,29 @@ class LeaseSession:
     that waits runs as its own task, so it holds up nothing. After :meth:`end` nothing more is
     sent: a lease granted to a reply that can no longer go out is given back at once."""
 
-    def __init__(self, leasing: Leasing, send: Callable[[pb.LeaseReply], None]) -> None:
+    def __init__(
+        self, leasing: Leasing, send: Callable[[pb.LeaseReply], None], window: int = WINDOW
+    ) -> None:
         self._leasing = leasing
         self._send = send
         self._waiting: dict[int, asyncio.Task[None]] = {}
         self.ended = False
+        self.window = window
+        #: Calls received whose reply has not left yet (the carrier says so: :meth:`sent`).
+        self.unanswered = 0
 
     def serve(self, call: pb.LeaseCall) -> None:
-        """One message: a call and, in a batch, the calls of its ``more`` after it."""
+        """One message: a call and, in a batch, the calls of its ``more`` after it.
+        :class:`CapacityError` (nothing of the message served) when it would take the client
+        past its window: the carrier then ends the stream."""
+        count = 1 + len(call.more)
+        if self.unanswered + count > self.window:
+            raise CapacityError(
+                f"lease stream: {self.unanswered + count} calls unanswered, over the limit of "
+                f"{self.window} a stream may have in flight",
+                hint="a client waits for replies before it sends more (docs/lease-stream.md)",
+            )
+        self.unanswered += count
         self._serve(call, inner=False)
         for later in call.more:
             self._serve(later, inner=True)
@@ -42,6 +61,10 @@ class LeaseSession:
         await asyncio.gather(*self._waiting.values(), return_exceptions=True)
         with contextlib.suppress(RadiumError):  # a failed commit's answers say so already
             await committed(self._leasing.pool.commits)
+
+    def sent(self, count: int) -> None:
+        """``count`` replies left for the client: they count against its window no more."""
+        self.unanswered -= count
 
     def end(self) -> None:
         """The client went away: withdraw its waiting allocations; send nothing more."""
@@ -84,19 +107,27 @@ class LeaseSession:
 
 
 async def grpc_stream(
-    leasing: Leasing, calls: AsyncIterator[pb.LeaseCall], context: Any
+    leasing: Leasing, calls: AsyncIterator[pb.LeaseCall], context: Any, window: int = WINDOW
 ) -> AsyncIterator[pb.LeaseReply]:
-    """Serve one gRPC lease stream (docs/lease-stream.md) as a :class:`LeaseSession`."""
+    """Serve one gRPC lease stream (docs/lease-stream.md) as a :class:`LeaseSession`. A client
+    past its window (it sent more while its replies were not read) ends with
+    ``RESOURCE_EXHAUSTED``: the replies it left unread are bounded by the window."""
     # Accepted: the client sends its first call only after this. A refusal that raced a
     # client's write would reach it as grpc's own INTERNAL status, not as the refusal.
     batches = rpc.takes_lease_batches(context.invocation_metadata())
     await context.send_initial_metadata((rpc.LEASE_BATCHES,) if batches else ())
-    replies: asyncio.Queue[pb.LeaseReply | None] = asyncio.Queue()
-    session = LeaseSession(leasing, replies.put_nowait)
+    # Never full: a reply is queued for a call counted in the window (and one end mark).
+    replies: asyncio.Queue[pb.LeaseReply | None] = asyncio.Queue(window + 1)
+    session = LeaseSession(leasing, replies.put_nowait, window)
 
     async def read() -> None:
-        async for call in calls:
-            session.serve(call)
+        try:
+            async for call in calls:
+                session.serve(call)
+        except CapacityError as exc:
+            log.warning("lease stream from %s: %s; ended it", context.peer(), exc.one_line())
+            # From this task: the replies' task may be stuck in a write the client never reads.
+            await rpc.abort(context, exc)
         await session.drain()  # the client sent its last call: its answers, then the end
 
     reader = asyncio.create_task(read())
@@ -105,6 +136,7 @@ async def grpc_stream(
         while (reply := await replies.get()) is not None:
             if batches:  # what else is ready goes in the same message
                 reply.more.extend(rpc.queued_for_batch(replies))
+            session.sent(1 + len(reply.more))
             yield reply
         await reader  # raises what ended the reading, if anything did
     finally:

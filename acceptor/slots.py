@@ -10,7 +10,9 @@ Layout under ``<state_dir>/slots`` (0700, root; no worker ever sees it)::
     <lease>/control/     container mode only: the socket the worker connects back to
 
 A worker is started with the lease's device pinning, under its own uid from the configured
-range (:mod:`radium.acceptor.sandbox`), and killed on revoke with every process of that uid.
+range, locked host-wide while the slot lives (:mod:`radium.acceptor.uids`: another acceptor of
+the host never gets it), and killed on revoke with every process of the lease's own cgroups (or
+its container): never by uid.
 A grant is kept in memory: a lease's slot is made, and its process-mode worker started, on its
 first data-plane connection, so a lease that never calls (or a pool churning through thousands a
 second) costs no directory and no sandbox; the first call pays the start once
@@ -47,9 +49,10 @@ from radium.acceptor.engines import Docker, Engine
 from radium.acceptor.limits import Cgroups, Share
 from radium.acceptor.record import SlotRecord
 from radium.acceptor.sandbox import Sandbox, Tenant
+from radium.acceptor.uids import UidLocks
 from radium.acceptor.usage import Meter
 from radium.acceptor.workers import ContainerWorker, ProcessWorker
-from radium.errors import LeaseNotFoundError, RadiumError, SandboxError
+from radium.errors import LeaseNotFoundError, RadiumError
 from radium.pool.model import preemption_notice
 from radium.proto import pool_pb2 as pb
 from radium_interposer.control import Counters
@@ -92,6 +95,16 @@ class Slots:
         #: lease id -> its worker uid, for every slot (guarded by lock): a grant picks a free
         #: uid without reading every record, which under churn cost more than the grant.
         self.uids = {r.id: r.uid for r in map(self.record, self._on_disk()) if r is not None}
+        self.uid_locks: UidLocks | None = None
+        if sandbox is not None:
+            config = sandbox.config
+            self.uid_locks = UidLocks(config.uid_lock_dir, config.uid_min, config.uid_max)
+            for lease_id, uid in list(self.uids.items()):  # after a restart: lock them again
+                kept = self.uid_locks.keep_for(uid, self._dir(lease_id) / "home")
+                record = self.record(lease_id)
+                if kept != uid and record is not None:
+                    dataclasses.replace(record, uid=kept).save(self._dir(lease_id) / "lease.json")
+                    self.uids[lease_id] = kept
         self.starting: dict[str, threading.Lock] = {}  # guarded by lock
         #: lease id -> the lease, for every lease the pool granted here and has not revoked
         #: (guarded by lock); its slot on disk is made when it is first needed.
@@ -120,20 +133,6 @@ class Slots:
 
     def record(self, lease_id: str) -> SlotRecord | None:
         return SlotRecord.load(self._dir(lease_id) / "lease.json")
-
-    def _free_uid(self) -> int:
-        """The lowest uid of the configured range that no slot uses (0 when unconfined)."""
-        if self.sandbox is None:
-            return 0
-        config = self.sandbox.config
-        used = set(self.uids.values())
-        for uid in range(config.uid_min, config.uid_max + 1):
-            if uid not in used:
-                return uid
-        raise SandboxError(
-            f"every worker uid of {config.uid_min}..{config.uid_max} is in use",
-            hint="widen acceptor.sandbox.uid_min/uid_max",
-        )
 
     def grant(self, lease: pb.Lease) -> bool:
         """Take the pool's grant; True when its slot is to be made now (:meth:`make`): its
@@ -179,10 +178,17 @@ class Slots:
                 return record
             with self.lock:
                 lease = self.granted.get(lease_id)
-                if lease is None:
-                    return None
-                record = SlotRecord.of(lease, self._free_uid())
-                self.uids[lease_id] = record.uid  # taken: no other slot gets it
+            if lease is None:
+                return None
+            # Outside the lock: taking a uid looks at every process of the host.
+            uid = self.uid_locks.take() if self.uid_locks is not None else 0
+            with self.lock:
+                if lease_id in self.granted:
+                    record = SlotRecord.of(lease, uid)
+                    self.uids[lease_id] = uid  # taken: no other slot gets it
+            if record is None:  # revoked meanwhile
+                self._release_uid(uid)
+                return None
             slot.mkdir(mode=0o700, exist_ok=True)
             home = slot / "home"
             home.mkdir(exist_ok=True)
@@ -364,22 +370,43 @@ class Slots:
             # acceptor before the mark has a worker.pid), there is nothing to kill, and the
             # slot holds only what prepare made.
             started = (slot / STARTED).exists() or (slot / "worker.pid").exists()
-            if started:
-                pid = _worker_pid(slot)
-                if pid is not None:
-                    with contextlib.suppress(psutil.Error):
-                        psutil.Process(pid).kill()
-                if record is not None and record.uid:
-                    _kill_uid(record.uid)  # nothing of the lease may outlive it, to meet the next
-                if self.limits is not None:
-                    self.limits.remove(lease_id)
+            ended = self._end_processes(lease_id, record, worker is None) if started else True
             _remove_slot(slot, started)
             with self.lock:
                 self.starting.pop(lease_id, None)
-                self.uids.pop(lease_id, None)
+                uid = self.uids.pop(lease_id, 0)
                 self.granted.pop(lease_id, None)
+            if ended:  # nothing of the lease is left to meet the uid's next lease
+                self._release_uid(uid)
+            else:
+                why = "processes of its cgroups outlived it"
+                log.error("lease %s: %s; its uid %d stays held", lease_id, why, uid)
             self.counted.pop(lease_id, None)
         log.log(logging.INFO if started else logging.DEBUG, "slot of lease %s torn down", lease_id)
+
+    def _end_processes(self, lease_id: str, record: SlotRecord | None, lost: bool) -> bool:
+        """Kill what is left of the lease's worker (``lost``: this acceptor has no hold of it,
+        a restart came between): what runs in its own cgroups, and a container an earlier run
+        of this acceptor left; never every process of its uid, which is the lease's alone only
+        as long as its lock is held. True when nothing of it is left."""
+        if self.sandbox is None:  # unconfined (tests): root workers, the pid is all there is
+            pid = _worker_pid(self._dir(lease_id))
+            if pid is not None:
+                with contextlib.suppress(psutil.Error):
+                    psutil.Process(pid).kill()
+        elif lost and record and self._starts_at_grant(record.image, record.worker):
+            engine = self.engine
+            if isinstance(engine, Docker):  # by the name ContainerWorker gives it
+                engine.remove_container(f"radium-worker-{lease_id}")
+        if self.limits is None:
+            return True  # a process-mode worker's sandbox died with its bubblewrap
+        ended = self.limits.kill(lease_id)
+        self.limits.remove(lease_id)
+        return ended
+
+    def _release_uid(self, uid: int) -> None:
+        if uid and self.uid_locks is not None:
+            self.uid_locks.release(uid)
 
     def close(self) -> None:
         """Stop every worker (the acceptor is shutting down; slots stay for its restart)."""
@@ -443,11 +470,3 @@ def _worker_pid(slot: Path) -> int | None:
         return int((slot / "worker.pid").read_text().strip())
     except (OSError, ValueError):
         return None
-
-
-def _kill_uid(uid: int) -> None:
-    for process in psutil.process_iter(["uids"]):
-        uids = process.info.get("uids")
-        if uids is not None and uid in (uids.real, uids.effective):
-            with contextlib.suppress(psutil.Error):
-                process.kill()

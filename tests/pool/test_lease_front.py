@@ -66,6 +66,7 @@ async def front() -> AsyncIterator[FakePool]:
     process = subprocess.Popen(
         [
             sys.executable,
+            "-I",  # as the pool starts it
             "-m",
             "radium.pool.lease_front",
             "--listen-fd",

@@ -16,6 +16,7 @@ import errno
 import os
 import secrets
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
@@ -100,28 +101,39 @@ class StateDir:
             os.unlink(name, dir_fd=self.fd)
 
 
-def open_state_dir(path: Path, create: bool) -> StateDir:
+def open_state_dir(path: Path, create: bool, setting: str = "--state-dir") -> StateDir:
     """``path``, checked (and made 0700, and created when ``create``): FileNotFoundError when
     it is absent and not to be created; :class:`UnsafeStateDirError` when another user could
-    read, replace or redirect what is written in it."""
+    read, replace or redirect what is written in it (its hint: choose another ``setting``)."""
+    walk = _Walk(path, os.geteuid(), setting)
     try:
-        return _walk(path, create, os.geteuid())
+        return _walk(walk, create)
     except (FileNotFoundError, UnsafeStateDirError):
         raise
     except OSError as exc:
-        raise UnsafeStateDirError(
-            f"cannot open state directory {path}: {exc.strerror}",
-            hint="choose another --state-dir",
-        ) from exc
+        raise walk.refused(f"cannot open state directory {path}: {exc.strerror}") from exc
 
 
-def _walk(path: Path, create: bool, euid: int) -> StateDir:
-    """Each directory from the root to ``path`` opened in turn, never through a link (one on
-    the way is read and the walk begins again from the root), and checked."""
-    parts = [part for part in os.path.abspath(path).split("/") if part]
+@dataclass(frozen=True)
+class _Walk:
+    """The directory asked for, by whom, and the setting that names it (for the hints)."""
+
+    given: Path
+    euid: int
+    setting: str
+
+    def refused(self, what: str, remove: bool = False) -> UnsafeStateDirError:
+        instead = f"choose another {self.setting}"
+        return UnsafeStateDirError(what, hint=f"remove it or {instead}" if remove else instead)
+
+
+def _walk(walk: _Walk, create: bool) -> StateDir:
+    """Each directory from the root to the one asked for opened in turn, never through a link
+    (one on the way is read and the walk begins again from the root), and checked."""
+    parts = [part for part in os.path.abspath(walk.given).split("/") if part]
     where, fd, links = "/", os.open("/", _DIRECTORY), 0
     try:
-        _check_parent(fd, "/", path, euid)
+        _check_parent(fd, "/", walk)
         while parts:
             name = parts[0]
             try:
@@ -135,8 +147,7 @@ def _walk(path: Path, create: bool, euid: int) -> StateDir:
                 if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
                     raise
                 links += 1
-                last = len(parts) == 1
-                target = _link(fd, where, name, last, path, euid=euid, links=links)
+                target = _link(fd, where, name, len(parts) == 1, walk, links)
                 # Walked again from the root: each directory on the way is checked anew.
                 parts = [part for part in target.split("/") if part] + parts[1:]
                 os.close(fd)
@@ -145,12 +156,12 @@ def _walk(path: Path, create: bool, euid: int) -> StateDir:
             os.close(fd)
             fd, where, parts = child, os.path.join(where, name), parts[1:]
             if parts:
-                _check_parent(fd, where, path, euid)
-        _check_own(fd, path, euid)
+                _check_parent(fd, where, walk)
+        _check_own(fd, walk)
     except BaseException:
         os.close(fd)
         raise
-    return StateDir(path, fd)
+    return StateDir(walk.given, fd)
 
 
 def _make(fd: int, name: str, last: bool) -> None:
@@ -160,67 +171,58 @@ def _make(fd: int, name: str, last: bool) -> None:
         os.mkdir(name, 0o700 if last else 0o755, dir_fd=fd)
 
 
-def _link(fd: int, where: str, name: str, last: bool, given: Path, *, euid: int, links: int) -> str:
+def _link(fd: int, where: str, name: str, last: bool, walk: _Walk, links: int) -> str:
     """Where the symbolic link ``name`` in ``where`` leads (absolute), if it may be followed:
     never the state directory itself, only a link of root's or ours (its directory is checked
     already, so no one else can replace it), and not more than :data:`MAX_LINKS` of them."""
-    here = os.path.join(where, name)
+    here, given = os.path.join(where, name), walk.given
     info = os.stat(name, dir_fd=fd, follow_symlinks=False)
     if not stat.S_ISLNK(info.st_mode):
-        raise UnsafeStateDirError(
-            f"state directory {given}: {here} is not a directory",
-            hint="choose another --state-dir",
-        )
+        raise walk.refused(f"state directory {given}: {here} is not a directory")
     if last:
-        raise UnsafeStateDirError(
+        raise walk.refused(
             f"state directory {given} is a symbolic link (to {os.readlink(name, dir_fd=fd)})",
-            hint="name the directory itself, or remove the link, or choose another --state-dir",
+            remove=True,
         )
-    if info.st_uid not in (0, euid):
-        raise UnsafeStateDirError(
+    if info.st_uid not in (0, walk.euid):
+        raise walk.refused(
             f"state directory {given}: the link {here} is owned by uid {info.st_uid}, who could "
-            "point it elsewhere",
-            hint="choose another --state-dir",
+            "point it elsewhere"
         )
     if links > MAX_LINKS:
-        raise UnsafeStateDirError(
-            f"state directory {given}: more than {MAX_LINKS} symbolic links on the way",
-            hint="choose another --state-dir",
-        )
+        raise walk.refused(f"state directory {given}: more than {MAX_LINKS} links on the way")
     return os.path.normpath(os.path.join(where, os.readlink(name, dir_fd=fd)))
 
 
-def _check_parent(fd: int, where: str, given: Path, euid: int) -> None:
+def _check_parent(fd: int, where: str, walk: _Walk) -> None:
     """A directory above the state directory: only root or we may own it, and only they may
     write it, unless its sticky bit keeps others from renaming what is not theirs (/tmp)."""
     info = os.fstat(fd)
-    if info.st_uid not in (0, euid):
-        raise UnsafeStateDirError(
-            f"state directory {given}: {where} is owned by uid {info.st_uid}, who could replace "
-            "what is in it",
-            hint="choose another --state-dir",
+    if info.st_uid not in (0, walk.euid):
+        raise walk.refused(
+            f"state directory {walk.given}: {where} is owned by uid {info.st_uid}, who could "
+            "replace what is in it"
         )
     if info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX:
-        raise UnsafeStateDirError(
-            f"state directory {given}: {where} is writable by other users (mode "
-            f"{stat.S_IMODE(info.st_mode):04o}, not sticky), who could replace what is in it",
-            hint="choose another --state-dir",
+        raise walk.refused(
+            f"state directory {walk.given}: {where} is writable by other users (mode "
+            f"{stat.S_IMODE(info.st_mode):04o}, not sticky), who could replace what is in it"
         )
 
 
-def _check_own(fd: int, given: Path, euid: int) -> None:
+def _check_own(fd: int, walk: _Walk) -> None:
     """The state directory itself: ours, and writable by no one else; then made 0700."""
     info = os.fstat(fd)
-    if info.st_uid != euid:
-        raise UnsafeStateDirError(
-            f"state directory {given} is owned by uid {info.st_uid}, not {_who(euid)}",
-            hint="remove it or choose another --state-dir",
+    if info.st_uid != walk.euid:
+        raise walk.refused(
+            f"state directory {walk.given} is owned by uid {info.st_uid}, not {_who(walk.euid)}",
+            remove=True,
         )
     if info.st_mode & 0o022:
-        raise UnsafeStateDirError(
-            f"state directory {given} is writable by other users (mode "
+        raise walk.refused(
+            f"state directory {walk.given} is writable by other users (mode "
             f"{stat.S_IMODE(info.st_mode):04o})",
-            hint="remove it or choose another --state-dir",
+            remove=True,
         )
     if info.st_mode & 0o077:
         os.fchmod(fd, 0o700)  # tokens, the pool's database, lease records

@@ -55,7 +55,7 @@ def test_one_owned_by_someone_else_is_refused(tmp_path: Path) -> None:
     me, fd = os.geteuid(), os.open(state, os.O_RDONLY | os.O_DIRECTORY)
     try:
         with pytest.raises(UnsafeStateDirError) as refused:
-            statedir._check_own(fd, state, me + 1)
+            statedir._check_own(fd, statedir._Walk(state, me + 1, "--state-dir"))
     finally:
         os.close(fd)
     assert refused.value.one_line() == (
@@ -67,8 +67,12 @@ def test_one_owned_by_someone_else_is_refused(tmp_path: Path) -> None:
 def test_the_directory_itself_may_not_be_a_link(tmp_path: Path) -> None:
     (tmp_path / "real").mkdir(mode=0o700)
     (tmp_path / "state").symlink_to(tmp_path / "real")
-    with pytest.raises(UnsafeStateDirError, match=r"state directory .*/state is a symbolic link"):
+    with pytest.raises(UnsafeStateDirError) as refused:
         open_state_dir(tmp_path / "state", create=True)
+    assert refused.value.one_line() == (
+        f"state directory {tmp_path / 'state'} is a symbolic link (to {tmp_path / 'real'}); "
+        "remove it or choose another --state-dir"
+    )
 
 
 def test_a_link_of_ours_on_the_way_is_followed_and_checked(tmp_path: Path) -> None:
@@ -147,3 +151,11 @@ def test_the_tokens_are_kept_between_runs(tmp_path: Path) -> None:
         first = up.write_config(directory, "127.0.0.1:7400", 2).read_text()
         second = up.write_config(directory, "127.0.0.1:7400", 2).read_text()
     assert first == second and "agent_tokens" in first
+
+
+def test_another_setting_is_named_in_the_hint(tmp_path: Path) -> None:
+    (tmp_path / "agent").mkdir()
+    (tmp_path / "agent").chmod(0o777)
+    with pytest.raises(UnsafeStateDirError) as refused:
+        open_state_dir(tmp_path / "agent", create=True, setting="[agent] state_file")
+    assert refused.value.hint == "remove it or choose another [agent] state_file"

@@ -29,6 +29,7 @@ from radium.shim.agent.broker import ConnectionBroker
 from radium.shim.agent.mounthelper import MountHelper
 from radium.shim.agent.service import AgentService
 from radium.shim.agent.starts import ConfigSource, StartService
+from radium.statedir import open_state_dir
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +52,9 @@ def _lease_client(client: ClientConfig, channel: grpc.aio.Channel) -> LeaseCalls
 
 async def serve(config: Config) -> None:
     lock_path = Path(config.agent.state_file).with_suffix(".lock")
-    lock_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    # Lease credentials are kept there: refused if another local user could read or replace
+    # it (or what is in it), made 0700 otherwise (docs/security.md).
+    open_state_dir(lock_path.parent, create=True, setting="[agent] state_file").close()
     lock = open(lock_path, "w")  # noqa: SIM115 - held for the agent's life
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)

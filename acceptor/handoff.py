@@ -56,6 +56,7 @@ class Handoffs:
         self.queues: dict[str, collections.deque[tuple[socket.socket, object]]] = {}
         self.stuck: set[str] = set()  # guarded by lock
         self.refusals = Throttled("connections refused for their worker")
+        self.overflows = Throttled("connections refused for a full queue")
 
     def put(self, lease: str, connection: socket.socket, peer: object) -> None:
         """Queue an authenticated (blocking) connection for the lease's worker; refuse it at
@@ -70,7 +71,7 @@ class Handoffs:
                 queue.append((connection, peer))
         if full:
             why = f"{MAX_QUEUED} connections of lease {lease} are waiting for its worker"
-            self._refuse(connection, peer, why)
+            self._refuse(connection, peer, why, self.overflows)
         elif start:
             name = f"hand-over-{lease}"
             threading.Thread(target=self._drain, args=(lease,), name=name, daemon=True).start()
@@ -112,9 +113,11 @@ class Handoffs:
                 self.stuck.discard(lease)
             log.info("data plane: %s connected to lease %s", peer, lease)
 
-    def _refuse(self, connection: socket.socket, peer: object, why: str) -> None:
+    def _refuse(
+        self, connection: socket.socket, peer: object, why: str, logs: Throttled | None = None
+    ) -> None:
         """Tell the client why (its first call raises WorkerGone) and close."""
-        self.refusals.warn("data plane: %s: %s", peer, why)
+        (logs or self.refusals).warn("data plane: %s: %s", peer, why)
         with contextlib.suppress(OSError):
             connection.settimeout(SEND_TIMEOUT)
             wire.send(connection, wire.ERROR, 0, worker_gone(why))

@@ -29,6 +29,9 @@ import pytest
 from integration.host import need_root
 from integration.pool import AGENT_TOKEN, PoolCluster, wait_until
 from radium.acceptor.limits import Cgroups, Share
+from radium.acceptor.uids import UidLocks
+from radium.config import SandboxConfig
+from radium.errors import SandboxError
 from radium.leasesocket import LeaseSocket
 from radium.proto import pool_pb2 as pb
 from tests.interposer.harness import BARE_PYTHON, INTERPOSER
@@ -359,3 +362,44 @@ def test_a_lease_s_cgroup_is_killed_whole_and_nothing_else_of_its_uid(tmp_path: 
             process.kill()
             process.wait()
         cgroups.remove(lease)
+
+
+def test_a_restarted_acceptor_keeps_its_leases_uids(tmp_path: Path) -> None:
+    """The acceptor dies (its locks with it) and comes back: its lease keeps its uid, locked
+    again, so no other acceptor of the host can take it."""
+    need_root()
+    cluster = PoolCluster(tmp_path, lease_ttl=300, heartbeat_timeout=300)  # the lease stays
+    config = tmp_path / "acceptor.toml"
+    config.write_text(
+        cluster.config.read_text()
+        + f"[acceptor.sandbox]\nuid_min = {UID_MIN + 50}\nuid_max = {UID_MIN + 59}\n"
+    )
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "job.py").write_text(JOB)
+    client = cluster.client()
+    try:
+        cluster.start_pool()
+        cluster.start_acceptor("host-acc-r", devices=1, config=config)
+        cluster.wait_up("host-acc-r")
+        lease = client.allocate(gpus=1, holder="restarted")
+        before = start_job(lease, app)["uid"]
+        cluster.acceptors["host-acc-r"].kill()  # SIGKILL: no shutdown of its own
+        cluster.start_acceptor(
+            "host-acc-r", devices=1, config=config, data_address=lease.data_address
+        )
+        log = cluster.acceptors["host-acc-r"].log
+
+        def registered_again() -> bool:
+            return log.read_text().count("registered with the pool") == 2
+
+        wait_until(registered_again, 60, "the restarted acceptor registered")
+        assert start_job(lease, app)["uid"] == before
+        other = UidLocks(SandboxConfig().uid_lock_dir, before, before)
+        with pytest.raises(SandboxError, match="in use on this host"):
+            other.take()
+        other.close()
+        assert client.release(lease.id)
+    finally:
+        client.close()
+        cluster.stop()

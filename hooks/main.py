@@ -17,6 +17,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Optional, Sequence
 
+    from radium.hooks.state import State
+
 STAGES = ("prestart", "createRuntime", "poststop")
 PROGRAM = "radium-hook"
 
@@ -34,6 +36,10 @@ def run(stage: str, raw_state: bytes) -> int:
 
     config = config_module.load()
     logs.setup(PROGRAM, config.hook.log_file)
+    if stage != "poststop":
+        state = _users(state)
+        if not state.wants_radium:
+            return 0
     if stage == "poststop":
         from radium.hooks.cleanup import poststop
 
@@ -43,6 +49,19 @@ def run(stage: str, raw_state: bytes) -> int:
 
         prestart(state, config)
     return 0
+
+
+def _users(state: State) -> State:
+    """Only what the user asked: podman's image annotations dropped, each drop logged."""
+    import logging
+
+    from radium.hooks.state import without_image_annotations
+
+    notes: list[str] = []
+    state = without_image_annotations(state, notes)
+    for note in notes:
+        logging.getLogger(__name__).info("container %s: %s", state.container_id, note)
+    return state
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

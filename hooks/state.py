@@ -97,3 +97,29 @@ def rootfs_path(state: State, spec: Mapping[str, Any]) -> str:
     if not isinstance(path, str) or not path:
         raise SpecError(f"{state.bundle}/config.json has no root.path")
     return os.path.join(state.bundle, path)
+
+
+def without_image_annotations(state: State, notes: list[str]) -> State:
+    """``state`` less the ``radium.io/`` annotations its image set (podman merges an image's
+    manifest annotations into the container's: only the user's may ask).
+
+    Checked against podman's record (containers/storage, found from the bundle path). Where
+    there is none the annotations are the wrapper's own (docker, containerd, runc: it already
+    dropped the image's) or an engine's that does not merge the image's (CRI-O: the pod's).
+    """
+    from radium.shim import image_record
+
+    try:
+        image = image_record.podman(state.bundle, state.container_id)
+    except image_record.RecordError as exc:
+        notes.append(f"annotations not checked against the image: {exc}")
+        return state
+    if image is None:
+        return state
+    kept = {}
+    for name, value in state.annotations.items():
+        if name.startswith(ANNOTATION_PREFIX) and image.annotations.get(name) == value:
+            notes.append(f"{name}={value} is the image's annotation (or equal to it): ignored")
+        else:
+            kept[name] = value
+    return State(state.container_id, state.pid, state.bundle, kept, state.root)

@@ -83,7 +83,8 @@ def delete(bundle: str, container_id: str, environ: Mapping[str, str]) -> Config
     from radium.shim import request as request_module
 
     try:
-        if request_module.from_spec(ocispec.read(bundle)) is None:
+        spec = ocispec.read(bundle)
+        if request_module.from_spec(spec, request_module.NOTHING_SET) is None:
             return None
     except RadiumError:
         pass  # no readable spec left: clean up anyway, it is idempotent

@@ -126,10 +126,14 @@ def for_request(
 
 
 def for_spec(
-    spec: Mapping[str, Any], config: Config, environ: Mapping[str, str] = os.environ
+    spec: Mapping[str, Any],
+    config: Config,
+    environ: Mapping[str, str] = os.environ,
+    image: Optional[request_module.ImageSet] = request_module.NOTHING_SET,
 ) -> Optional[list[Modifier]]:
-    """The modifiers for this container, or None when it asks nothing of Radium."""
-    request = request_module.from_spec(spec)
+    """The modifiers for this container, or None when it asks nothing of Radium (``image``:
+    what its image set, see :func:`request.from_spec`; by default nothing)."""
+    request = request_module.from_spec(spec, image)
     return None if request is None else for_request(request, config, environ)
 
 

@@ -81,6 +81,9 @@ FIELDS: dict[str, tuple[str, Callable[[str], bool], str]] = {
 }
 
 
+_VARIABLES = frozenset(variable for variable, _, _ in FIELDS.values())
+
+
 def checked(key: str, value: object, source: str) -> str:
     _, valid, expected = FIELDS[key]
     if not isinstance(value, str) or not valid(value.strip()):
@@ -88,20 +91,96 @@ def checked(key: str, value: object, source: str) -> str:
     return value.strip()
 
 
+class ImageSet:
+    """What the image itself set, as the engine recorded it: its ``ENV`` (``env``) and the
+    annotations the engine merges from it into the spec (``annotations``; podman's manifest
+    annotations). A plain class: no dataclasses import on the container start path."""
+
+    __slots__ = ("annotations", "engine", "env")
+
+    def __init__(self, engine: str, env: Mapping[str, str], annotations: Mapping[str, str]):
+        self.engine = engine
+        self.env = env
+        self.annotations = annotations
+
+
+#: No image set anything: every value in the spec is the user's (a spec written by hand, and
+#: the "may this container ask anything" question the fronts and ``delete`` ask).
+NOTHING_SET = ImageSet("none", {}, {})
+
+
 def _env_map(spec: Mapping[str, Any]) -> dict[str, str]:
     process = spec.get("process")
     env = process.get("env") if isinstance(process, dict) else None
+    return env_map(env, "RADIUM_")
+
+
+def env_map(env: object, prefix: str = "") -> dict[str, str]:
+    """``NAME=value`` entries of an env list as a dict (names starting with ``prefix``)."""
     if not isinstance(env, list):
         return {}
     pairs = (item.split("=", 1) for item in env if isinstance(item, str) and "=" in item)
-    return {k: v for k, v in pairs if k.startswith("RADIUM_")}
+    return {k: v for k, v in pairs if k.startswith(prefix)}
 
 
-def from_spec(spec: Mapping[str, Any]) -> Optional[dict[str, str]]:
-    """The request as ``radium.io/`` annotations, or None when the container asks nothing."""
+def _users(
+    values: Mapping[str, Any], image: Mapping[str, str], what: str, notes: list[str]
+) -> dict[str, Any]:
+    """``values`` less those equal to what the image set (the user cannot have typed them, or
+    typed the image's own value: the same either way, and the image's is the safe reading)."""
+    kept = {}
+    for name, value in values.items():
+        if image.get(name) == value:
+            notes.append(f"{name}={value} is the image's {what} (or equal to it): ignored")
+        else:
+            kept[name] = value
+    return kept
+
+
+def _untrusted_env(env: dict[str, str], asked: bool, notes: list[str]) -> None:
+    """The engine's record was not found: its env may be the image's, so it never asks."""
+    if not env:
+        return
+    names = ", ".join(sorted(env))
+    if asked:
+        notes.append(f"{names} ignored: under this engine the environment may be the image's")
+        return
+    first = sorted(env)[0]
+    key = next(k for k, (variable, _, _) in FIELDS.items() if variable == first)
+    raise SpecError(
+        f"{names} in the container's environment cannot be told from the image's ENV under "
+        "this engine (Radium reads docker's and podman's image records only)",
+        hint=f"ask with the annotation {ANNOTATION_PREFIX}{key}=... instead (ctr run "
+        "--annotation, a pod annotation, podman --annotation, config.json annotations), "
+        "or use docker (radium run)",
+    )
+
+
+def from_spec(
+    spec: Mapping[str, Any], image: Optional[ImageSet], notes: Optional[list[str]] = None
+) -> Optional[dict[str, str]]:
+    """The request as ``radium.io/`` annotations, or None when the container asks nothing.
+
+    Only what the user set for this container may ask: a ``RADIUM_*`` variable or a
+    ``radium.io/`` annotation equal to what ``image`` set is dropped (and said in ``notes``).
+    ``image`` None means the engine's record of the image was not found: annotations ask,
+    the environment does not, and a request made only in it is refused with a SpecError.
+    """
+    notes = [] if notes is None else notes
     raw_annotations = spec.get("annotations")
     annotations = raw_annotations if isinstance(raw_annotations, dict) else {}
-    env = _env_map(spec)
+    annotations = {
+        k: v
+        for k, v in annotations.items()
+        if isinstance(k, str) and k.startswith(ANNOTATION_PREFIX)
+    }
+    env = {k: v for k, v in _env_map(spec).items() if k in _VARIABLES}
+    if image is None:
+        _untrusted_env(env, bool(annotations), notes)
+        env = {}
+    else:
+        annotations = _users(annotations, image.annotations, "annotation", notes)
+        env = _users(env, image.env, "ENV", notes)
     request: dict[str, str] = {}
     for key, (variable, _, _) in FIELDS.items():
         annotation = ANNOTATION_PREFIX + key
@@ -109,11 +188,7 @@ def from_spec(spec: Mapping[str, Any]) -> Optional[dict[str, str]]:
         if value is not None:
             source = annotation if annotation in annotations else variable
             request[annotation] = checked(key, value, source)
-    others = {
-        k: v
-        for k, v in annotations.items()
-        if isinstance(k, str) and k.startswith(ANNOTATION_PREFIX) and k not in request
-    }
+    others = {k: v for k, v in annotations.items() if k not in request}
     if not request and not others:
         return None
     return {**others, **request}

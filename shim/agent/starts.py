@@ -22,7 +22,6 @@ from radium.errors import InvalidRequestError, RadiumError
 from radium.hooks import inject
 from radium.hooks.cleanup import runtime_dir
 from radium.hooks.state import parse_state, valid_container_id
-from radium.shim import request as request_module
 from radium.shim import specedit
 from radium.shim.agent import protocol
 from radium.shim.agent.service import AgentService
@@ -92,8 +91,11 @@ class StartService:
             raise InvalidRequestError(f"create takes an absolute bundle path, not {bundle!r}")
         bundle = os.path.normpath(bundle)  # the native client joins, but does not normalise
         spec = ocispec.read(bundle)
-        request = request_module.from_spec(spec)
-        if request is not None and not specedit.is_pod_sandbox(spec):
+        # Only what the user asked: the image's own ENV/annotations are dropped (issue 34).
+        if specedit.is_pod_sandbox(spec):
+            return protocol.REPLY_OK
+        request = specedit.logged_request(bundle, spec)
+        if request is not None:
             specedit.add_radium(bundle, spec, request, self.config, self.environ, self.agent_hook)
         return protocol.REPLY_OK
 

@@ -58,7 +58,7 @@ def config_env(tmp_path: Path) -> dict[str, str]:
 
 
 def test_start_edits_a_requesting_container(tmp_path: Path, runc_spec: dict[str, Any]) -> None:
-    runc_spec["process"]["env"].append("RADIUM_GPUS=1")
+    runc_spec["annotations"] = {"radium.io/gpus": "1"}  # ctr/CRI merge the image's env
     bundle = write_spec(tmp_path, runc_spec)
     assert containerd.start(str(bundle), config_env(tmp_path)) is not None
     spec = json.loads((bundle / "config.json").read_text())

@@ -108,7 +108,9 @@ def python_passes_runc_through(place: Path, args: list[str]) -> bool:
     if not parsed.edits_spec:
         return True
     config = Path(parsed.bundle or ".") / "config.json"
-    return request_module.from_spec(json.loads(config.read_text())) is None
+    return (
+        request_module.from_spec(json.loads(config.read_text()), request_module.NOTHING_SET) is None
+    )
 
 
 RUNC_CALLS = [
@@ -192,7 +194,9 @@ def test_the_shim_front_passes_through_only_what_python_would(
     args = in_bundle(place, content, call)
     action, flags = containerd.parse(args)
     bundle = Path(flags.get("bundle") or place / "bundle")
-    asks = request_module.from_spec(json.loads((bundle / "config.json").read_text()))
+    asks = request_module.from_spec(
+        json.loads((bundle / "config.json").read_text()), request_module.NOTHING_SET
+    )
     assert action in ("start", "delete")
     expected = "containerd-shim-runc-v2" if asks is None else "PYTHON"
     assert run_front(place, "containerd-shim-radium-v2", args) == [expected, *args]

@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 
 from radium.errors import SpecError
-from radium.shim.request import from_spec
+from radium.shim.request import NOTHING_SET, from_spec
 
 
 def spec(env: list[str] | None = None, annotations: dict[str, str] | None = None) -> dict[str, Any]:
@@ -16,14 +16,15 @@ def spec(env: list[str] | None = None, annotations: dict[str, str] | None = None
 
 
 def test_nothing_asked() -> None:
-    assert from_spec(spec()) is None
-    assert from_spec(spec(annotations={"io.kubernetes.x": "y"})) is None
-    assert from_spec({}) is None
+    assert from_spec(spec(), NOTHING_SET) is None
+    assert from_spec(spec(annotations={"io.kubernetes.x": "y"}), NOTHING_SET) is None
+    assert from_spec({}, NOTHING_SET) is None
 
 
 def test_env_request_becomes_annotations() -> None:
     request = from_spec(
-        spec(["RADIUM_GPUS=2", "RADIUM_REMOTE=torch,numpy.linalg", "RADIUM_FRACTION=0.5"])
+        spec(["RADIUM_GPUS=2", "RADIUM_REMOTE=torch,numpy.linalg", "RADIUM_FRACTION=0.5"]),
+        NOTHING_SET,
     )
     assert request == {
         "radium.io/gpus": "2",
@@ -33,7 +34,9 @@ def test_env_request_becomes_annotations() -> None:
 
 
 def test_annotation_wins_over_env_and_unknown_radium_annotations_are_kept() -> None:
-    request = from_spec(spec(["RADIUM_GPUS=2"], {"radium.io/gpus": "1", "radium.io/extra": "x"}))
+    request = from_spec(
+        spec(["RADIUM_GPUS=2"], {"radium.io/gpus": "1", "radium.io/extra": "x"}), NOTHING_SET
+    )
     assert request == {"radium.io/gpus": "1", "radium.io/extra": "x"}
 
 
@@ -53,7 +56,7 @@ def test_annotation_wins_over_env_and_unknown_radium_annotations_are_kept() -> N
 )
 def test_bad_values_are_named(env: str, message: str) -> None:
     with pytest.raises(SpecError) as info:
-        from_spec(spec([env]))
+        from_spec(spec([env]), NOTHING_SET)
     assert message in info.value.message
 
 

@@ -32,7 +32,7 @@ def test_untouched_bundle_is_byte_identical(tmp_path: Path, runc_spec: dict[str,
 
 
 def test_edit_keeps_mode_and_unknown_fields(tmp_path: Path, runc_spec: dict[str, Any]) -> None:
-    runc_spec["process"]["env"].append("RADIUM_GPUS=1")
+    runc_spec["annotations"] = {"radium.io/gpus": "1"}
     bundle = write_bundle(tmp_path, runc_spec)
     config = tmp_path / "c.toml"
     config.write_text(f'[runtime]\nlog_file = "{tmp_path}/rt.log"\n')

@@ -22,6 +22,7 @@ from tests.shim.test_agent import MemoryPool, Processes, make_agent
 
 AGENT_HOOK = ("/venv/bin/python", "-I", "-S", "/venv/bin/radium-agent-call", "--socket", "/s")
 FULL_HOOK = ("/usr/bin/python3", "-I", "/usr/local/bin/radium-hook")
+ASK = {"radium.io/gpus": "1"}  # a hand-written spec has no image record: annotations ask
 
 
 class FakeMounter:
@@ -90,7 +91,7 @@ def setup(tmp_path: Path) -> Setup:
 
 
 def test_create_puts_the_agents_hook_with_the_full_hook_as_fallback(setup: Setup) -> None:
-    setup.write_spec(["PATH=/bin", "RADIUM_GPUS=1"])
+    setup.write_spec(["PATH=/bin"], {"radium.io/gpus": "1"})
     assert setup.create() == protocol.REPLY_OK
     spec = setup.spec()
     assert spec["annotations"] == {"radium.io/gpus": "1"}
@@ -105,13 +106,13 @@ def test_create_puts_the_agents_hook_with_the_full_hook_as_fallback(setup: Setup
 
 
 def test_a_spec_edited_by_either_path_gets_one_radium_hook_per_stage(setup: Setup) -> None:
-    setup.write_spec(["RADIUM_GPUS=1"])
+    setup.write_spec([], ASK)
     setup.create()
     full = modifiers.for_spec(setup.spec(), setup.config, {})
     assert full is not None
     twice = modifiers.apply(setup.spec(), full)
     assert [len(twice["hooks"][s]) for s in ("prestart", "poststop")] == [1, 1]
-    setup.write_spec(["RADIUM_GPUS=1"])  # the other way round: full wrapper first, then agent
+    setup.write_spec([], ASK)  # the other way round: full wrapper first, then agent
     (setup.bundle / "config.json").write_text(json.dumps(modifiers.apply(setup.spec(), full)))
     setup.create()
     assert [len(setup.spec()["hooks"][s]) for s in ("prestart", "poststop")] == [1, 1]
@@ -136,7 +137,7 @@ def test_create_leaves_other_specs_byte_identical(
 def test_create_under_another_or_a_changed_config_is_passed_to_the_full_path(
     setup: Setup, tmp_path: Path
 ) -> None:
-    setup.write_spec(["RADIUM_GPUS=1"])
+    setup.write_spec([], ASK)
     before = (setup.bundle / "config.json").read_bytes()
     assert setup.create(tmp_path / "other.toml") == protocol.REPLY_PASS
     assert setup.create("relative.toml") == protocol.REPLY_PASS
@@ -150,7 +151,7 @@ def test_a_configured_hook_command_is_left_to_the_full_path(tmp_path: Path) -> N
     setup.service.config = Config(
         runtime=RuntimeConfig(hook_command=FULL_HOOK), agent=AgentConfig(enabled=True)
     )
-    setup.write_spec(["RADIUM_GPUS=1"])
+    setup.write_spec([], ASK)
     assert setup.create() == protocol.REPLY_PASS
 
 
@@ -253,7 +254,7 @@ def test_garbage_on_the_start_socket_gets_one_line_and_the_socket_keeps_serving(
                 reply = await talk(payload)
                 assert reply.startswith(protocol.REPLY_ERROR) and reply.endswith(b"\n")
                 assert reply.count(b"\n") == 1
-            setup.write_spec(["RADIUM_GPUS=1"])
+            setup.write_spec([], ASK)
             ok = b"\0".join(
                 [b"create", str(setup.config_file).encode(), str(setup.bundle).encode()]
             )
@@ -282,3 +283,21 @@ def test_a_peer_that_never_ends_its_request_is_cut_off(
             server.close()
 
     asyncio.run(scenario())
+
+
+def test_create_through_the_agent_drops_what_the_image_set(setup: Setup, tmp_path: Path) -> None:
+    """The agent's create (the fronts' fast path) reads docker's record like the wrapper."""
+    from tests.shim.test_image_record import CID, docker_root, docker_spec
+
+    root = docker_root(tmp_path, ["RADIUM_GPUS=2", "RADIUM_PRIORITY=inference"])
+    setup.bundle = tmp_path / CID
+    setup.bundle.mkdir()
+    spec = {**docker_spec(root), "process": {"env": ["RADIUM_GPUS=2", "RADIUM_PRIORITY=inference"]}}
+    (setup.bundle / "config.json").write_text(json.dumps(spec))
+    before = (setup.bundle / "config.json").read_bytes()
+    assert setup.create() == protocol.REPLY_OK
+    assert (setup.bundle / "config.json").read_bytes() == before
+    spec["process"]["env"][0] = "RADIUM_GPUS=1"  # the user's -e
+    (setup.bundle / "config.json").write_text(json.dumps(spec))
+    assert setup.create() == protocol.REPLY_OK
+    assert setup.spec()["annotations"] == {"radium.io/gpus": "1"}

@@ -7,7 +7,8 @@ Alternates, on the same image and command, each engine private to this run:
               radium-leased  docker run --rm --runtime=radium -e RADIUM_GPUS=1 IMG true
   containerd  runc.v2        ctr run --rm --runtime io.containerd.runc.v2 IMG ID true
               radium-pass    ctr run --rm --runtime io.containerd.radium.v2 IMG ID true
-              radium-leased  ctr run --rm --runtime io.containerd.radium.v2 --env RADIUM_GPUS=1 ...
+              radium-leased  ctr run --rm --runtime io.containerd.radium.v2
+                               --annotation radium.io/gpus=1 IMG ID true
 
 and prints median and p90 of each, the milliseconds added over the engine's plain runc and the
 ratio. A leased start is the whole of it: the node agent (started by the warm-up run) takes a
@@ -51,7 +52,7 @@ DOCKER: dict[str, tuple[str, ...]] = {
 CONTAINERD: dict[str, tuple[str, ...]] = {
     "runc.v2": ("--runtime", "io.containerd.runc.v2"),
     "radium-pass": ("--runtime", "io.containerd.radium.v2"),
-    "radium-leased": ("--runtime", "io.containerd.radium.v2", "--env", "RADIUM_GPUS=1"),
+    "radium-leased": ("--runtime", "io.containerd.radium.v2", "--annotation", "radium.io/gpus=1"),
 }
 
 

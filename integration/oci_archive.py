@@ -43,12 +43,13 @@ class _Bytes:
         return chunk
 
 
-def oci_archive(rootfs_tar: Path, name: str) -> Path:
-    """An OCI layout tar with one layer (the rootfs tar) named ``name`` (e.g. docker.io/x/y:z)."""
+def oci_archive(rootfs_tar: Path, name: str, env: list[str] | None = None) -> Path:
+    """An OCI layout tar with one layer (the rootfs tar) named ``name`` (e.g. docker.io/x/y:z),
+    whose config's Env is IMAGE_ENV and ``env``."""
     gz = rootfs_tar.name.endswith(".gz")
     key = f"{rootfs_tar.name}-{rootfs_tar.stat().st_mtime_ns}-{name}".replace("/", "_").replace(
         ":", "_"
-    )
+    ) + ("".join(f"-{item}" for item in env) if env else "")
     out = CACHE_DIR / f"oci-{hashlib.sha256(key.encode()).hexdigest()[:16]}.tar"
     if out.exists():
         return out
@@ -56,7 +57,7 @@ def oci_archive(rootfs_tar: Path, name: str) -> Path:
     config = {
         "architecture": "amd64",
         "os": "linux",
-        "config": {"Env": IMAGE_ENV},
+        "config": {"Env": [*IMAGE_ENV, *(env or [])]},
         "rootfs": {"type": "layers", "diff_ids": [f"sha256:{_sha256_file(rootfs_tar, gunzip=gz)}"]},
     }
     fd, tmp = tempfile.mkstemp(prefix=".oci-", dir=CACHE_DIR)

@@ -31,8 +31,8 @@ def report(containerd: Containerd, radium: RadiumEnv, name: str, *runtime: str) 
         "run",
         "--rm",
         *runtime,
-        "--env",
-        "RADIUM_GPUS=1",
+        "--annotation",
+        "radium.io/gpus=1",
         image(containerd),
         name,
         "python3",
@@ -69,8 +69,8 @@ def test_twenty_containers_leave_nothing_behind(containerd: Containerd, radium: 
             "run",
             "--rm",
             *RADIUM_SHIM,
-            "--env",
-            "RADIUM_GPUS=1",
+            "--annotation",
+            "radium.io/gpus=1",
             IMAGE,
             f"row-{i}",
             "cat",
@@ -126,14 +126,14 @@ def test_shim_start_errors_reach_the_user(containerd: Containerd) -> None:
         "run",
         "--rm",
         *RADIUM_SHIM,
-        "--env",
-        "RADIUM_FRACTION=2",
+        "--annotation",
+        "radium.io/fraction=2",
         image(containerd),
         "bad-request",
         "true",
         check=False,
     )
     assert result.returncode != 0
-    assert "RADIUM_FRACTION must be a GPU fraction in (0, 1], got '2'" in result.stderr
+    assert "radium.io/fraction must be a GPU fraction in (0, 1], got '2'" in result.stderr
     assert containerd.shim_pids() == []
     containerd.ctr("containers", "delete", "bad-request", check=False)

@@ -229,7 +229,9 @@ def test_a_hook_whose_agent_died_after_create_falls_back_to_the_full_hook(
 ) -> None:
     cluster, config = leasing
     ensure_agent(config, monkeypatch)
-    bundle = runc.make_bundle(tmp_path, rootfs.get("bookworm"), ["sleep", "30"], ["RADIUM_GPUS=1"])
+    bundle = runc.make_bundle(
+        tmp_path, rootfs.get("bookworm"), ["sleep", "30"], [], {"radium.io/gpus": "1"}
+    )
     call = radium.runtime.parent / "radium-agent-call"
     subprocess.run(
         [sys.executable, "-I", "-S", str(call), "--config", str(config), "create", str(bundle)],
@@ -263,7 +265,7 @@ def test_lease_released_when_the_container_dies_without_poststop(
 ) -> None:
     cluster, config = leasing
     bundle = runc.make_bundle(
-        tmp_path, rootfs.get("bookworm"), ["sleep", "60"], ["RADIUM_FRACTION=0.5"]
+        tmp_path, rootfs.get("bookworm"), ["sleep", "60"], [], {"radium.io/fraction": "0.5"}
     )
     state_root = radium.root / "runc-root"
     subprocess.run(

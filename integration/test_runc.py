@@ -23,7 +23,8 @@ REPORT = (
     "nodev=bool(flags & os.ST_NODEV)); "
     "print(json.dumps(rep))"
 )
-ASK = ["RADIUM_GPUS=1"]
+# A bundle written by hand has no engine record of an image: annotations ask, not env.
+ASK = {"radium.io/gpus": "1"}
 
 
 def report_of(result: runc.RuncResult, radium: RadiumEnv) -> dict[str, Any]:
@@ -36,7 +37,7 @@ def test_debian_python_imports_the_interposer_without_env_change(
     radium: RadiumEnv, rootfs: Rootfs, tmp_path: Path
 ) -> None:
     before = mount_table()
-    bundle = runc.make_bundle(tmp_path, rootfs.get("bookworm"), ["python3", "-c", REPORT], ASK)
+    bundle = runc.make_bundle(tmp_path, rootfs.get("bookworm"), ["python3", "-c", REPORT], [], ASK)
     report = report_of(runc.run(radium, bundle), radium)
     assert report["bundle"]["name"] == "glibc-x86_64"
     assert report["bundle"]["libc"] == "glibc"
@@ -53,7 +54,7 @@ def test_debian_python_imports_the_interposer_without_env_change(
 
 def test_alpine_gets_the_musl_bundle(radium: RadiumEnv, rootfs: Rootfs, tmp_path: Path) -> None:
     script = "cat /usr/lib/radium/manifest.json; echo; cat /run/radium/info.json"
-    bundle = runc.make_bundle(tmp_path, rootfs.get("alpine"), ["sh", "-c", script], ASK)
+    bundle = runc.make_bundle(tmp_path, rootfs.get("alpine"), ["sh", "-c", script], [], ASK)
     result = runc.run(radium, bundle)
     assert result.returncode == 0, f"{result.stderr}\n{radium.logs()}"
     decoder = json.JSONDecoder()
@@ -69,7 +70,7 @@ def test_busybox_without_os_release_uses_the_fallback(
     radium: RadiumEnv, rootfs: Rootfs, tmp_path: Path
 ) -> None:
     bundle = runc.make_bundle(
-        tmp_path, rootfs.get("busybox"), ["cat", "/run/radium/info.json"], ASK
+        tmp_path, rootfs.get("busybox"), ["cat", "/run/radium/info.json"], [], ASK
     )
     result = runc.run(radium, bundle)
     assert result.returncode == 0, f"{result.stderr}\n{radium.logs()}"
@@ -82,7 +83,7 @@ def test_busybox_without_os_release_uses_the_fallback(
 def test_no_python_can_be_made_fatal(radium: RadiumEnv, rootfs: Rootfs, tmp_path: Path) -> None:
     config = radium.write_config("no-python-fails.toml", 'no_python = "fail"\n')
     before = mount_table()
-    bundle = runc.make_bundle(tmp_path, rootfs.get("busybox"), ["true"], ASK)
+    bundle = runc.make_bundle(tmp_path, rootfs.get("busybox"), ["true"], [], ASK)
     result = runc.run(radium, bundle, config=config)
     assert result.returncode != 0
     assert "radium-hook: image of container" in result.stderr
@@ -96,7 +97,7 @@ def test_missing_bundle_fails_clearly_and_leaves_nothing(
 ) -> None:
     config = radium.write_config("no-bundles.toml", bundles_dir=tmp_path / "empty")
     before = mount_table()
-    bundle = runc.make_bundle(tmp_path, rootfs.get("bookworm"), ["true"], ASK)
+    bundle = runc.make_bundle(tmp_path, rootfs.get("bookworm"), ["true"], [], ASK)
     result = runc.run(radium, bundle, config=config)
     assert result.returncode != 0
     assert "Radium bundle glibc-x86_64 is not installed" in result.stderr
@@ -116,7 +117,7 @@ def test_failure_after_a_mount_undoes_everything(
     target.mkdir()
     try:
         before = mount_table()
-        result = runc.run(radium, runc.make_bundle(tmp_path, root, ["true"], ASK))
+        result = runc.run(radium, runc.make_bundle(tmp_path, root, ["true"], [], ASK))
     finally:
         target.rmdir()
     assert result.returncode != 0

@@ -130,7 +130,7 @@ def test_a_worker_outlives_the_thread_of_the_connection_that_started_it(tmp_path
     slots.prepare(pb.Lease(id="l-1", device_ids=["cpu0"], credential="l-1-secret"))
     ours, theirs = socket.socketpair()
     try:
-        connection = threading.Thread(target=slots.hand_over, args=("l-1", theirs))
+        connection = threading.Thread(target=slots.hand_over, args=("l-1", theirs, 5.0))
         connection.start()
         connection.join()
         worker = slots.workers["l-1"]

@@ -105,7 +105,7 @@ def test_a_process_worker_starts_on_the_lease_s_first_connection(tmp_path: Path)
     assert slots.workers == {} and not (slot / STARTED).exists()  # a grant starts nothing
     ours, theirs = socket.socketpair()
     try:
-        slots.hand_over("l-1", theirs)
+        slots.hand_over("l-1", theirs, 5.0)
         worker = slots.workers["l-1"]
         assert worker.alive() and (slot / STARTED).exists()
     finally:
@@ -122,7 +122,7 @@ def test_a_grant_makes_no_slot_until_the_lease_s_first_connection(tmp_path: Path
     assert slots.credential("l-1") == "secret"  # the data plane authenticates from memory
     ours, theirs = socket.socketpair()
     try:
-        slots.hand_over("l-1", theirs)  # the first connection makes the slot and the worker
+        slots.hand_over("l-1", theirs, 5.0)  # the first connection makes the slot and the worker
         assert slots.record("l-1") is not None and slots.workers["l-1"].alive()
         assert slots.revoke("l-1") is False  # a slot on disk: its teardown must follow
         assert slots.credential("l-1") == "secret"  # until the teardown, from its record
@@ -141,7 +141,7 @@ def test_a_grant_revoked_before_its_slot_was_made_makes_none(tmp_path: Path) -> 
     slots.make("l-c")
     assert slots.active() == [] and slots.workers == {} and list(slots.root.iterdir()) == []
     with pytest.raises(LeaseNotFoundError):
-        slots.hand_over("l-c", socket.socket())  # a late connection makes nothing either
+        slots.hand_over("l-c", socket.socket(), 5.0)  # a late connection makes nothing either
     assert list(slots.root.iterdir()) == []
 
 

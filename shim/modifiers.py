@@ -97,12 +97,19 @@ class AddHooks:
 
 @dataclass(frozen=True)
 class AddAnnotations:
-    """Record the container's Radium request as ``radium.io/`` annotations."""
+    """Record the container's Radium request as ``radium.io/`` annotations, and only it: a
+    ``radium.io/`` annotation the request left out (the image's, merged by podman) is removed,
+    so a hook that reads the OCI state (the agent's) sees what the user asked and nothing more.
+    """
 
     annotations: Mapping[str, str]
 
     def __call__(self, spec: Spec) -> None:
-        spec.setdefault("annotations", {}).update(self.annotations)
+        existing = spec.setdefault("annotations", {})
+        for name in [k for k in existing if k.startswith(request_module.ANNOTATION_PREFIX)]:
+            if name not in self.annotations:
+                del existing[name]
+        existing.update(self.annotations)
 
 
 def for_request(

@@ -96,3 +96,17 @@ def test_without_the_engines_record_annotations_ask_and_the_environment_is_ignor
 
 def test_radium_variables_that_are_not_requests_are_never_refused() -> None:
     assert from_spec(spec(["RADIUM_DEBUG=1", "RADIUM_DP_SOCKET=/x"]), None) is None
+
+
+def test_the_edited_spec_carries_the_users_request_and_none_of_the_images() -> None:
+    """The agent's hook reads the OCI state's annotations: the image's must be gone from it."""
+    from radium.shim.modifiers import AddAnnotations
+
+    image = ImageSet("podman", {}, {"radium.io/priority": "inference"})
+    edited = spec(["RADIUM_GPUS=1"], {"radium.io/priority": "inference", "org.x": "y"})
+    request = from_spec(edited, image)
+    assert request == {"radium.io/gpus": "1"}
+    AddAnnotations(request)(edited)
+    assert edited["annotations"] == {"org.x": "y", "radium.io/gpus": "1"}
+    AddAnnotations(request)(edited)  # idempotent
+    assert from_spec(edited, image) == request

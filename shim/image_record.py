@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import stat
 
 from radium.shim.request import ImageSet, env_map
@@ -37,10 +36,19 @@ if TYPE_CHECKING:
 #: holds about 1 KiB per container on the host).
 MAX_RECORD_BYTES = 8 << 20
 MAX_CONTAINERS_BYTES = 64 << 20
-_ID = re.compile(r"^[0-9a-f]{64}$")
-_DRIVER = re.compile(r"^[a-z0-9_]{1,32}$")
+_HEX = frozenset("0123456789abcdef")
+_DRIVER_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
 #: Docker's own bind mounts, from <data-root>/containers/<id>/<name>.
 _DOCKER_FILES = ("/etc/hostname", "/etc/hosts", "/etc/resolv.conf")
+
+
+def _is_id(value: str) -> bool:
+    """A 64-hex id (no ``re``: imported on the container start path)."""
+    return len(value) == 64 and set(value) <= _HEX
+
+
+def _is_driver(value: str) -> bool:
+    return 0 < len(value) <= 32 and set(value) <= _DRIVER_CHARS
 
 
 class RecordError(Exception):
@@ -106,7 +114,7 @@ def docker_data_root(spec: Mapping[str, Any]) -> Optional[str]:
             continue
         directory = os.path.dirname(os.path.normpath(source))
         containers, other_id = os.path.split(directory)
-        if os.path.basename(containers) == "containers" and _ID.match(other_id):
+        if os.path.basename(containers) == "containers" and _is_id(other_id):
             # Another container's files (--network container:X) still name the data root.
             return os.path.dirname(containers)
     return None
@@ -115,16 +123,16 @@ def docker_data_root(spec: Mapping[str, Any]) -> Optional[str]:
 def docker(spec: Mapping[str, Any], container_id: str) -> Optional[ImageSet]:
     """The image's own values from docker's record of ``container_id``; None: not docker's."""
     data_root = docker_data_root(spec)
-    if data_root is None or not _ID.match(container_id):
+    if data_root is None or not _is_id(container_id):
         return None
     record = _json(data_root, ("containers", container_id, "config.v2.json"))
     if not isinstance(record, dict) or record.get("ID") != container_id:
         raise RecordError(f"docker's record of {container_id} names another container")
     image, driver = record.get("Image"), record.get("Driver")
-    if not isinstance(image, str) or not isinstance(driver, str) or not _DRIVER.match(driver):
+    if not isinstance(image, str) or not isinstance(driver, str) or not _is_driver(driver):
         raise RecordError(f"docker's record of {container_id} has no image or storage driver")
     algorithm, _, digest = image.partition(":")
-    if algorithm != "sha256" or not _ID.match(digest):
+    if algorithm != "sha256" or not _is_id(digest):
         raise RecordError(f"docker's record of {container_id} names image {image!r}")
     config = _json(data_root, ("image", driver, "imagedb", "content", "sha256", digest))
     return ImageSet("docker", _image_env(config), {})
@@ -135,7 +143,7 @@ def _podman_image_id(graphroot: str, driver: str, container_id: str) -> str:
     for record in records if isinstance(records, list) else ():
         if isinstance(record, dict) and record.get("id") == container_id:
             image = record.get("image")
-            if isinstance(image, str) and _ID.match(image):
+            if isinstance(image, str) and _is_id(image):
                 return image
             raise RecordError(f"container {container_id} names image {image!r}")
     raise RecordError(f"container {container_id} is not in {driver}-containers/containers.json")
@@ -148,9 +156,9 @@ def podman(bundle: str, container_id: str) -> Optional[ImageSet]:
     containers, own_id = os.path.split(directory)
     graphroot, kind = os.path.split(containers)
     driver = kind[: -len("-containers")]
-    if leaf != "userdata" or not kind.endswith("-containers") or not _DRIVER.match(driver):
+    if leaf != "userdata" or not kind.endswith("-containers") or not _is_driver(driver):
         return None
-    if not _ID.match(own_id) or (container_id and container_id != own_id):
+    if not _is_id(own_id) or (container_id and container_id != own_id):
         return None
     image = _podman_image_id(graphroot, driver, own_id)
     images = f"{driver}-images"

@@ -41,6 +41,8 @@ class UnprotectedDataPlane(DataPlane):
         listener.bind((host, port))
         listener.listen(128)
         self.listener = listener
+        if port == 0:
+            self.address = f"{host}:{listener.getsockname()[1]}"
         threading.Thread(target=self._accept_forever, name="data-plane", daemon=True).start()
         log.info("data plane listening on %s (unprotected, as before issue 34)", self.address)
 

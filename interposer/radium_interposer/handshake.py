@@ -96,7 +96,8 @@ class FrameBuffer:
 def _frame_size(head: bytearray) -> int:
     """The whole frame's size from its header; a header over the handshake limits (or no
     frame header at all) is refused by the frame reader's own checks."""
-    _, _, _, _, _, meta_len, nbuf, _ = wire.HEADER.unpack_from(head)
+    fields: Tuple[int, ...] = wire.HEADER.unpack_from(head)[5:7]
+    meta_len, nbuf = fields
     limits = wire.HANDSHAKE_LIMITS
     if meta_len > limits.max_meta or nbuf > limits.max_buffers or head[:4] != wire.MAGIC:
         wire.read(io.BytesIO(bytes(head[: wire.HEADER.size])).readinto, limits)

@@ -144,7 +144,7 @@ def local_or_stand_in(path: str, exception: Any) -> type:
     if loaded is not None and not getattr(loaded, "__radium_remote__", False):
         found: Any = loaded
         for part in path[len(module) + 1 :].split("."):
-            found = getattr(found, part, None)
+            found = structs.own_attribute(found, part)  # nothing runs on the worker's word
         # The same check the codec makes, in reverse: that path leads back to this class.
         if isinstance(found, type) and structs.class_path(found) == path:
             return found

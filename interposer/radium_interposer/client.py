@@ -20,7 +20,7 @@ import threading
 import weakref
 from typing import Any, Dict, List, Optional, Sequence
 
-from radium_interposer import RUNTIME_DIR, handshake, wire
+from radium_interposer import RUNTIME_DIR, handshake, structs, wire
 from radium_interposer.errors import RemoteError, WorkerGone, rebuild_error
 
 LIMITS = wire.Limits(max_meta=16 << 20)
@@ -207,6 +207,7 @@ class State:
     def connection(self) -> Connection:
         conn: Optional[Connection] = getattr(self.local, "conn", None)
         if conn is None or conn.pid != os.getpid() or conn.broken:
+            structs.preload()  # before the worker says anything (it may plant files)
             conn = Connection(_dial())
             self.local.conn = conn
             self.connections.add(conn)

@@ -4,7 +4,13 @@ Both ends use this module: the interposer (stdlib only, numpy optional) and the 
 node is a JSON scalar, a JSON list (a Python list) or a tagged object ``{"$": tag, ...}``; raw
 bytes and array contents travel as the frame's buffers and the tree names them by index. Arrays
 cross as dtype + shape + raw bytes, so the two ends may run different numpy versions, and an end
-without numpy still reads them (as nested lists). Spec: docs/data-plane.md, "Values".
+without numpy still reads them (:mod:`radium_interposer.arrays`). Spec: docs/data-plane.md,
+"Values".
+
+Decoding takes the side's ``modules`` policy: how it gets a module a value names (a record's
+class, numpy for an array). The client's (the default, :func:`loaded`) takes only modules it has
+already imported, so a worker can never make it import code; the worker's (:func:`importing`)
+may import, as its client (the tenant) names what its own code uses.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ import importlib
 import sys
 from typing import Any, Callable, Dict, List, Optional
 
-from radium_interposer import structs
+from radium_interposer import arrays, structs
 
 Tree = Any
 Buffers = List[Any]
@@ -36,6 +42,25 @@ class EncodeError(TypeError):
     """The object cannot cross the data plane (not plain, and this side cannot refer to it)."""
 
 
+#: A value this side will not or cannot rebuild (a ValueError).
+DecodeError = structs.DecodeError
+#: How a side gets a module a value names: the module, or None (it has none, or will not).
+Modules = Callable[[str], Any]
+
+
+def loaded(name: str) -> Any:
+    """A module this process has already imported, or None: the client's policy."""
+    return sys.modules.get(name)
+
+
+def importing(name: str) -> Any:
+    """A module, imported if need be, or None if there is none: the worker's policy."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
+
+
 #: Set by the interposer when numpy itself is remoted: then this side has no numpy of its own.
 numpy_is_remote = False
 
@@ -44,17 +69,6 @@ def _numpy() -> Any:
     """numpy when this process already imported a local one: an array can only exist if it did."""
     np = sys.modules.get("numpy")
     return None if getattr(np, "__radium_remote__", False) else np
-
-
-def local_numpy() -> Any:
-    """This side's own numpy (imported if need be), or None."""
-    if numpy_is_remote:
-        return None
-    try:
-        import numpy
-    except ImportError:
-        return None
-    return None if getattr(numpy, "__radium_remote__", False) else numpy
 
 
 def is_array(obj: Any) -> bool:
@@ -119,38 +133,43 @@ def encode(obj: Any, buffers: Buffers, refer: Refer) -> Tree:
     raise EncodeError(f"a {kind.__module__}.{kind.__qualname__} cannot cross the data plane")
 
 
-def decode(tree: Tree, buffers: Buffers, resolve: Resolve) -> Any:
-    """The object a tree describes; buffers are used in place where the type allows."""
+def decode(tree: Tree, buffers: Buffers, resolve: Resolve, modules: Modules = loaded) -> Any:
+    """The object a tree describes; buffers are used in place where the type allows. Modules
+    the tree names (records' classes, numpy) come from ``modules`` only."""
     if not isinstance(tree, (list, dict)):
         return tree
     if isinstance(tree, list):
-        return [decode(item, buffers, resolve) for item in tree]
+        return [decode(item, buffers, resolve, modules) for item in tree]
     tag = tree.get("$")
     if tag == "t":
-        return tuple(decode(item, buffers, resolve) for item in tree["v"])
+        return tuple(decode(item, buffers, resolve, modules) for item in tree["v"])
     if tag == "d":
-        keys = [decode(k, buffers, resolve) for k in tree["k"]]
-        return dict(zip(keys, (decode(v, buffers, resolve) for v in tree["v"])))
+        keys = [decode(k, buffers, resolve, modules) for k in tree["k"]]
+        return dict(zip(keys, (decode(v, buffers, resolve, modules) for v in tree["v"])))
     if tag == "b":
         return bytes(buffers[tree["i"]])
     if tag == "ba":
         return bytearray(buffers[tree["i"]])
     if tag in ("set", "frozenset"):
-        items = (decode(item, buffers, resolve) for item in tree["v"])
+        items = (decode(item, buffers, resolve, modules) for item in tree["v"])
         return set(items) if tag == "set" else frozenset(items)
     if tag == "c":
         return complex(*tree["v"])
     if tag == "sl":
-        return slice(*(decode(x, buffers, resolve) for x in tree["v"]))
+        return slice(*(decode(x, buffers, resolve, modules) for x in tree["v"]))
     if tag == "...":
         return Ellipsis
     if tag == "nd":
-        return decode_array(tree, buffers[tree["i"]])
+        return arrays.decode(tree, buffers[tree["i"]], _own_numpy(modules))
     if tag in REFERENCES:
         return resolve(tree)
     if tag in structs.TAGS:
-        return structs.decode(tree, lambda part: decode(part, buffers, resolve), find_class)
-    raise ValueError(f"unknown value tag {tag!r}")
+        return structs.decode(
+            tree,
+            lambda part: decode(part, buffers, resolve, modules),
+            lambda path: find_class(path, modules),
+        )
+    raise DecodeError(f"unknown value tag {tag!r}")
 
 
 def _path_of(cls: type) -> str:
@@ -159,58 +178,22 @@ def _path_of(cls: type) -> str:
     return class_ref(cls) or f"{cls.__module__}.{cls.__qualname__}"
 
 
-def find_class(path: str) -> Optional[type]:
-    """The class at ``module.qualname`` on this side, importing the module; None if none."""
+def find_class(path: str, modules: Modules = loaded) -> Optional[type]:
+    """The class at ``module.qualname``: the longest prefix ``modules`` gives, then the names
+    it and its classes define themselves (nothing else runs); None if there is no class."""
     module, found = path, None
     while module and found is None:
-        module, _, _ = module.rpartition(".")
-        try:
-            found = importlib.import_module(module) if module else None
-        except ImportError:
-            continue
+        module = module.rpartition(".")[0]
+        found = modules(module) if module else None
     for part in path[len(module) + 1 :].split(".") if found is not None else []:
-        found = getattr(found, part, None)
+        found = structs.own_attribute(found, part)
     return found if isinstance(found, type) else None
 
 
-def decode_array(node: Dict[str, Any], buffer: Any) -> Any:
-    """A numpy array over ``buffer`` (no copy) when numpy is importable, else nested lists."""
-    shape = tuple(int(n) for n in node["sh"])
-    np = local_numpy()
-    if np is None:
-        return _as_lists(str(node["dt"]), shape, buffer, bool(node.get("sc")))
-    array = np.frombuffer(buffer, dtype=np.dtype(str(node["dt"]))).reshape(shape)
-    return array[()] if node.get("sc") else array
-
-
-# struct codes for the dtypes a client without numpy can still read as Python values.
-_STRUCT_CODES = {
-    "b1": "?",
-    "i1": "b",
-    "u1": "B",
-    "i2": "h",
-    "u2": "H",
-    "i4": "i",
-    "u4": "I",
-    "i8": "q",
-    "u8": "Q",
-    "f4": "f",
-    "f8": "d",
-}
-
-
-def _as_lists(dtype: str, shape: tuple, buffer: Any, scalar: bool) -> Any:  # type: ignore[type-arg]
-    code = _STRUCT_CODES.get(dtype[1:])
-    if code is None or (dtype[0] == ">" and sys.byteorder == "little"):
-        raise EncodeError(f"arrays of dtype {dtype} need numpy on this side")
-    raw = memoryview(buffer).cast("B") if len(buffer) else memoryview(b"")
-    flat = raw.cast(code)  # type: ignore[call-overload]
-    values = flat.tolist()
-    if scalar or not shape:
-        return values[0]
-    for size in reversed(shape[1:]):
-        values = [values[i : i + size] for i in range(0, len(values), size)]
-    return values
+def _own_numpy(modules: Modules) -> Any:
+    """This side's own numpy as ``modules`` gives it (not a remoted one), or None."""
+    np = None if numpy_is_remote else modules("numpy")
+    return None if getattr(np, "__radium_remote__", False) else np
 
 
 def is_plain(obj: Any, budget: Optional[List[int]] = None) -> bool:

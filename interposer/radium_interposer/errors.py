@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Dict
 
-from radium_interposer import codec
+from radium_interposer import codec, structs
 
 
 class RemoteError(Exception):
@@ -40,7 +40,12 @@ def rebuild_error(meta: Dict[str, Any]) -> BaseException:
         if ours is not None:
             return ours
     module, qualname = str(meta.get("module", "")), str(meta.get("type", "RemoteError"))
-    args = codec.decode(meta.get("args"), [], lambda _: None) or []
+    try:
+        args = codec.decode(meta.get("args"), [], lambda _: None) or []
+    except (ValueError, TypeError, LookupError, RecursionError):  # the error says it in words
+        args = [str(meta.get("error", "remote error"))]
+    if not isinstance(args, list):
+        args = [args]
     remote_tb = str(meta.get("tb", ""))
     kind: Any = sys.modules.get(module)
     package = sys.modules.get(module.partition(".")[0])
@@ -54,7 +59,7 @@ def rebuild_error(meta: Dict[str, Any]) -> BaseException:
         kind = classes.local_or_stand_in(f"{module}.{qualname}", exception=builtin)
         qualname = ""
     for part in qualname.split(".") if qualname else []:
-        kind = getattr(kind, part, None)
+        kind = structs.own_attribute(kind, part)  # the class itself: nothing runs here
     if kind in (StopIteration, StopAsyncIteration, SystemExit, KeyboardInterrupt):
         # As themselves, with their code or message: sys.exit(2) in remote code exits with 2.
         own: BaseException = kind(*args)

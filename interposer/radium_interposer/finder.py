@@ -19,7 +19,7 @@ import sys
 import types
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
-from radium_interposer import codec, main_module, proxy
+from radium_interposer import codec, main_module, proxy, received
 from radium_interposer.after_import import find_spec_then
 from radium_interposer.client import state
 from radium_interposer.errors import RemoteError
@@ -266,5 +266,6 @@ def install(entries: Sequence[str], environment: Sequence[str] = ()) -> RemoteFi
     main_module.watch(functions, remote_main_function)
     codec.numpy_is_remote = finder.covers("numpy")
     codec.class_ref = _class_ref  # the user's classes are shipped, remote ones named
+    received.remoted = finder.covers  # what a worker's module references may import
     sys.meta_path.insert(0, finder)
     return finder

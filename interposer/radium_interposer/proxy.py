@@ -15,7 +15,7 @@ import os
 import types
 from typing import Any, Dict, List, Optional, Tuple
 
-from radium_interposer import callbacks, codec
+from radium_interposer import callbacks, codec, received
 from radium_interposer.client import Connection, state
 
 #: Call sites that returned a remote object, with its type: their calls are pipelined.
@@ -113,15 +113,18 @@ def reference(obj: Any, conn: Optional[Connection] = None) -> Optional[Dict[str,
 
 
 def decode(tree: Any, buffers: List[Any]) -> Any:
-    return codec.decode(tree, buffers, _resolve)
+    """A value from the worker. It never makes this process import anything (codec.loaded):
+    modules and classes it names must be this program's own already, or remoted."""
+    try:
+        return codec.decode(tree, buffers, _resolve)
+    except RecursionError:  # nested deeper than the stack allows: refused like any bad value
+        raise codec.DecodeError("a value from the worker is nested too deeply") from None
 
 
 def _resolve(node: Dict[str, Any]) -> Any:
     tag = node["$"]
     if tag == "m":
-        import importlib
-
-        return importlib.import_module(str(node["n"]))
+        return received.module_named(node.get("n"))
     if tag == "cls":
         from radium_interposer import classes
 
@@ -319,7 +322,8 @@ def unpickle(data: bytes) -> Any:
 
 
 def fetch(obj: Any) -> Any:
-    """A remote object's value here: arrays as numpy arrays (or nested lists without numpy)."""
+    """A remote object's value here: arrays as numpy arrays when this program imported numpy,
+    else as nested lists (a shaped memoryview past ``arrays.LIST_ITEMS`` items)."""
     if not isinstance(obj, Remote):
         return obj
     meta = request("fetch", o=object.__getattribute__(obj, "_rd_ref"))

@@ -3,14 +3,18 @@ side from its parts (never pickled). Spec: docs/data-plane.md, "Values".
 
 Each kind has a tag, an encoder (the object to its parts) and a decoder (the parts back to an
 object). Classes named in a value (a dataclass, a named tuple, an enum) travel by import path;
-a side that cannot import a dataclass or named tuple class rebuilds the value as a
+a side that does not have a dataclass or named tuple class rebuilds the value as a
 ``types.SimpleNamespace`` or a named tuple of the same fields, an enum member needs its class.
+Which classes a side has is the decoder's ``find``: a client looks only at modules it already
+imported (a worker never makes it import code), a worker may import what its client names.
 """
 
 from __future__ import annotations
 
-import importlib
+import collections
+import enum
 import sys
+import types
 from typing import Any, Callable, Dict, List, Optional
 
 #: Encode a part (the codec's encode with this side's buffers and references).
@@ -27,6 +31,32 @@ TAGS = frozenset(
 _NAMESPACES = ("argparse.Namespace", "types.SimpleNamespace")
 _PATHS = ("PurePosixPath", "PureWindowsPath", "PosixPath", "WindowsPath")
 _TIMES = ("datetime", "date", "time")
+#: The standard library modules whose values a client rebuilds: imported by :func:`preload`
+#: before a worker can say anything, so that none is ever imported on a worker's word (one
+#: planted in the program's directory through its file service would run). ``argparse``
+#: is not: a Namespace reaching a program that never imported it is a SimpleNamespace.
+PRELOADED = ("pathlib", "datetime", "decimal", "fractions")
+
+
+class DecodeError(ValueError):
+    """A value from the other side that this side will not or cannot rebuild: malformed, or
+    naming code (a module, a class) this side would have to import."""
+
+
+def preload() -> None:
+    """Import the modules of :data:`PRELOADED` (a client calls it before its first connection:
+    fixed names, not the worker's; a few milliseconds once per process)."""
+    for name in PRELOADED:
+        if name not in sys.modules:
+            __import__(name)
+
+
+def own_attribute(owner: Any, name: str) -> Any:
+    """``owner.name`` as the module or class itself defines it (None otherwise): nothing runs,
+    not a module's ``__getattr__`` (which may import) nor a descriptor."""
+    if isinstance(owner, (types.ModuleType, type)):
+        return vars(owner).get(name)
+    return None
 
 
 def _loaded(name: str) -> Any:
@@ -40,11 +70,6 @@ def _is(kind: type, path: str) -> bool:
     name, and is a proxy, not a value)."""
     module, _, name = path.rpartition(".")
     return getattr(_loaded(module), name, None) is kind
-
-
-def _resolve_std(path: str) -> Any:
-    module, _, name = path.rpartition(".")
-    return getattr(importlib.import_module(module), name)
 
 
 def exception_kind(cls: type) -> Any:
@@ -169,32 +194,34 @@ def _mapping(node: Dict[str, Any], unpart: Unpart) -> List[Any]:
 
 
 def decode(node: Dict[str, Any], unpart: Unpart, find: FindClass) -> Any:
-    """The value of a node with a tag of :data:`TAGS` (ValueError for a malformed one)."""
+    """The value of a node with a tag of :data:`TAGS` (DecodeError, a ValueError, for one that
+    is malformed or that this side will not rebuild)."""
     tag = node["$"]
-    if tag == "ns":
-        if node["t"] not in _NAMESPACES:
-            raise ValueError(f"unknown namespace type {node['t']!r}")
-        fields = unpart(node["d"])
-        return _resolve_std(str(node["t"]))(**{str(k): v for k, v in fields.items()})
     if tag in ("en", "dc", "nt"):
         return _record(tag, node, unpart, find)
+    if tag == "ns":
+        if node["t"] not in _NAMESPACES:
+            raise DecodeError(f"unknown namespace type {node['t']!r}")
+        fields = unpart(node["d"])
+        # argparse not imported here: the same attributes, as a SimpleNamespace.
+        kind = find(str(node["t"])) or types.SimpleNamespace
+        return kind(**{str(k): v for k, v in fields.items()})
     if tag == "pa":
         if node["k"] not in _PATHS:
-            raise ValueError(f"unknown path type {node['k']!r}")
-        return _resolve_std(f"pathlib.{node['k']}")(str(node["v"]))
+            raise DecodeError(f"unknown path type {node['k']!r}")
+        return _standard(find, f"pathlib.{node['k']}")(str(node["v"]))
     if tag == "dt":
         if node["k"] not in _TIMES:
-            raise ValueError(f"unknown time type {node['k']!r}")
-        return _resolve_std(f"datetime.{node['k']}").fromisoformat(str(node["v"]))
+            raise DecodeError(f"unknown time type {node['k']!r}")
+        return _standard(find, f"datetime.{node['k']}").fromisoformat(str(node["v"]))
     if tag == "td":
-        return _resolve_std("datetime.timedelta")(*(int(x) for x in node["v"]))
+        return _standard(find, "datetime.timedelta")(*(int(x) for x in node["v"]))
     if tag == "rg":
         return range(*(int(x) for x in node["v"]))
     if tag == "dec":
-        return _resolve_std("decimal.Decimal")(str(node["v"]))
+        return _standard(find, "decimal.Decimal")(str(node["v"]))
     if tag == "fr":
-        return _resolve_std("fractions.Fraction")(int(node["v"][0]), int(node["v"][1]))
-    collections = importlib.import_module("collections")
+        return _standard(find, "fractions.Fraction")(int(node["v"][0]), int(node["v"][1]))
     if tag == "od":
         return collections.OrderedDict(_mapping(node, unpart))
     if tag == "ctr":
@@ -203,28 +230,48 @@ def decode(node: Dict[str, Any], unpart: Unpart, find: FindClass) -> Any:
         return collections.defaultdict(unpart(node["f"]), _mapping(node, unpart))
     if tag == "dq":
         return collections.deque((unpart(v) for v in node["v"]), node.get("m"))
-    raise ValueError(f"unknown value tag {tag!r}")
+    raise DecodeError(f"unknown value tag {tag!r}")
+
+
+def _standard(find: FindClass, path: str) -> Any:
+    """A standard library class (a client has its module: :func:`preload`)."""
+    cls = find(path)
+    if cls is None:
+        module = path.rpartition(".")[0]
+        raise DecodeError(f"a {path} value arrived, but this process has not imported {module}")
+    return cls
 
 
 def _record(tag: str, node: Dict[str, Any], unpart: Unpart, find: FindClass) -> Any:
     """An enum member, a dataclass or a named tuple, of its class when this side has it."""
     cls = find(str(node["t"]))
     if tag == "en":
-        enum = importlib.import_module("enum")
         if not (isinstance(cls, type) and issubclass(cls, enum.Enum)):
-            raise ValueError(f"enum {node['t']} is not known on this side")
-        return getattr(cls, str(node["n"]))
+            raise DecodeError(
+                f"enum {node['t']} is not known on this side (its module is not imported here)"
+            )
+        member = cls.__members__.get(str(node["n"]))
+        if member is None:
+            raise DecodeError(f"enum {node['t']} has no member {node['n']!r}")
+        return member
     if tag == "dc":
         fields = unpart(node["f"])
-        dataclasses = importlib.import_module("dataclasses")
-        if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
-            return importlib.import_module("types").SimpleNamespace(**fields)
+        dataclasses = sys.modules.get("dataclasses")  # not imported: no class is a dataclass
+        if dataclasses is None or not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+            return types.SimpleNamespace(**fields)
         obj: Any = object.__new__(cls)  # as it was: no __init__/__post_init__ run again
         for name, value in fields.items():
             object.__setattr__(obj, name, value)
         return obj
     values = [unpart(v) for v in node["v"]]
-    if not (isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields")):
+    kind: Any = cls
+    if not (isinstance(cls, type) and issubclass(cls, tuple) and _named_tuple(cls)):
         name = str(node["t"]).rpartition(".")[2] or "record"
-        cls = importlib.import_module("collections").namedtuple(name, [str(f) for f in node["f"]])
-    return cls(*values)
+        make: Callable[..., Any] = collections.namedtuple
+        kind = make(name, [str(f) for f in node["f"]])
+    return kind(*values)
+
+
+def _named_tuple(cls: type) -> bool:
+    """Whether a tuple class has ``_fields``, looked up without running a metaclass hook."""
+    return any("_fields" in vars(base) for base in cls.__mro__)

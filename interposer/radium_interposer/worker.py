@@ -89,7 +89,9 @@ class Worker:
         return importlib.import_module(str(node["n"]))
 
     def decode(self, tree: Any, buffers: List[Any]) -> Any:
-        return codec.decode(tree, buffers, self.resolve)
+        # The worker may import what its client names: the client is the tenant, and its
+        # values name the modules its own code uses (the client never imports on our word).
+        return codec.decode(tree, buffers, self.resolve, codec.importing)
 
     def refer(self, obj: Any, handle: Optional[int] = None) -> Dict[str, Any]:
         if isinstance(obj, types.ModuleType):

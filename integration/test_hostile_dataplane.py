@@ -155,12 +155,15 @@ def test_a_flood_of_idle_and_trickling_connections_leaves_the_lease_connecting(
         assert flood.stdout is not None
         assert flood.stdout.readline().strip() == "ready"
         during = run_client(granted, timeout=60)
+        said = (during.stderr.strip().splitlines() or [""])[-1]
+        print(f"{mode}: the lease's client during the flood: {during.stdout.strip()!r} {said}")
         if mode == "unprotected":  # the hole: every new connection is dropped
             assert during.stdout.strip() != CLIENT_OK
             assert "too many handshakes in flight" in acceptor_log(cluster)
             return
         assert during.stdout.strip() == CLIENT_OK, during.stderr
         outcome = json.loads(flood.stdout.readline())
+        print(f"{mode}: the flood: {outcome}")
     finally:
         flood.kill()
         flood.wait()
@@ -237,6 +240,9 @@ def test_a_stopped_worker_stalls_only_its_own_lease(
             wait_until(lambda: "is not taking connections" in acceptor_log(cluster), 30, "refusal")
         piled_up = acceptor_threads(cluster) - threads_before
         during = run_client(other, timeout=60)
+        print(f"{mode}: {len(sockets)} handshakes of the stopped lease, {piled_up} more threads")
+        said = (during.stderr.strip().splitlines() or [""])[-1]
+        print(f"{mode}: the other lease's client: {during.stdout.strip()!r} {said}")
         if mode == "unprotected":  # the hole: 64 threads stuck, every other lease refused
             assert piled_up >= 60
             assert during.stdout.strip() != CLIENT_OK

@@ -116,7 +116,10 @@ class ProcessWorker:
         self.control.close()  # the worker exits when its control socket closes
         with contextlib.suppress(ProcessLookupError):
             self.process.kill()
-        self.process.wait()
+        try:
+            self.process.wait(timeout=START_TIMEOUT)
+        except subprocess.TimeoutExpired:  # unkillable (stuck in the kernel): not our thread too
+            log.error("worker %d did not exit after SIGKILL; left behind", self.process.pid)
 
 
 class ContainerWorker:

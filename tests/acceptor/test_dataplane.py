@@ -6,6 +6,8 @@ import contextlib
 import errno
 import socket
 import subprocess
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +15,7 @@ import pytest
 
 from radium.acceptor.dataplane import DataPlane
 from radium.acceptor.devices import CpuBackend
+from radium.acceptor.handshakes import Table
 from radium.acceptor.slots import Slots
 from radium.proto import pool_pb2 as pb
 from radium_interposer import handshake, wire
@@ -170,3 +173,51 @@ def test_a_worker_that_cannot_take_the_connection_is_named_to_the_client(tmp_pat
         "the worker of lease lease-a did not take the connection (Broken pipe)"
     ]
     assert plane.refused == 0  # it was authenticated: not a refusal
+
+
+def dial(plane: DataPlane) -> socket.socket:
+    host, port = plane.address.rsplit(":", 1)
+    return socket.create_connection((host, int(port)), timeout=30)
+
+
+def test_idle_connections_past_the_per_source_limit_close_their_oldest(tmp_path: Path) -> None:
+    slots = Slots(str(tmp_path), CpuBackend(1, 1024))
+    slots.prepare(pb.Lease(id="lease-a", device_ids=["cpu0"], credential="lease-a-secret"))
+    plane = DataPlane(f"127.0.0.1:{free_port()}", slots, Table(limit=100, per_source=4))
+    plane.start()
+    idle = [dial(plane) for _ in range(10)]
+    try:
+        # The newest four hold the source's entries; every older one was closed for them.
+        assert all(closed_by_peer(sock) for sock in idle[:6])
+        out = run_client(
+            plane, "lease-a", "lease-a-secret", "import numpy\nprint(numpy.ones(3).sum())"
+        )
+        assert out.strip() == "3.0"  # one source: the client's handshake got an entry too
+        assert closed_by_peer(idle[6])  # the oldest left, closed for the client's connection
+    finally:
+        for sock in idle:
+            sock.close()
+        plane.stop()
+        slots.close()
+
+
+def test_a_handshake_waits_for_a_late_grant_without_a_thread(tmp_path: Path) -> None:
+    slots = Slots(str(tmp_path), CpuBackend(1, 1024))
+    plane = DataPlane(f"127.0.0.1:{free_port()}", slots)
+    plane.start()
+    outcome: list[object] = []
+    try:
+        with dial(plane) as sock:
+            thread = threading.Thread(
+                target=lambda: outcome.append(handshake.client(sock, "late", "late-secret"))
+            )
+            thread.start()
+            while not plane.awaiting:  # the proof is in, the lease not granted yet
+                time.sleep(0.01)
+            assert not [t for t in threading.enumerate() if t.name.startswith("hand-over")]
+            slots.grant(pb.Lease(id="late", device_ids=["cpu0"], credential="late-secret"))
+            thread.join(timeout=30)
+        assert outcome == [wire.VERSION]
+    finally:
+        plane.stop()
+        slots.close()

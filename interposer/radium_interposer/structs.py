@@ -31,6 +31,8 @@ TAGS = frozenset(
 _NAMESPACES = ("argparse.Namespace", "types.SimpleNamespace")
 _PATHS = ("PurePosixPath", "PureWindowsPath", "PosixPath", "WindowsPath")
 _TIMES = ("datetime", "date", "time")
+#: The most fields of a named tuple rebuilt without its class (one is made for it).
+MAX_FIELDS = 4096
 #: The standard library modules whose values a client rebuilds: imported by :func:`preload`
 #: before a worker can say anything, so that none is ever imported on a worker's word (one
 #: planted in the program's directory through its file service would run). ``argparse``
@@ -267,6 +269,8 @@ def _record(tag: str, node: Dict[str, Any], unpart: Unpart, find: FindClass) -> 
     kind: Any = cls
     if not (isinstance(cls, type) and issubclass(cls, tuple) and _named_tuple(cls)):
         name = str(node["t"]).rpartition(".")[2] or "record"
+        if len(node["f"]) > MAX_FIELDS:  # its class is compiled: ~2 KiB and 15 µs a field
+            raise DecodeError(f"a named tuple of {len(node['f'])} fields (at most {MAX_FIELDS})")
         make: Callable[..., Any] = collections.namedtuple
         kind = make(name, [str(f) for f in node["f"]])
     return kind(*values)

@@ -170,6 +170,19 @@ def test_a_remote_errors_arguments_import_nothing(planted: Callable[[str], Path]
     assert not marker.exists()
 
 
+def test_a_named_tuple_without_its_class_has_a_bounded_number_of_fields(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fields = [f"f{i}" for i in range(structs.MAX_FIELDS)]
+    node = {"$": "nt", "t": "nowhere.Wide", "f": fields, "v": list(range(len(fields)))}
+    assert proxy.decode(node, [])[-1] == structs.MAX_FIELDS - 1
+    node = {**node, "f": [*fields, "extra"], "v": [*node["v"], 0]}
+    with pytest.raises(codec.DecodeError, match=r"named tuple of 4097 fields \(at most 4096\)"):
+        proxy.decode(node, [])
+    monkeypatch.setattr(structs, "MAX_FIELDS", 1 << 62)  # unbounded, as before: a class is made
+    assert proxy.decode(node, [])._fields[-1] == "extra"
+
+
 def test_values_nested_past_the_stack_are_refused() -> None:
     tree: Any = 1
     for _ in range(100_000):

@@ -106,8 +106,8 @@ class DataPlane:
                 for key, _ in self.selector.select(self._wait()):
                     if key.data == "listener":
                         self._accept()
-                    elif isinstance(key.data, Pending):
-                        self._serve(key.data, self._readable)
+                    elif isinstance(key.data, Pending) and key.data.sock.fileno() >= 0:
+                        self._serve(key.data, self._readable)  # (not closed for a newer one)
                 now = time.monotonic()
                 for late in self.table.expired(now):
                     self._refuse(late, f"no handshake within {HANDSHAKE_DEADLINE:g}s")
@@ -168,6 +168,9 @@ class DataPlane:
             self._refuse(pending, str(exc))
         except (wire.ProtocolError, OSError) as exc:
             self._refuse(pending, str(exc) or type(exc).__name__)
+        except Exception:  # a bug here must cost one connection, never the listener
+            log.exception("data plane: handshake of %s failed", pending.peer)
+            self._refuse(pending, "internal error")
 
     def _readable(self, pending: Pending) -> None:
         try:

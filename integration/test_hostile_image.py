@@ -11,6 +11,7 @@ from ``/run/radium/info.json``, whose ``request`` is what its lease is allocated
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -104,19 +105,16 @@ def test_an_images_env_takes_nothing_under_the_default_or_the_named_runtime(
 
 
 def test_radium_run_still_asks_for_its_lease(default_dockerd: Dockerd, radium: RadiumEnv) -> None:
-    """`radium run` passes -e: what it passes asks, the image's priority and wait do not."""
-    import os
-    import subprocess
-
+    """`radium run` passes -e: what it passes asks, even a value equal to the image's own
+    (``--gpus 2``), and the image's priority and wait do not."""
     cli = radium.runtime.parent / "radium"
     env = {**radium.environ(), "DOCKER_HOST": f"unix://{default_dockerd.socket}"}
     env["PATH"] = f"{Path(default_dockerd.client).parent}:{env['PATH']}"
+    argv = [str(cli), "run", "--gpus", "2", "--rm", "--network", "none", "radium-test/hostile"]
     result = subprocess.run(
-        [str(cli), "run", "--gpus", "1", "--rm", "--network", "none", "radium-test/hostile", *SHOW],
-        capture_output=True, text=True, timeout=300, env=env, check=False,
-    )  # fmt: skip
-    assert os.path.exists(cli)
-    assert request(result) == {"radium.io/gpus": "1", "radium.io/image": "radium-test/hostile"}
+        [*argv, *SHOW], capture_output=True, text=True, timeout=300, env=env, check=False
+    )
+    assert request(result) == {"radium.io/gpus": "2", "radium.io/image": "radium-test/hostile"}
 
 
 @pytest.fixture(scope="module")

@@ -14,13 +14,13 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from radium.config import Config
 from radium.errors import RadiumError, SpecError, UnavailableError, UsageError
-from radium.shim.request import FIELDS, checked
+from radium.shim.request import FIELDS, checked, env_map
 
 #: docker run's exit code when the docker daemon itself failed (not the container).
 DOCKER_FAILED = 125
@@ -101,7 +101,37 @@ def parse(argv: Sequence[str]) -> RunRequest:
     return request
 
 
-def docker_argv(request: RunRequest, cidfile: str) -> list[str]:
+def image_env(image: str | None) -> dict[str, str]:
+    """The image's own ENV, where docker already has the image (else nothing: it pulls it)."""
+    if not image:
+        return {}
+    try:
+        done = subprocess.run(
+            ["docker", "image", "inspect", "--format", "{{json .Config.Env}}", image],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        return env_map(json.loads(done.stdout)) if done.returncode == 0 else {}
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        return {}
+
+
+def unlike_the_image(env: dict[str, str], image: Mapping[str, str]) -> dict[str, str]:
+    """``env`` with each value equal to the image's own made to differ by a leading space.
+
+    The runtime reads a ``RADIUM_*`` value equal to the image's ENV as the image's (it cannot
+    tell who typed it) and strips spaces from what it keeps: so ``radium run --gpus 2`` of an
+    image that bakes ``RADIUM_GPUS=2`` still asks for 2. RADIUM_SPLIT, a path the container
+    reads itself, is left as it is.
+    """
+    return {k: f" {v}" if image.get(k) == v and k != "RADIUM_SPLIT" else v for k, v in env.items()}
+
+
+def docker_argv(
+    request: RunRequest, cidfile: str, image_values: Mapping[str, str] | None = None
+) -> list[str]:
+    """``docker run`` for ``request``; ``image_values``: the image's own ENV (:func:`image_env`)."""
     argv = ["docker", "run", "--runtime=radium", "--cidfile", cidfile]
     env = dict(request.env)
     image = image_of(request.docker_args)
@@ -115,7 +145,7 @@ def docker_argv(request: RunRequest, cidfile: str) -> list[str]:
             raise UsageError(f"split file {request.split} does not exist")
         argv += ["-v", f"{split}:{SPLIT_TARGET}:ro"]
         env["RADIUM_SPLIT"] = SPLIT_TARGET
-    for key, value in env.items():
+    for key, value in unlike_the_image(env, image_values or {}).items():
         argv += ["-e", f"{key}={value}"]
     return argv + request.docker_args
 
@@ -172,7 +202,8 @@ def run(config: Config, argv: Sequence[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="radium-run-") as scratch:
         cidfile = os.path.join(scratch, "cid")
         try:
-            child = subprocess.Popen(docker_argv(request, cidfile))
+            image = image_env(image_of(request.docker_args))
+            child = subprocess.Popen(docker_argv(request, cidfile, image))
         except FileNotFoundError:
             raise UsageError("docker is not installed", hint="apt-get install docker.io") from None
         if request.verbose:

@@ -80,3 +80,18 @@ def test_the_image_and_worker_mode_reach_the_container() -> None:
     assert "RADIUM_IMAGE=reg/img:1" in argv
     with pytest.raises(UsageError, match='--worker must be "process" or "container"'):
         parse(["--worker", "gpu", "img"])
+
+
+def test_a_value_equal_to_the_images_is_sent_so_that_it_still_asks() -> None:
+    """The runtime reads a value equal to the image's ENV as the image's: radium run makes its
+    own differ by a space, which the runtime strips (shim.request.checked)."""
+    from radium.shim.request import ImageSet, from_spec
+
+    image = {"RADIUM_GPUS": "2", "RADIUM_PRIORITY": "inference", "PATH": "/bin"}
+    argv = docker_argv(parse(["--gpus", "2", "--priority", "batch", "img"]), "c", image)
+    env = [argv[i + 1] for i, arg in enumerate(argv) if arg == "-e"]
+    assert "RADIUM_GPUS= 2" in env and "RADIUM_PRIORITY=batch" in env
+    spec = {"process": {"env": [*(f"{k}={v}" for k, v in image.items()), *env]}}
+    request = from_spec(spec, ImageSet("docker", image, {}))
+    assert request is not None
+    assert (request["radium.io/gpus"], request["radium.io/priority"]) == ("2", "batch")

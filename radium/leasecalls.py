@@ -38,7 +38,8 @@ class LeaseCalls:
         self.batching = False
         #: Allocations given up on (deadline): a lease that still comes is released.
         self._abandoned: set[int] = set()
-        #: Calls unanswered at most (the pool's window; a test may make it smaller).
+        #: Calls unanswered at most (the pool's window; a test may narrow it before the first
+        #: call, which sizes the places).
         self.window = WINDOW
         #: Calls sent on the open connection whose reply has not come, waited for or not:
         #: each holds a place in the window until then (or until the connection breaks).

@@ -201,10 +201,16 @@ class Sandbox:
         return args
 
     def spawn(
-        self, tenant: Tenant, argv: list[str], keep_fd: int, join: Callable[[int], object]
+        self,
+        tenant: Tenant,
+        argv: list[str],
+        keep_fd: int,
+        join: Callable[[int], object],
+        output: int | None = None,
     ) -> subprocess.Popen[bytes]:
         """Start ``argv`` confined; ``join(pid)`` puts the held sandbox under the lease's
-        cgroups before the payload runs. ``keep_fd`` is passed through (the control socket)."""
+        cgroups before the payload runs. ``keep_fd`` is passed through (the control socket);
+        ``output`` takes the stdout and stderr of bubblewrap and the worker (the tenant's)."""
         info_read, info_write = os.pipe()
         block_read, block_write = os.pipe()
         fds = {
@@ -220,6 +226,8 @@ class Sandbox:
                 self.command(tenant, argv, fds),
                 pass_fds=[keep_fd, *fds.values()],
                 stdin=subprocess.DEVNULL,
+                stdout=output,
+                stderr=output,
                 env={"PATH": _PATH},
             ).result()
         finally:
@@ -289,6 +297,9 @@ class Sandbox:
             "Tmpfs": {"/tmp": f"rw,nosuid,nodev,size={size}"},
             "ShmSize": size,
             "Ulimits": limits,
+            # Its output is the tenant's: docker keeps at most this much of it (the report of
+            # its end reads the last lines), whatever the daemon's default log driver.
+            "LogConfig": {"Type": "json-file", "Config": {"max-size": "1m", "max-file": "1"}},
             "Devices": [
                 {"PathOnHost": n, "PathInContainer": n, "CgroupPermissions": "rw"}
                 for n in tenant.devices

@@ -25,6 +25,7 @@ from typing import Callable
 
 from radium.acceptor.engines import Docker
 from radium.acceptor.sandbox import HOME_TARGET, Sandbox, Tenant
+from radium.acceptor.worker_output import TAIL_LINES, OutputTail, report_container
 from radium.errors import RadiumError, UnavailableError
 from radium_interposer import control as control_messages
 from radium_interposer import wire
@@ -59,17 +60,27 @@ class ProcessWorker:
         self.reader = CountersReader()
         argv = [sys.executable, *WORKER, "--lease", tenant.lease_id]
         argv += ["--control-fd", str(child.fileno())]
+        # Its output is the tenant's: read into a bounded tail, never the acceptor's stderr.
+        self.output = OutputTail(tenant.lease_id)
         with child:
-            if sandbox is not None:
-                self.process = sandbox.spawn(tenant, argv, child.fileno(), join)
-            else:
-                self.process = subprocess.Popen(
-                    argv,
-                    pass_fds=[child.fileno()],
-                    cwd=tenant.home,
-                    env={**os.environ, **tenant.env},
-                    stdin=subprocess.DEVNULL,
-                )
+            try:
+                if sandbox is not None:
+                    spawn = sandbox.spawn(tenant, argv, child.fileno(), join, self.output.write_fd)
+                    self.process = spawn
+                else:
+                    self.process = subprocess.Popen(
+                        argv,
+                        pass_fds=[child.fileno()],
+                        cwd=tenant.home,
+                        env={**os.environ, **tenant.env},
+                        stdin=subprocess.DEVNULL,
+                        stdout=self.output.write_fd,
+                        stderr=self.output.write_fd,
+                    )
+            except BaseException:
+                self.output.started(None, sandboxed=False)
+                raise
+        self.output.started(self.process, sandboxed=sandbox is not None)
         (slot / "worker.pid").write_text(str(self.process.pid))
         self._wait_ready(tenant.lease_id)
 
@@ -113,6 +124,7 @@ class ProcessWorker:
         return self.reader.poll(self.control)
 
     def stop(self) -> None:
+        self.output.stop()  # its end is the acceptor's doing: not reported as a crash
         self.control.close()  # the worker exits when its control socket closes
         with contextlib.suppress(ProcessLookupError):
             self.process.kill()
@@ -261,12 +273,27 @@ class ContainerWorker:
         return self.reader.poll(self.control) if self.control is not None else None
 
     def stop(self) -> None:
+        if self.control is not None and self.container:
+            self._report_end()  # before the control socket closes: then it exits anyway
         if self.control is not None:
             self.control.close()
         self.listener.close()
         self.ready.wait(START_TIMEOUT)
         if self.container:
             self.engine.remove_container(self.container)
+
+    def _report_end(self) -> None:
+        """A worker container that ended before the acceptor stopped it: logged as it ended."""
+        try:
+            state = self.engine.container_state(self.container)
+            if state.get("Running", True):
+                return
+            lines = self.engine.container_logs(self.container, TAIL_LINES).splitlines()
+        except (OSError, RadiumError) as exc:
+            log.debug("lease %s: no state of its worker container: %s", self.lease_id, exc)
+            return
+        where = f"in container {self.container[:12]} of {self.image}"
+        report_container(self.lease_id, where, state, lines)
 
 
 def _notify(control: socket.socket, text: str) -> None:

@@ -120,6 +120,7 @@ def test_container_mode_gets_the_same_guarantees_from_the_engine() -> None:
         {"PathOnHost": "/dev/nvidia1", "PathInContainer": "/dev/nvidia1", "CgroupPermissions": "rw"}
     ]
     assert host["Tmpfs"] == {"/tmp": f"rw,nosuid,nodev,size={128 << 20}"}
+    assert host["LogConfig"]["Config"] == {"max-size": "1m", "max-file": "1"}  # tenant's output
 
 
 def test_nvidia_device_nodes_are_the_lease_s_and_the_control_nodes(tmp_path: Path) -> None:

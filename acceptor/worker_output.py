@@ -1,0 +1,206 @@
+"""What a lease's process-mode worker writes (stdout and stderr), and how it ended, for the log.
+
+The worker runs the tenant's code, so its output is the tenant's: it goes into a pipe, never
+straight to the acceptor's own stderr (the acceptor log). One thread per worker reads the pipe
+without ever blocking on it (``select`` with a timeout; it ends at the pipe's end, or
+:data:`REPORT_WAIT` after a stop), keeps the last
+:data:`TAIL_LINES` lines (each cut at :data:`LINE_CHARS` characters, control characters escaped)
+and forwards lines to the log within a budget per worker (a burst of :data:`BURST` lines, then
+:data:`RATE` a second; what it drops is counted and said). When the pipe closes the worker has
+ended: its exit status or signal and its last lines are logged, unless the acceptor stopped it.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import select
+import signal
+import subprocess
+import threading
+import time
+from typing import Any, Callable, Mapping
+
+log = logging.getLogger(__name__)
+#: Lines of the worker's output kept for the report of its end.
+TAIL_LINES = 20
+#: A line is cut after this many characters (a line with no newline is cut, not buffered).
+LINE_CHARS = 1000
+#: Lines a worker may send to the log at once, and then each second: a tenant that floods
+#: its stderr costs the acceptor log about RATE lines a second, not what it writes.
+BURST = 200
+RATE = 2.0
+#: How long the reading thread waits in one select: how soon it sees that its time is up.
+POLL = 1.0
+#: How long the report waits for the process once its output has closed.
+REPORT_WAIT = 10.0
+_READ = 65536
+
+
+def clean(text: str) -> str:
+    """A line of the tenant's for the log: control characters escaped (it cannot forge or erase
+    other lines), cut after LINE_CHARS characters."""
+    text = "".join(c if c.isprintable() or c == "\t" else repr(c)[1:-1] for c in text)
+    if len(text) > LINE_CHARS:
+        text = text[:LINE_CHARS] + f"... ({len(text) - LINE_CHARS} more characters)"
+    return text
+
+
+def describe(returncode: int, sandboxed: bool) -> str:
+    """How the worker ended, in words. bubblewrap (``sandboxed``) exits with 128 + N when its
+    payload was killed by signal N, as a shell does; Popen says -N for a direct child."""
+    number = -returncode if returncode < 0 else returncode - 128 if sandboxed else 0
+    try:
+        name = signal.Signals(number).name if number > 0 else ""
+    except ValueError:
+        name = ""
+    if not name:
+        return f"exited with status {returncode}"
+    return f"was killed by {name}" + (f" (status {returncode})" if returncode > 0 else "")
+
+
+class Budget:
+    """A token bucket: :meth:`take` is True while the worker may still log a line."""
+
+    def __init__(
+        self, burst: int = BURST, rate: float = RATE, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.burst, self.rate, self.clock = burst, rate, clock
+        self.tokens, self.last = float(burst), clock()
+
+    def take(self) -> bool:
+        now = self.clock()
+        self.tokens = min(self.burst, self.tokens + (now - self.last) * self.rate)
+        self.last = now
+        if self.tokens < 1:
+            return False
+        self.tokens -= 1
+        return True
+
+
+class OutputTail:
+    """A pipe for a worker's stdout and stderr, read by a thread of its own.
+
+    Give :attr:`write_fd` to the worker, then :meth:`started` (which closes this process's copy)
+    with the process; :meth:`stop` before the acceptor stops it itself.
+    """
+
+    def __init__(self, lease_id: str, budget: Budget | None = None) -> None:
+        self.lease_id = lease_id
+        self.read_fd, self.write_fd = os.pipe()
+        os.set_blocking(self.read_fd, False)
+        self.lines: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+        self.budget = budget or Budget()
+        self.dropped = 0
+        self.partial = b""
+        self.process: subprocess.Popen[bytes] | None = None
+        self.sandboxed = False
+        #: Set by :meth:`stop`: the acceptor ends the worker; True when it was still running.
+        self.stopping = threading.Event()
+        self.alive_when_stopped = False
+        #: After a stop, the thread reads on until the pipe closes or this (monotonic) time.
+        self.drain_until = float("inf")
+        self.thread = threading.Thread(target=self._run, daemon=True, name=f"output-{lease_id}")
+        self.thread.start()
+
+    def started(self, process: subprocess.Popen[bytes] | None, sandboxed: bool) -> None:
+        """The worker holds the write end now (None: it did not start); close ours, so the pipe
+        closes when the worker and everything it started are gone."""
+        self.process, self.sandboxed = process, sandboxed
+        if self.write_fd >= 0:
+            os.close(self.write_fd)
+            self.write_fd = -1
+
+    def stop(self) -> None:
+        """The acceptor stops the worker: its end is no news (the thread ends within POLL)."""
+        if self.process is not None:
+            self.alive_when_stopped = self.process.poll() is None
+        self.drain_until = time.monotonic() + REPORT_WAIT
+        self.stopping.set()
+        if self.write_fd >= 0:  # never started
+            os.close(self.write_fd)
+            self.write_fd = -1
+
+    def tail(self) -> list[str]:
+        """The worker's last lines (at most TAIL_LINES)."""
+        return list(self.lines)
+
+    def _run(self) -> None:
+        try:
+            while time.monotonic() < self.drain_until:
+                ready, _, _ = select.select([self.read_fd], [], [], POLL)
+                if not ready:
+                    continue
+                try:
+                    chunk = os.read(self.read_fd, _READ)
+                except BlockingIOError:
+                    continue
+                if not chunk:
+                    self._line(self.partial, final=True)
+                    self._ended()
+                    return
+                self.feed(chunk)
+        finally:
+            os.close(self.read_fd)
+
+    def feed(self, chunk: bytes) -> None:
+        """Take a chunk of output: whole lines are kept and logged, the rest waits (cut)."""
+        *whole, rest = (self.partial + chunk).split(b"\n")
+        for line in whole:
+            self._line(line)
+        self.partial = rest[: LINE_CHARS * 4]  # a line without end stays bounded too
+
+    def _line(self, raw: bytes, final: bool = False) -> None:
+        if final and not raw:
+            return
+        text = clean(raw.decode("utf-8", "replace").rstrip("\r"))
+        self.lines.append(text)
+        if not self.budget.take():
+            self.dropped += 1
+            return
+        if self.dropped:
+            log.warning(
+                "lease %s: %d lines of its worker's output not logged (over %d, then %g a second)",
+                self.lease_id,
+                self.dropped,
+                BURST,
+                RATE,
+            )
+            self.dropped = 0
+        log.info("lease %s worker: %s", self.lease_id, text)
+
+    def _ended(self) -> None:
+        """The worker's output closed: say how it ended, unless the acceptor ended it."""
+        process = self.process
+        if process is None:
+            return
+        try:
+            status = process.wait(timeout=REPORT_WAIT)
+        except subprocess.TimeoutExpired:  # its output closed, it runs on: no end to report
+            log.debug("lease %s: worker %d closed its output", self.lease_id, process.pid)
+            return
+        how = describe(status, self.sandboxed)
+        if self.stopping.is_set() and self.alive_when_stopped:
+            log.debug("lease %s: worker %d stopped (%s)", self.lease_id, process.pid, how)
+            return
+        report(self.lease_id, f"(pid {process.pid}) {how}", self.tail(), self.dropped)
+
+
+def report(lease_id: str, how: str, lines: list[str], dropped: int = 0) -> None:
+    """Log a worker's end that the acceptor did not cause, with its last lines of output."""
+    said = f"; its last {len(lines)} lines of output follow" if lines else "; it wrote nothing"
+    extra = f" ({dropped} of its lines were not logged as they came)" if dropped else ""
+    log.warning("lease %s: the worker %s%s%s", lease_id, how, said, extra)
+    for line in lines:
+        log.warning("lease %s: worker| %s", lease_id, line)
+
+
+def report_container(lease_id: str, where: str, state: Mapping[str, Any], lines: list[str]) -> None:
+    """Log the end of a container-mode worker from docker's ``State`` (its exit code, whether
+    its memory cap killed it) and docker's last lines of its output."""
+    code = state.get("ExitCode")
+    how = describe(code if isinstance(code, int) else 0, sandboxed=True)  # docker: 128 + N too
+    if state.get("OOMKilled"):
+        how += ": its memory cap (OOM killer)"
+    report(lease_id, f"{where} {how}", [clean(line) for line in lines[-TAIL_LINES:]])

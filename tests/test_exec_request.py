@@ -33,3 +33,9 @@ def test_the_amount_asked_for(argv: tuple[str, ...], gpus: int, fraction: float)
 
 def test_no_device_at_all() -> None:
     assert asked("--gpus", "0") is None
+
+
+def test_memory_asks_for_a_part_of_one_device_as_radium_run_does() -> None:
+    request = asked("--memory", "512")
+    assert request is not None
+    assert (request["gpus"], request["fraction"], request["memory_mib"]) == (0, 0.0, 512)

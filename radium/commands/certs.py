@@ -40,7 +40,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     init.add_argument("--days", type=int, default=3650, help="validity (default 3650)")
     init.set_defaults(func=_init)
     issue = actions.add_parser("issue", help="a certificate for one node, naming its role")
-    issue.add_argument("role", choices=("pool", "acceptor", "agent", "admin"))
+    issue.add_argument(
+        "role",
+        choices=("pool", "acceptor", "agent", "admin"),
+        help="what the node is to the pool: its server, a GPU server, a client, an admin",
+    )
     issue.add_argument("name", help="the node (or user) it is for; files NAME.pem, NAME.key")
     issue.add_argument("--dir", type=Path, default=DEFAULT_DIR, help="where the CA is")
     issue.add_argument(

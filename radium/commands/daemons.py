@@ -74,7 +74,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     serve.add_argument("--pool", help="pool address host:port (default: acceptor.pool)")
     serve.add_argument("--name", help="name in the pool (default: acceptor.name or the host name)")
     serve.add_argument("--data-address", help="data-plane address workers are reached at")
-    serve.add_argument("--backend", choices=("auto", "nvml", "cpu"))
+    serve.add_argument(
+        "--backend",
+        choices=("auto", "nvml", "cpu"),
+        help="where devices come from: NVIDIA (nvml), CPU stand-ins (cpu), or auto",
+    )
     serve.add_argument("--cpu-devices", type=int, help="devices the CPU backend exposes")
     serve.add_argument("--state-dir", help="where lease slots live")
     serve.add_argument(

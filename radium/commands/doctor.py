@@ -39,5 +39,5 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     parser.add_argument("--docker-config", type=Path, help="daemon.json to check")
     parser.add_argument("--scripts", type=Path, help="where Radium's programs are installed")
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--json", action="store_true", help="print the checks as JSON")
     parser.set_defaults(func=_doctor)

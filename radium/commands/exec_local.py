@@ -4,26 +4,44 @@ from __future__ import annotations
 
 import argparse
 
-from radium.shim.request import PRIORITIES
+from radium.errors import SpecError, UsageError
+from radium.shim.request import PRIORITIES, checked
+
+HELP = "see radium exec -h"
 
 
 def _exec(args: argparse.Namespace) -> int:
     from radium import config as config_module
     from radium import execute
 
+    request = request_of(args)  # before anything is loaded, started or leased
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    return execute.run(config_module.load(), command, args.remote, args.split, request_of(args))
+    return execute.run(config_module.load(), command, args.remote, args.split, request)
+
+
+#: The options that make the request, each checked as the runtime checks its annotation.
+REQUEST_OPTIONS = ("gpus", "fraction", "memory", "queue", "priority", "wait", "image", "worker")
 
 
 def request_of(args: argparse.Namespace) -> dict[str, str]:
-    """The lease request, as the ``radium.io/`` annotations a container would carry."""
-    # No amount named: one whole device (shim.request.allocation); --fraction alone: a part.
-    request = {} if args.gpus is None else {"radium.io/gpus": str(args.gpus)}
-    if args.fraction:
-        request["radium.io/fraction"] = str(args.fraction)
-    for key in ("queue", "priority", "wait", "image", "worker"):
-        if getattr(args, key):
-            request[f"radium.io/{key}"] = getattr(args, key)
+    """The lease request, as the ``radium.io/`` annotations a container would carry.
+
+    Each value is checked here, naming the option the user typed: a bad one is a UsageError
+    before any agent is asked (``--fraction 0`` is refused, not read as "not given").
+    """
+    request = {}
+    for key in REQUEST_OPTIONS:
+        value = getattr(args, key)
+        if value is None:
+            continue
+        try:
+            request[f"radium.io/{key}"] = checked(key, value, f"--{key}")
+        except SpecError as exc:
+            raise UsageError(exc.message, hint=HELP) from None
+    if "radium.io/fraction" in request and "radium.io/memory" in request:
+        raise UsageError("--fraction and --memory exclude each other", hint=HELP)
+    # No amount named: one whole device (shim.request.allocation); --fraction or --memory
+    # alone: a part of one.
     return request
 
 
@@ -32,9 +50,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "exec", help="run a local command whose chosen modules run on a leased acceptor"
     )
     parser.add_argument(
-        "--gpus", type=int, help="whole devices to lease (default 1, or none with --fraction)"
+        "--gpus",
+        metavar="N",
+        help="whole devices to lease (default 1, or none with --fraction or --memory)",
     )
-    parser.add_argument("--fraction", type=float, default=0.0, help="a fraction of one device")
+    parser.add_argument("--fraction", metavar="F", help="a fraction of one device, in (0, 1]")
+    parser.add_argument("--memory", metavar="MiB", help="a part of one device with this memory")
     parser.add_argument("--queue", help="the pool queue to lease from (default: default)")
     parser.add_argument(
         "--priority",
@@ -44,6 +65,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     parser.add_argument(
         "--wait",
+        metavar="S",
         help="seconds to wait for capacity (queued fairly; may reclaim the queue's quota)",
     )
     parser.add_argument(

@@ -55,9 +55,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     add = sub.add_parser("add", help="register an image; every acceptor pulls it")
     rm = sub.add_parser("rm", help="unregister an image; every acceptor removes it")
     for command, func in ((add, _add), (rm, _rm)):
-        command.add_argument("image")
+        command.add_argument("image", help="the image reference, as docker pull takes it")
         command.add_argument("--timeout", type=float, default=3600.0, help="seconds to follow")
         command.set_defaults(func=func)
     ls = sub.add_parser("ls", help="which acceptor has which image (and its digest)")
-    ls.add_argument("--json", action="store_true")
+    ls.add_argument("--json", action="store_true", help="print JSON")
     ls.set_defaults(func=_ls)

@@ -33,6 +33,11 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells)
 
 
+def count(n: int, noun: str) -> str:
+    """``1 acceptor``, ``2 acceptors``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def _gpus(args: argparse.Namespace) -> int:
     status = pool_client().status()
     if args.json:
@@ -140,8 +145,8 @@ def _status(args: argparse.Namespace) -> int:
         return 0
     up = sum(1 for a in status.acceptors if a.up)
     print(
-        f"pool {status.version}: {len(status.acceptors)} acceptors ({up} up), "
-        f"{len(status.devices)} devices, {status.active_leases} active leases"
+        f"pool {status.version}: {count(len(status.acceptors), 'acceptor')} ({up} up), "
+        f"{count(len(status.devices), 'device')}, {count(status.active_leases, 'active lease')}"
     )
     rows = [(a.name, a.data_address, "up" if a.up else "DOWN", a.devices) for a in status.acceptors]
     if rows:

@@ -97,7 +97,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     add = sub.add_parser("add", help="add a queue")
     change = sub.add_parser("set", help="change a queue (only the options given)")
     for command, func in ((add, _add), (change, _set)):
-        command.add_argument("name")
+        command.add_argument("name", help="the queue")
         command.add_argument(
             "--deserved", type=float, help="GPUs guaranteed (reclaimed from others when asked)"
         )
@@ -113,7 +113,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         command.add_argument("--parent", help="the department queue this one belongs to")
         command.set_defaults(func=func)
     rm = sub.add_parser("rm", help="remove a queue that holds no lease")
-    rm.add_argument("name")
+    rm.add_argument("name", help="the queue")
     rm.set_defaults(func=_rm)
     ls = sub.add_parser("ls", help="every queue: its quota, what it holds, its fair share now")
     ls.add_argument("--json", action="store_true", help="print JSON")

@@ -26,7 +26,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="configure a container engine for Radium",
         description="Write the engine's configuration for Radium, idempotently, with a backup.",
     )
-    parser.add_argument("engine", choices=("docker", "containerd", "crio", "podman"))
+    parser.add_argument(
+        "engine",
+        choices=("docker", "containerd", "crio", "podman"),
+        help="the engine to configure",
+    )
     parser.add_argument(
         "--remove", action="store_true", help="take Radium's configuration out again"
     )

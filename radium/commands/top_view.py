@@ -14,6 +14,8 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from radium.commands.inspect import count
+
 if TYPE_CHECKING:
     from radium.proto import pool_pb2 as pb
 
@@ -52,10 +54,6 @@ def size(n: int) -> str:
             return f"{value:.1f} {unit}"
         value /= 1024
     return f"{value:.1f} TiB"
-
-
-def count(n: int, noun: str) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def duration(seconds: float) -> str:

@@ -40,12 +40,15 @@ import time
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
+from integration.progress_lines import debootstrap_step, run_with_steps, say
+
 __all__ = [
     "CACHE_DIR",
     "SUITES",
     "ImageBuildError",
     "alpine_tar",
     "busybox_tar",
+    "debian_built",
     "debian_tar",
     "extract",
     "python_version",
@@ -146,7 +149,7 @@ def _locked(name: str) -> Iterator[None]:
         try:
             fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            log.info("waiting for another process building %s", name)
+            say("images", f"waiting for another process building {name}")
             fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
         try:
             yield
@@ -272,7 +275,16 @@ def debian_tar(suite: str, *, with_numpy: bool = False) -> Path:
     if suite not in SUITES:
         raise ValueError(f"unknown suite {suite!r}; expected one of {', '.join(SUITES)}")
     include = ["python3"] + (["python3-numpy"] if with_numpy else [])
-    return minbase_tar(suite, include, f"debian-{suite}{'-numpy' if with_numpy else ''}")
+    return minbase_tar(suite, include, _debian_name(suite, with_numpy))
+
+
+def _debian_name(suite: str, with_numpy: bool) -> str:
+    return f"debian-{suite}{'-numpy' if with_numpy else ''}"
+
+
+def debian_built(suite: str, *, with_numpy: bool = False) -> bool:
+    """Whether :func:`debian_tar` has the tar in its cache (else it builds it: minutes)."""
+    return (CACHE_DIR / f"{_debian_name(suite, with_numpy)}.tar").is_file()
 
 
 def minbase_tar(suite: str, include: Sequence[str], name: str) -> Path:
@@ -287,8 +299,13 @@ def minbase_tar(suite: str, include: Sequence[str], name: str) -> Path:
         _clean_stale(f".build-{name}-")
         _clean_stale(f".{name}.tar.tmp-")
         started = time.monotonic()
+        say(
+            "images",
+            f"building {name}: debootstrap of Debian {suite} with {', '.join(include)} "
+            "(about 2 minutes the first time)...",
+        )
         _build_debian(suite, list(include), dest)
-        log.info("built %s in %.0fs", dest, time.monotonic() - started)
+        say("images", f"built {dest} in {time.monotonic() - started:.0f}s")
     return dest
 
 
@@ -317,15 +334,8 @@ def _build_debian(suite: str, include: list[str], dest: Path) -> None:
         if var in os.environ:
             env[var] = os.environ[var]
     try:
-        log.info("debootstrapping %s (include=%s) into %s", suite, ",".join(include), rootfs)
-        try:
-            _run(argv, env=env)
-        except ImageBuildError as exc:
-            logfile = rootfs / "debootstrap" / "debootstrap.log"
-            if logfile.is_file():
-                detail = _tail(logfile.read_text(errors="replace"))
-                raise ImageBuildError(f"{exc}\n--- {logfile} (tail):\n{detail}") from exc
-            raise
+        log.debug("debootstrapping %s (include=%s) into %s", suite, ",".join(include), rootfs)
+        _debootstrap(argv, env, rootfs, dest.stem)
         leftover = _mounts_under(rootfs)
         if leftover:
             raise ImageBuildError(
@@ -334,9 +344,27 @@ def _build_debian(suite: str, include: list[str], dest: Path) -> None:
         if "python3" in include and not (rootfs / "usr" / "bin" / "python3").exists():
             raise ImageBuildError(f"debootstrap of {suite} produced no usr/bin/python3")
         _strip_rootfs(rootfs)
+        say("images", f"{dest.stem}: packing {dest.name}")
         _pack(rootfs, dest, exclude=("./dev/*", "./proc/*", "./sys/*", "./debootstrap"))
     finally:
         _remove_tree(work)
+
+
+def _debootstrap(argv: list[str], env: dict[str, str], rootfs: Path, name: str) -> None:
+    """Run debootstrap, one line per step of it on stderr; its failure with its log's tail."""
+    try:
+        status, tail = run_with_steps(
+            argv, env=env, show=lambda line: say("images", f"{name}: {line}"), step=debootstrap_step
+        )
+    except OSError as exc:
+        raise ImageBuildError(f"{argv[0]}: {exc}") from exc
+    if status == 0:
+        return
+    detail = _tail("\n".join(tail))
+    logfile = rootfs / "debootstrap" / "debootstrap.log"
+    if logfile.is_file():
+        detail += f"\n--- {logfile} (tail):\n{_tail(logfile.read_text(errors='replace'))}"
+    raise ImageBuildError(f"command failed with exit status {status}: {' '.join(argv)}\n{detail}")
 
 
 def _python_from_tar(tar: Path) -> str | None:

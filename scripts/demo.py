@@ -32,6 +32,7 @@ from integration.radium_env import make_env
 IMAGE = "radium-demo/debian:bookworm"
 CLI = str(Path(sys.executable).parent / "radium")
 PROBE = "import numpy"
+FIRST_BUILD = "about 2 minutes the first time"
 APP = """
 import json, time
 import numpy as np
@@ -48,6 +49,11 @@ s = proxy.stats()
 print(f"ran on the acceptor: {s['calls']} calls, {s['busy_seconds']:.2f} s busy; array data"
       f" sent to it {s['bytes_in']} B, back {s['bytes_out']} B")
 """
+
+
+def say(text: str) -> None:
+    """A step of the demo's own on stderr (stdout is the transcript): no minute is silent."""
+    print(f"demo: {text}", file=sys.stderr, flush=True)
 
 
 def show(command: list[str], env: dict[str, str]) -> None:
@@ -84,9 +90,14 @@ def main() -> int:
         radium = make_env(root / "docker")
         engine_config = radium.config
         engine_config.write_text(engine_config.read_text() + _pool_sections(up_config))
+        say("starting a private dockerd (its own data root and socket) with the radium runtime...")
         daemon = Dockerd({"radium": radium.runtime}, radium.environ())
         daemon.start()
-        daemon.import_image(images.debian_tar("bookworm"), IMAGE)
+        if not images.debian_built("bookworm"):
+            say(f"building the Debian bookworm image (debootstrap, {FIRST_BUILD})...")
+        tar = images.debian_tar("bookworm")
+        say(f"importing the image {IMAGE} into it...")
+        daemon.import_image(tar, IMAGE)
         plain = daemon.docker(
             "run", "--rm", "--network", "none", IMAGE, "python3", "-c", PROBE, check=False
         )

@@ -13,6 +13,7 @@ from radium.errors import CapacityError, InvalidRequestError, RadiumError
 from radium.pool import convert
 from radium.pool.commits import committed
 from radium.pool.model import Lease, Request, preemption_notice
+from radium.pool.scheduler import no_capacity
 from radium.proto import pool_pb2 as pb
 
 if TYPE_CHECKING:  # service.py imports this module
@@ -64,7 +65,8 @@ class Leasing:
             # asyncio.wait, not wait_for: on Python 3.11 wait_for swallows a cancellation that
             # comes with the grant, and the lease would go to a caller that is gone.
             if not (await asyncio.wait([future], timeout=wanted.wait))[0]:
-                raise CapacityError(f"no capacity for {wanted.describe()} within {wanted.wait:g}s")
+                when = f" within {wanted.wait:g}s" if wanted.wait else " now (others wait ahead)"
+                raise no_capacity(wanted, self.pool.state.placer, when)
             lease = convert.lease_to_pb(future.result())  # or the refusal it ended with
             # Granted by another call's change, maybe not committed yet.
             await committed(self.pool.commits)

@@ -57,13 +57,29 @@ def place(
     placement = placer.place(request)
     if placement is not None:
         return placement
+    if not placer.free_summary(request)[0] and not any(
+        matches(a, s.device, request) for a in acceptors for s in a.devices.values()
+    ):
+        raise InvalidRequestError(f"no device in the pool matches {request.describe()}")
+    raise no_capacity(request, placer, "")
+
+
+#: How a request says it may wait, whichever way it was made (radium exec and run, the
+#: environment, an annotation).
+WAIT_OPTIONS = "--wait SECONDS (RADIUM_WAIT, radium.io/wait; up to 3600)"
+
+
+def no_capacity(request: Request, placer: Placer, when: str) -> CapacityError:
+    """The refusal of ``request`` (``when``: " within 5s", or "") saying what is free now and
+    that it may wait for more."""
     matching, whole, best = placer.free_summary(request)
+    wanted = f"no capacity for {request.describe()}{when}"
     if not matching:
-        if not any(matches(a, s.device, request) for a in acceptors for s in a.devices.values()):
-            raise InvalidRequestError(f"no device in the pool matches {request.describe()}")
-        raise CapacityError(f"no capacity for {request.describe()}: no matching acceptor is up")
+        return CapacityError(
+            f"{wanted}: no matching acceptor is up", hint=f"wait for one: {WAIT_OPTIONS}"
+        )
     plural = "s" if whole != 1 else ""
-    raise CapacityError(
-        f"no capacity for {request.describe()}: {whole} matching GPU{plural} wholly free,"
-        f" at most {best} MiB free on one"
+    return CapacityError(
+        f"{wanted}: {whole} matching GPU{plural} wholly free, at most {best} MiB free on one",
+        hint=f"ask for what is free, or wait {'longer' if when else 'for it'}: {WAIT_OPTIONS}",
     )

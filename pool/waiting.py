@@ -41,7 +41,9 @@ class WaitingRoom:
         self.waiters: list[Waiter] = []
 
     def __len__(self) -> int:
-        return len(self.waiters)
+        """Requests still waiting: one that was served, refused or gave up is not, though it
+        stays in the list until the next :meth:`heads`."""
+        return len(self.pending())
 
     def add(self, request: Request, future: asyncio.Future[Lease]) -> None:
         queue = self.state.queues.resolve(request.queue).name

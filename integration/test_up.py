@@ -13,6 +13,7 @@ import psutil
 
 from integration.host import running
 from integration.pool import free_port, wait_until
+from radium import config as config_module
 
 
 def test_radium_up_serves_and_stops_cleanly(tmp_path: Path) -> None:
@@ -105,3 +106,91 @@ def test_a_second_radium_up_on_a_busy_state_dir_names_the_holders(tmp_path: Path
         )
     assert down.returncode == 0, down.stderr
     assert not any(psutil.pid_exists(pid) for pid in pids.values())
+
+
+APP = (
+    "import numpy as np\n"
+    "a = np.random.rand(300, 300)\n"
+    'print("inverse ok:", np.allclose(np.linalg.inv(a) @ a, np.eye(300)))\n'
+)
+
+
+def radium(*argv: str, config: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``radium ARGV`` as a user runs it, with ``RADIUM_CONFIG`` when ``config`` is given."""
+    cli = str(Path(sys.executable).parent / "radium")
+    env = {"PATH": os.environ["PATH"], **({"RADIUM_CONFIG": str(config)} if config else {})}
+    return subprocess.run([cli, *argv], env=env, capture_output=True, text=True, timeout=300)
+
+
+def processes_of(root: Path) -> list[str]:
+    """Processes still running with a config under ``root`` (services, agents, workers)."""
+    found = []
+    for process in psutil.process_iter():
+        try:
+            if str(root) in process.environ().get("RADIUM_CONFIG", ""):
+                found.append(f"{process.pid} {' '.join(process.cmdline())}")
+        except psutil.Error:
+            continue
+    return found
+
+
+def test_two_radium_up_in_other_state_dirs_run_side_by_side_and_each_serves_its_exec(
+    tmp_path: Path,
+) -> None:
+    # Neither is told which ports to take: the second finds the first's taken and picks others.
+    states = [tmp_path / "one", tmp_path / "two"]
+    (tmp_path / "app.py").write_text(APP)
+    started: list[Path] = []
+    try:
+        for state in states:
+            up = radium("up", "--detach", "--state-dir", str(state))
+            assert up.returncode == 0, up.stdout + up.stderr
+            started.append(state)
+            assert up.stdout.startswith("Radium is up: pool at "), up.stdout
+            assert f"export RADIUM_CONFIG={state / 'config.toml'}" in up.stdout
+        configs = [config_module.load(state / "config.toml") for state in states]
+        taken = [
+            {c.pool.listen, c.pool.lease_listen, c.pool.metrics, c.acceptor.metrics,
+             c.agent.metrics, c.agent.socket, c.agent.state_file, c.acceptor.state_dir}
+            for c in configs
+        ]  # fmt: skip
+        assert not taken[0] & taken[1], taken
+        for state in states:
+            done = radium(
+                "exec", "--remote", "numpy", "--", "/usr/bin/python3", str(tmp_path / "app.py"),
+                config=state / "config.toml",
+            )  # fmt: skip
+            assert (done.returncode, done.stdout) == (0, "inverse ok: True\n"), done.stderr
+        for state in states:  # each exec leased from its own pool
+            listed = radium("leases", "--all", "--json", config=state / "config.toml")
+            leases = json.loads(listed.stdout)
+            assert [lease["state"] for lease in leases] == ["released"], leases
+    finally:
+        downs = [radium("down", "--state-dir", str(state)) for state in started]
+    assert [(d.returncode, d.stderr) for d in downs] == [(0, "")] * 2
+    assert [d.stdout for d in downs] == ["Radium is down: stopped pool, acceptor, agent.\n"] * 2
+    assert processes_of(tmp_path) == []
+
+
+def test_a_later_radium_up_keeps_the_users_edits_to_its_config(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    path = state / "config.toml"
+    try:
+        first = radium("up", "--detach", "--state-dir", str(state))
+        assert first.returncode == 0, first.stderr
+        assert radium("down", "--state-dir", str(state)).returncode == 0
+        edited = (
+            path.read_text().replace("cpu_devices = 2", "cpu_devices = 3  # mine")
+            + "\n# my own table\n[acceptor.sandbox]\ntmp_mib = 512\n"
+        )
+        path.write_text(edited)
+        again = radium("up", "--detach", "--state-dir", str(state))
+        assert again.returncode == 0, again.stderr
+        assert "acceptor 'local' with 3 devices" in again.stdout
+        assert path.read_text() == edited  # nothing was missing: not written again
+        status = radium("status", "--json", config=path)  # the tokens did not change
+        assert status.returncode == 0, status.stderr
+        assert len(json.loads(status.stdout)["devices"]) == 3
+    finally:
+        radium("down", "--state-dir", str(state))
+    assert processes_of(tmp_path) == []

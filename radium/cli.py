@@ -10,7 +10,7 @@ import sys
 from collections.abc import Iterator
 from typing import Optional, Sequence
 
-from radium import __version__, logs
+from radium import __version__, config, logs
 from radium.commands import (
     agent,
     bundles,
@@ -73,6 +73,7 @@ def _dispatch(argv: Optional[Sequence[str]]) -> int:
     args, extra = parser.parse_known_args(argv)
     if extra:  # argparse would print the top-level usage for `radium leases --bogus`
         getattr(args, "command_parser", parser).error(f"unrecognized arguments: {' '.join(extra)}")
+    config.find_up_config()  # `radium up --detach`, then any command, with no export
     logs.setup("radium", "", stderr_level=logging.WARNING)
     try:
         return int(args.func(args))

@@ -1,7 +1,8 @@
 """The Radium configuration: one frozen, typed tree with complete defaults, loaded strictly.
 
-The file is TOML (``/etc/radium/config.toml``, or the path in ``RADIUM_CONFIG``). Every key is
-optional; an unknown key or a value of the wrong type is an error that names the key.
+The file is TOML (``/etc/radium/config.toml``, or the path in ``RADIUM_CONFIG``; for the
+``radium`` command line, the config of the user's default ``radium up`` when neither is there).
+Every key is optional; an unknown key or a value of the wrong type is an error that names the key.
 """
 
 from __future__ import annotations
@@ -415,10 +416,33 @@ def from_dict(data: Mapping[str, Any]) -> Config:
     return _build(Config, data, "")
 
 
+#: Whether this process also looks for the config of the user's default ``radium up``
+#: (:func:`find_up_config`): the ``radium`` command line does; the container start path and
+#: the services started by systemd never do (their config is named, or /etc's).
+_FIND_UP_CONFIG = {"on": False}
+
+
+def find_up_config() -> None:
+    """From now on, without ``RADIUM_CONFIG`` or :data:`DEFAULT_PATH`, read the config of this
+    user's default ``radium up`` when it has one (``radium up --detach`` and then ``radium
+    gpus`` need no ``export``)."""
+    _FIND_UP_CONFIG["on"] = True
+
+
 def config_path(environ: Mapping[str, str] = os.environ) -> tuple[str, bool]:
-    """The file to read and whether the user named it explicitly (then it must exist)."""
+    """The file to read and whether it must exist: ``RADIUM_CONFIG``; else
+    :data:`DEFAULT_PATH`; else, when :func:`find_up_config` was called and the default
+    ``radium up`` state directory has a config (and is safe: radium.statedir), that one."""
     explicit = environ.get(ENV_VAR, "")
-    return (explicit, True) if explicit else (DEFAULT_PATH, False)
+    if explicit:
+        return explicit, True
+    if _FIND_UP_CONFIG["on"] and not os.path.exists(DEFAULT_PATH):
+        from radium.statedir import up_config  # not on the container start path
+
+        found = up_config(environ)
+        if found is not None:
+            return str(found), True
+    return DEFAULT_PATH, False
 
 
 def load(

@@ -16,6 +16,7 @@ import errno
 import os
 import secrets
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -226,3 +227,32 @@ def _check_own(fd: int, walk: _Walk) -> None:
         )
     if info.st_mode & 0o077:
         os.fchmod(fd, 0o700)  # tokens, the pool's database, lease records
+
+
+def default_up_dir(environ: Mapping[str, str] = os.environ) -> Path:
+    """Where ``radium up`` keeps its state when not told (``--state-dir``): root's under
+    /var/lib, another user's under their XDG state directory."""
+    if os.geteuid() == 0:
+        return Path("/var/lib/radium/up")
+    home = environ.get("HOME") or os.path.expanduser("~")
+    return (
+        Path(environ.get("XDG_STATE_HOME") or os.path.join(home, ".local", "state"))
+        / "radium"
+        / "up"
+    )
+
+
+def up_config(environ: Mapping[str, str] = os.environ) -> Path | None:
+    """The config of this user's default ``radium up`` (:func:`default_up_dir`), when it has
+    written one there and the directory is safe (ours, no one else may write it, and the
+    file is a regular file, not a link); None otherwise."""
+    try:
+        with open_state_dir(default_up_dir(environ), create=False) as directory:
+            fd = directory.open("config.toml", os.O_RDONLY | os.O_NONBLOCK)
+            try:
+                regular = stat.S_ISREG(os.fstat(fd).st_mode)
+            finally:
+                os.close(fd)
+    except (OSError, UnsafeStateDirError):
+        return None
+    return directory.path / "config.toml" if regular else None

@@ -1,12 +1,14 @@
 """``radium up``: the embedded default — pool, CPU acceptor and node agent on this machine.
 
-It keeps its own config (generated tokens, database, slots, agent socket) in a state directory,
-supervises the three services as child processes, and stops them on Ctrl-C or SIGTERM; they
-also die with it when it is killed outright (:mod:`radium.lifeline`). With ``--detach`` it
-returns once they are ready, and ``radium down`` stops them. A lock on the state directory,
+It keeps its own config (generated tokens, database, slots, agent socket, ports: see
+:mod:`radium.upconfig`) in a state directory, supervises the three services as child
+processes, and stops them on Ctrl-C or SIGTERM; they also die with it when it is killed
+outright (:mod:`radium.lifeline`). With ``--detach`` it returns once they are ready, and
+``radium down`` stops them. A lock on the state directory,
 held by the services themselves, keeps a second ``radium up`` out, naming who holds it. Other
 radium commands, and an engine's radium runtime, use them when pointed at that config
-(``export RADIUM_CONFIG=...`` as it prints).
+(``export RADIUM_CONFIG=...`` as it prints); the command line finds the default state
+directory's config by itself (radium.config.config_path).
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ import contextlib
 import fcntl
 import json
 import os
-import secrets
 import signal
 import subprocess
 import sys
@@ -26,10 +27,10 @@ from typing import TextIO
 import psutil
 
 from radium import config as config_module
-from radium import lifeline, tomlcache
+from radium import lifeline, upconfig
 from radium.errors import AlreadyExistsError, RadiumError
 from radium.poolclient import PoolClient
-from radium.statedir import StateDir, open_state_dir
+from radium.statedir import StateDir, default_up_dir, open_state_dir
 
 STOP_GRACE = 10.0
 SERVICES = ("pool", "acceptor", "agent")
@@ -38,59 +39,8 @@ LOCK = "up.lock"
 
 
 def default_state_dir() -> Path:
-    if os.geteuid() == 0:
-        return Path("/var/lib/radium/up")
-    return (
-        Path(os.environ.get("XDG_STATE_HOME", Path.home() / ".local" / "state")) / "radium" / "up"
-    )
-
-
-#: Where each service of the embedded pool serves Prometheus metrics (docs/metrics.md).
-METRICS = {"pool": "127.0.0.1:7410", "acceptor": "127.0.0.1:7411", "agent": "127.0.0.1:7412"}
-
-
-def _previous(directory: StateDir) -> config_module.PoolConfig | None:
-    """The pool config an earlier ``radium up`` wrote here, if any (its tokens are kept)."""
-    if (raw := directory.read("config.toml")) is None:
-        return None
-    source = f"config file {directory.path / 'config.toml'}"
-    return config_module.from_dict(tomlcache.parse(raw, source)).pool
-
-
-def write_config(directory: StateDir, listen: str, cpu_devices: int) -> Path:
-    """The config of this embedded pool; tokens are generated once and kept (0600)."""
-    state = directory.path
-    path = state / "config.toml"
-    previous = _previous(directory)
-    agent = (
-        previous.agent_tokens[0]
-        if previous and previous.agent_tokens
-        else secrets.token_urlsafe(24)
-    )
-    acceptor = (
-        previous.acceptor_tokens[0]
-        if previous and previous.acceptor_tokens
-        else secrets.token_urlsafe(24)
-    )
-    host, _, port = listen.rpartition(":")
-    leases = f"{host}:{int(port) + 1}" if port.isdigit() else ""  # the lease socket's
-    text = (
-        "# Written by `radium up`; its tokens are kept between runs.\n"
-        f'[pool]\nlisten = "{listen}"\nlease_listen = "{leases}"\ndb = "{state / "pool.db"}"\n'
-        f'agent_tokens = ["{agent}"]\nacceptor_tokens = ["{acceptor}"]\n'
-        f'metrics = "{METRICS["pool"]}"\n'
-        f'[client]\npool = "{listen}"\nleases = "{leases}"\ntoken = "{agent}"\n'
-        f'[acceptor]\nname = "local"\npool = "{listen}"\ntoken = "{acceptor}"\nbackend = "auto"\n'
-        f'cpu_devices = {cpu_devices}\nstate_dir = "{state / "acceptor"}"\n'
-        # Port 0: the acceptor listens on a free port and registers the one it got.
-        'data_address = "127.0.0.1:0"\n'
-        f'metrics = "{METRICS["acceptor"]}"\n'
-        f'[agent]\nenabled = true\nsocket = "{state / "agent.sock"}"\n'
-        f'state_file = "{state / "agent-state.json"}"\nlog_file = "{state / "agent.log"}"\n'
-        f'metrics = "{METRICS["agent"]}"\n'
-    )
-    directory.write("config.toml", text.encode())
-    return path
+    """Where ``radium up`` keeps its state when ``--state-dir`` is not given."""
+    return default_up_dir()
 
 
 def _check_alive(children: dict[str, subprocess.Popen[bytes]], state: Path) -> None:
@@ -121,6 +71,29 @@ def _wait_ready(
         f"the pool and acceptor did not come up within {timeout:g}s",
         hint=f"see the logs in {state}",
     )
+
+
+def _announce(
+    out: TextIO, settings: config_module.Config, config: Path, devices: int, detach: bool
+) -> None:
+    """What is up, the ``export`` to use it, where it logs, how it stops, its metrics."""
+    state = config.parent
+    how_to_stop = f"radium down --state-dir {state}" if detach else "Ctrl-C"
+    metrics = {
+        "pool": settings.pool.metrics,
+        "acceptor": settings.acceptor.metrics,
+        "agent": settings.agent.metrics,
+    }
+    out.write(
+        f"Radium is up: pool at {settings.pool.listen}, acceptor '{settings.acceptor.name}' "
+        f"with {devices} devices.\n"
+        f"Use it{'' if detach else ' from another shell'}: export RADIUM_CONFIG={config}\n"
+        f"Logs: {state}/pool.log, acceptor.log, agent.log. {how_to_stop} stops all three.\n"
+    )
+    served = [f"http://{address}/metrics ({name})" for name, address in metrics.items() if address]
+    if served:
+        out.write(f"Metrics: {', '.join(served)}\n")
+    out.flush()
 
 
 def _stop(children: dict[str, subprocess.Popen[bytes]]) -> None:
@@ -181,15 +154,14 @@ def _not_up(state: Path) -> RadiumError:
 
 
 def down(state: Path, out: TextIO = sys.stdout) -> int:
-    """Stop what ``radium up`` started in ``state`` (the supervisor first, if it still runs)."""
+    """Stop what ``radium up`` started in ``state`` (the supervisor first, if it still runs),
+    and an agent of its config that something else started (:func:`_stop_other_agent`)."""
     try:
         directory = open_state_dir(state, create=False)
     except FileNotFoundError:
         raise _not_up(state) from None
     with directory:
         running = _running(directory)
-        if not running:
-            raise _not_up(state)
         processes = []
         for pid in sorted(running.values(), key=lambda p: p != running.get("up")):
             with contextlib.suppress(psutil.Error):
@@ -200,16 +172,42 @@ def down(state: Path, out: TextIO = sys.stdout) -> int:
         for process in left:
             with contextlib.suppress(psutil.Error):
                 process.kill()
-        directory.unlink(PIDS)
-    out.write(f"Radium is down: stopped {', '.join(n for n in running if n != 'up')}.\n")
+        if running:
+            directory.unlink(PIDS)
+        other = _stop_other_agent(state)
+    if not running and other is None:
+        raise _not_up(state)
+    stopped = [n for n in running if n != "up"]
+    if other is not None and "agent" not in stopped:
+        stopped.append("agent")
+    out.write(f"Radium is down: stopped {', '.join(stopped)}.\n")
     return 0
 
 
+def _stop_other_agent(state: Path) -> int | None:
+    """Stop the agent of this instance's config that ``radium up`` did not start (``radium
+    exec`` or the hook autostarted it): it would keep the agent's lock, which the next ``radium
+    up`` needs, and answer ``radium doctor``. Its pid, or None when there was none."""
+    from radium.shim.agent import lockfile
+
+    try:
+        settings = config_module.load(state / "config.toml")
+    except (RadiumError, OSError):
+        return None
+    lock = Path(settings.agent.state_file).with_suffix(".lock")
+    return lockfile.stop_holder(lock, STOP_GRACE)
+
+
 def run(
-    state: Path, listen: str, cpu_devices: int, out: TextIO = sys.stdout, detach: bool = False
+    state: Path,
+    listen: str | None = None,
+    cpu_devices: int | None = None,
+    out: TextIO = sys.stdout,
+    detach: bool = False,
 ) -> int:
     """Run the embedded pool from ``state`` (created 0700, refused if another user could read
-    or replace it): until stopped, or, with ``detach``, until it is up."""
+    or replace it): until stopped, or, with ``detach``, until it is up. ``listen`` and
+    ``cpu_devices``, when given, are set in its config; the rest of it is kept (upconfig)."""
     with open_state_dir(state, create=True) as directory:
         lock = _claim(directory)
         try:
@@ -219,10 +217,17 @@ def run(
 
 
 def _supervise(
-    directory: StateDir, lock: int, listen: str, cpu_devices: int, out: TextIO, detach: bool
+    directory: StateDir,
+    lock: int,
+    listen: str | None,
+    cpu_devices: int | None,
+    out: TextIO,
+    detach: bool,
 ) -> int:
     state = directory.path
-    config = write_config(directory, listen, cpu_devices)
+    config = upconfig.prepare(directory, listen, cpu_devices)
+    settings = config_module.load(config)
+    upconfig.check_free(settings, config)
     _write_pids(directory, {"up": os.getpid()})
     env = {**os.environ, "RADIUM_CONFIG": str(config)}
     if not detach:  # they die with this process, however it ends
@@ -252,18 +257,9 @@ def _supervise(
         pids = {s: c.pid for s, c in children.items()}
         _write_pids(directory, pids if detach else {"up": os.getpid(), **pids})
         # After the fork: the client's gRPC threads must not be in the children.
-        client = PoolClient(listen, config_module.load(config).client.token, timeout=2)
+        client = PoolClient(settings.client.pool, settings.client.token, timeout=2)
         devices = _wait_ready(client, children, state, 60)
-        how_to_stop = f"radium down --state-dir {state}" if detach else "Ctrl-C"
-        out.write(
-            f"Radium is up: pool at {listen}, acceptor 'local' with {devices} devices.\n"
-            f"Use it{'' if detach else ' from another shell'}: export RADIUM_CONFIG={config}\n"
-            f"Logs: {state}/pool.log, acceptor.log, agent.log. {how_to_stop} stops all three.\n"
-            "Metrics: "
-            + ", ".join(f"http://{address}/metrics ({s})" for s, address in METRICS.items())
-            + "\n"
-        )
-        out.flush()
+        _announce(out, settings, config, devices, detach)
         if detach:
             children = {}  # they keep running: `radium down` stops them
             return 0

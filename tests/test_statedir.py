@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from radium import statedir, up
+from radium import statedir, up, upconfig
 from radium.errors import UnsafeStateDirError
 from radium.statedir import open_state_dir
 
@@ -134,9 +134,9 @@ def test_up_writes_its_config_and_pids_over_planted_links(tmp_path: Path) -> Non
         (state / name).symlink_to(target)
     with open_state_dir(state, create=True) as directory:
         with pytest.raises(UnsafeStateDirError, match="is a symbolic link"):
-            up.write_config(directory, "127.0.0.1:7400", 2)  # reading the old tokens: refused
+            upconfig.prepare(directory, "127.0.0.1:7400", 2)  # reading the old tokens: refused
         (state / "config.toml").unlink()
-        config = up.write_config(directory, "127.0.0.1:7400", 2)
+        config = upconfig.prepare(directory, "127.0.0.1:7400", 2)
         up._write_pids(directory, {"up": 1})
         with pytest.raises(UnsafeStateDirError, match="is a symbolic link"):
             (state / "up.lock").symlink_to(tmp_path / "planted-lock")
@@ -148,8 +148,8 @@ def test_up_writes_its_config_and_pids_over_planted_links(tmp_path: Path) -> Non
 
 def test_the_tokens_are_kept_between_runs(tmp_path: Path) -> None:
     with open_state_dir(tmp_path / "state", create=True) as directory:
-        first = up.write_config(directory, "127.0.0.1:7400", 2).read_text()
-        second = up.write_config(directory, "127.0.0.1:7400", 2).read_text()
+        first = upconfig.prepare(directory, "127.0.0.1:7400", 2).read_text()
+        second = upconfig.prepare(directory, "127.0.0.1:7400", 2).read_text()
     assert first == second and "agent_tokens" in first
 
 

@@ -26,11 +26,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parser.add_argument("--state-dir", type=Path, help="where its config, database and logs live")
     parser.add_argument(
         "--listen",
-        default="127.0.0.1:7400",
-        help="pool address (default 127.0.0.1:7400); its lease socket takes the next port",
+        help="pool address, set in its config; its lease socket takes the next port (default: "
+        "the config's; at the first start 127.0.0.1:7400 when free, else a free port)",
     )
     parser.add_argument(
-        "--cpu-devices", type=int, default=2, help="devices the CPU acceptor exposes"
+        "--cpu-devices",
+        type=int,
+        help="devices the CPU acceptor exposes, set in its config (default: the config's, or 2)",
     )
     parser.add_argument(
         "-d", "--detach", action="store_true", help="return once up; `radium down` stops it"

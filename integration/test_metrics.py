@@ -30,7 +30,6 @@ from integration.test_leases import radium_dockerd, radium_run
 from integration.test_up import start_up
 from radium import config as config_module
 from radium.poolclient import PoolClient
-from radium.up import METRICS
 from tests.packaging.test_grafana_dashboard import queries as dashboard_queries
 
 IMAGE = "radium-test/bookworm:metrics"
@@ -167,16 +166,17 @@ def metered(
         {"PATH": os.environ["PATH"], "RADIUM_CONFIG": str(acceptor_config)},
         root / "acceptor.log",
     )
-    client = config_module.load(up_config).client
+    settings = config_module.load(up_config)  # its metrics ports: free ones it picked
+    client = settings.client
     node_config = radium.client_config(
         "metrics.toml", f'[client]\npool = "{client.pool}"\ntoken = "{client.token}"\n', up
     )
     prometheus = Prometheus(
         root,
         {
-            "pool": METRICS["pool"],
-            "acceptor": METRICS["acceptor"],
-            "agent": METRICS["agent"],
+            "pool": settings.pool.metrics,
+            "acceptor": settings.acceptor.metrics,
+            "agent": settings.agent.metrics,
             "netns_acceptor": acceptor_metrics,
         },
     )

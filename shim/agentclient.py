@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 
 MAX_REPLY = 1 << 20
 START_TIMEOUT = 10.0
+#: An agent started here exits once idle this long, holding no lease, cut off from its pool
+#: (shim/agent/process.py): a failed exec or container start must not leave it running.
+IDLE_EXIT = 5.0
 
 
 def call(path: str, message: dict[str, Any], timeout: float = 30.0) -> dict[str, Any]:
@@ -107,7 +110,11 @@ def ensure_running(config: Config) -> None:
             stderr=log,
             start_new_session=True,
             close_fds=True,
-            env={"PATH": os.environ.get("PATH", os.defpath), **_radium_env()},
+            env={
+                "PATH": os.environ.get("PATH", os.defpath),
+                **_radium_env(),
+                "RADIUM_AGENT_IDLE_EXIT": f"{IDLE_EXIT:g}",  # process.IDLE_EXIT_ENV
+            },
         )
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:

@@ -1,11 +1,16 @@
 """The agent process: one per node (a lock file keeps a second out), its parts wired together,
-its sockets and background tasks started, and all of it stopped on SIGTERM or SIGINT."""
+its sockets and background tasks started, and all of it stopped on SIGTERM or SIGINT.
+
+An agent autostarted by the hook or ``radium exec`` (:data:`IDLE_EXIT_ENV` set) also stops by
+itself once it holds no lease, has been asked nothing for that many seconds, and the pool failed
+its last lease call: a pool that is down (or a config whose pool does not resolve) must not leave
+an agent behind, holding the lock that ``radium up``'s own agent needs.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import logging
 import os
 import signal
@@ -23,7 +28,7 @@ from radium.config import ClientConfig, Config
 from radium.leasecalls import LeaseCalls
 from radium.leasesocket import LeaseSocket
 from radium.leasestream import LeaseStream
-from radium.shim.agent import nativeclient, protocol
+from radium.shim.agent import execdirs, lockfile, nativeclient, protocol
 from radium.shim.agent.book import LeaseBook, write_lease_file
 from radium.shim.agent.broker import ConnectionBroker
 from radium.shim.agent.mounthelper import MountHelper
@@ -32,6 +37,10 @@ from radium.shim.agent.starts import ConfigSource, StartService
 from radium.statedir import open_state_dir
 
 log = logging.getLogger(__name__)
+#: Set by autostart: the seconds an agent cut off from its pool, holding nothing, stays idle.
+IDLE_EXIT_ENV = "RADIUM_AGENT_IDLE_EXIT"
+#: How long an autostarted agent waits for the lock of an agent that is stopping.
+LOCK_WAIT = 5.0
 
 
 def _lease_client(client: ClientConfig, channel: grpc.aio.Channel) -> LeaseCalls:
@@ -55,19 +64,52 @@ async def serve(config: Config) -> None:
     # Lease credentials are kept there: refused if another local user could read or replace
     # it (or what is in it), made 0700 otherwise (docs/security.md).
     open_state_dir(lock_path.parent, create=True, setting="[agent] state_file").close()
-    lock = open(lock_path, "w")  # noqa: SIM115 - held for the agent's life
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+    idle_exit = _idle_exit_seconds()
+    lock = await _claim(lock_path, LOCK_WAIT if idle_exit is not None else 0.0)
+    if lock is None:
         log.info("another agent is running (lock %s)", lock_path)
         return
+    try:
+        await _serve(config, idle_exit)
+    finally:
+        os.close(lock)
+
+
+async def _claim(lock_path: Path, wait: float) -> int | None:
+    """The agent's lock; autostarted, it waits a little for one that is stopping (idle)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait
+    while (lock := lockfile.claim(lock_path)) is None and loop.time() < deadline:
+        await asyncio.sleep(0.05)
+    return lock
+
+
+def _idle_exit_seconds() -> float | None:
+    try:
+        return float(os.environ[IDLE_EXIT_ENV])
+    except (KeyError, ValueError):
+        return None
+
+
+async def _stop_when_cut_off(agent: AgentService, grace: float, stop: asyncio.Event) -> None:
+    while not agent.cut_off(grace):
+        await asyncio.sleep(min(grace, 1.0))
+    log.warning(
+        "autostarted agent exits: it holds no lease, was asked nothing for %gs, and its pool "
+        "failed its last call", grace
+    )  # fmt: skip
+    stop.set()
+
+
+async def _serve(config: Config, idle_exit: float | None) -> None:
     channel = rpc.aio_channel(config.client.pool, config.client.tls)
     pool = _lease_client(config.client, channel)
     book = LeaseBook(Path(config.agent.state_file))
     book.load()
+    execdirs.sweep(config.hook.state_dir, [held.runtime_dir for held in book])
     broker = ConnectionBroker(book.get)
     node = config.agent.node or socket.gethostname()
-    agent = AgentService(node, pool, book, broker)
+    agent = AgentService(node, pool, book, broker, exec_dir=config.hook.state_dir)
     endpoint = None
     if config.agent.metrics:
         # Imported only then: prometheus-client takes 60 ms to import, and the hook may be
@@ -97,6 +139,8 @@ async def serve(config: Config) -> None:
         await broker.open(held)
     log.info("agent of node %s listening on %s", node, socket_path)
     stop = asyncio.Event()
+    if idle_exit is not None:
+        tasks.append(asyncio.create_task(_stop_when_cut_off(agent, idle_exit, stop)))
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
@@ -117,7 +161,6 @@ async def serve(config: Config) -> None:
         for path in (socket_path, start_path):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
-        lock.close()
 
 
 async def _listen(path: str, serve: Callable[..., Awaitable[None]]) -> asyncio.AbstractServer:

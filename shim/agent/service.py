@@ -9,19 +9,31 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import shutil
 import time
 from typing import Any, Callable, Protocol
 
-from radium.errors import InvalidRequestError, LeaseNotFoundError, RadiumError
+from radium.errors import (
+    AuthError,
+    DeadlineError,
+    InvalidRequestError,
+    LeaseNotFoundError,
+    RadiumError,
+    UnavailableError,
+)
 from radium.proto import pool_pb2 as pb
 from radium.shim.agent import protocol
 from radium.shim.agent.book import Held, LeaseBook, process_started, write_lease_file
 from radium.shim.agent.broker import ConnectionBroker
+from radium.shim.agent.execdirs import is_exec_dir
 from radium.shim.request import allocation
 
 log = logging.getLogger(__name__)
 WATCH_INTERVAL = 1.0
 KEEPALIVE_TICK = 0.25
+#: Why the watch releases a lease: the holder's process (a container's init, an exec) is gone.
+HOLDER_GONE = "container process gone"
 
 
 class LeasePool(Protocol):
@@ -54,7 +66,8 @@ class AgentService:
     """Answers requests on the control socket; keeps leases alive; watches their containers.
 
     ``started(pid)`` is a process's start time (0 when it is gone): injected so tests can end a
-    container without starting one.
+    container without starting one. ``exec_dir``: where ``radium exec`` makes its runtime
+    directories (``hook.state_dir``); one whose holder died is removed with its lease.
     """
 
     def __init__(
@@ -64,10 +77,16 @@ class AgentService:
         book: LeaseBook,
         broker: ConnectionBroker,
         started: Callable[[int], float] = process_started,
+        exec_dir: str = "",
     ) -> None:
         self.node, self.pool, self.book, self.broker, self.started = (
             node, pool, book, broker, started
         )  # fmt: skip
+        self.exec_dir = exec_dir
+        #: Requests being answered, when the last one ended, and whether the pool could not be
+        #: reached (or refused the token) at the last lease call: an autostarted agent that is
+        #: cut off from its pool and idle exits (process.py).
+        self.busy, self.last_request, self.pool_failed = 0, time.monotonic(), False
         #: Containers whose lease is being taken from the pool (it may wait for capacity).
         self.acquiring: dict[str, asyncio.Task[dict[str, Any] | None]] = {}
         #: Told of each request answered: (op, error kind or "", seconds); the metrics.
@@ -100,7 +119,12 @@ class AgentService:
         if wanted is None:
             return None
         holder = f"{self.node}/{container}"
-        lease = await self.pool.allocate(pb.AllocateRequest(holder=holder, **wanted))
+        try:
+            lease = await self.pool.allocate(pb.AllocateRequest(holder=holder, **wanted))
+        except (UnavailableError, AuthError, DeadlineError):  # cut off, not refused
+            self.pool_failed = True
+            raise
+        self.pool_failed = False
         pid = int(message.get("pid", 0))
         summary = lease_summary(lease, holder)
         held = Held(
@@ -128,6 +152,8 @@ class AgentService:
         held = await self.book.remove(container)
         if held is None:
             return False
+        if why == HOLDER_GONE:
+            self.clean_runtime_dir(held)
         self.broker.close(container)
         try:
             await self.pool.release(held.lease_id)
@@ -149,7 +175,35 @@ class AgentService:
             return {"ok": True, "held": self.book.records()}
         raise InvalidRequestError(f"unknown agent operation {op!r}")
 
+    def clean_runtime_dir(self, held: Held) -> None:
+        """The runtime directory of a holder that died: an exec's is removed (nobody else
+        will: ``radium exec`` was killed), a container's told its lease ended (its poststop
+        hook removes the directory)."""
+        path = os.path.normpath(held.runtime_dir) if held.runtime_dir else ""
+        if path and self.exec_dir and is_exec_dir(path, self.exec_dir):
+            shutil.rmtree(path, ignore_errors=True)  # a symlink there is refused, not followed
+            log.info("container %s: removed its runtime directory %s", held.container, path)
+            return
+        held.lease.update(state="released", message="its holder process is gone")
+        with contextlib.suppress(OSError):
+            write_lease_file(held)
+
+    def cut_off(self, grace: float) -> bool:
+        """Nothing held, nothing asked for ``grace`` seconds, and the pool failed us last."""
+        idle = time.monotonic() - self.last_request >= grace
+        return self.pool_failed and idle and not self.busy and not self.acquiring and not self.book
+
     async def serve_client(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        self.busy += 1
+        try:
+            await self._serve_client(reader, writer)
+        finally:
+            self.busy -= 1
+            self.last_request = time.monotonic()
+
+    async def _serve_client(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
         began, op = time.perf_counter(), ""
@@ -196,6 +250,7 @@ class AgentService:
         """Renew one lease; one the pool no longer knows is dropped and its container told."""
         try:
             answer = await self.pool.keep_alive(held.lease_id)
+            self.pool_failed = False
             self.book.note_state(held, answer.state, answer.message)
         except LeaseNotFoundError as exc:
             log.warning("container %s: lease %s ended in the pool", held.container, held.lease_id)
@@ -214,4 +269,4 @@ class AgentService:
         """Release the lease of every container whose init process is gone."""
         for held in self.book:
             if held.pid and self.started(held.pid) != held.pid_started:
-                await self.release(held.container, "container process gone")
+                await self.release(held.container, HOLDER_GONE)

@@ -51,6 +51,7 @@ from radium.acceptor.record import SlotRecord
 from radium.acceptor.sandbox import Sandbox, Tenant
 from radium.acceptor.uids import UidLocks
 from radium.acceptor.usage import Meter
+from radium.acceptor.worker_output import oom_kills
 from radium.acceptor.workers import ContainerWorker, ProcessWorker
 from radium.errors import LeaseNotFoundError, RadiumError
 from radium.pool.model import preemption_notice
@@ -314,7 +315,10 @@ class Slots:
             if self.limits is not None:
                 applied.extend(self.limits.apply(record.id, pid, tenant.share))
 
-        return ProcessWorker(tenant, slot, self.sandbox, join), applied
+        def oom() -> int:  # the report of a worker's end names its memory cap
+            return oom_kills(self.limits._dirs(record.id).values()) if self.limits else 0
+
+        return ProcessWorker(tenant, slot, self.sandbox, join, oom), applied
 
     def _starting(self, lease_id: str) -> threading.Lock:
         with self.lock:

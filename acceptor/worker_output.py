@@ -20,6 +20,8 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Iterable
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
 log = logging.getLogger(__name__)
@@ -60,6 +62,22 @@ def describe(returncode: int, sandboxed: bool) -> str:
     return f"was killed by {name}" + (f" (status {returncode})" if returncode > 0 else "")
 
 
+def oom_kills(directories: Iterable[Path]) -> int:
+    """How many processes the OOM killer killed in a lease's memory cgroup (cgroup v2
+    ``memory.events``, v1 ``memory.oom_control``); 0 where it cannot say."""
+    for directory in directories:
+        for name in ("memory.events", "memory.oom_control"):
+            try:
+                text = (directory / name).read_text()
+            except OSError:
+                continue
+            for line in text.splitlines():
+                key, _, value = line.partition(" ")
+                if key == "oom_kill" and value.strip().isdigit():
+                    return int(value)
+    return 0
+
+
 class Budget:
     """A token bucket: :meth:`take` is True while the worker may still log a line."""
 
@@ -86,8 +104,14 @@ class OutputTail:
     with the process; :meth:`stop` before the acceptor stops it itself.
     """
 
-    def __init__(self, lease_id: str, budget: Budget | None = None) -> None:
-        self.lease_id = lease_id
+    def __init__(
+        self,
+        lease_id: str,
+        budget: Budget | None = None,
+        oom: Callable[[], int] | None = None,
+    ) -> None:
+        """``oom()``: how many processes the OOM killer killed in the worker's cgroup."""
+        self.lease_id, self.oom = lease_id, oom
         self.read_fd, self.write_fd = os.pipe()
         os.set_blocking(self.read_fd, False)
         self.lines: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
@@ -181,6 +205,9 @@ class OutputTail:
             log.debug("lease %s: worker %d closed its output", self.lease_id, process.pid)
             return
         how = describe(status, self.sandboxed)
+        killed = self.oom() if self.oom is not None and "SIGKILL" in how else 0
+        if killed:  # a SIGKILL is what the memory cap sends
+            how += f": its memory cap (the OOM killer killed {killed} of its processes)"
         if self.stopping.is_set() and self.alive_when_stopped:
             log.debug("lease %s: worker %d stopped (%s)", self.lease_id, process.pid, how)
             return

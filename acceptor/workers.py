@@ -53,15 +53,17 @@ class ProcessWorker:
         slot: Path,
         sandbox: Sandbox | None,
         join: Callable[[int], object],
+        oom: Callable[[], int] | None = None,
     ) -> None:
         """Start the worker confined by ``sandbox`` (``join(pid)`` applies the lease's cgroups
-        before it runs), or unconfined as this process's user when there is none."""
+        before it runs), or unconfined as this process's user when there is none; ``oom()``
+        counts the OOM killer's kills in its cgroup (the report of its end names its cap)."""
         self.control, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.reader = CountersReader()
         argv = [sys.executable, *WORKER, "--lease", tenant.lease_id]
         argv += ["--control-fd", str(child.fileno())]
         # Its output is the tenant's: read into a bounded tail, never the acceptor's stderr.
-        self.output = OutputTail(tenant.lease_id)
+        self.output = OutputTail(tenant.lease_id, oom=oom)
         with child:
             try:
                 if sandbox is not None:

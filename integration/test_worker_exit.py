@@ -33,6 +33,8 @@ def die(how):
     os.write(2, b"crash: about to die by " + how.encode() + b"\\n")
     if how == "signal":
         os.kill(os.getpid(), signal.SIGKILL)
+    if how == "memory":  # past the lease's 256 MiB: its cgroup's OOM killer
+        return len(b"x" * (512 << 20))
     os._exit(3)
 
 
@@ -69,6 +71,7 @@ sandbox.Sandbox.spawn = old_spawn
 sys.exit(main())
 """
 FLOOD_LINES = 20000  # 10 MB
+ACCEPTOR_TABLE = "[acceptor]\ncpu_memory_mib = 1024\n"
 
 
 @pytest.fixture
@@ -81,9 +84,13 @@ def acceptor(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[PoolClu
         cli.write_text(f"#!{sys.executable} -I\n{UNPROTECTED}")
         cli.chmod(0o755)
         cluster.cli = str(cli)
+    # A device of 1 GiB: a lease of 256 MiB gets a quarter of a CPU to fill it (of the default
+    # 16 GiB, 1/64: its OOM took half a minute).
+    config = tmp_path / "acceptor.toml"
+    config.write_text(cluster.config.read_text().replace("[acceptor]\n", ACCEPTOR_TABLE, 1))
     try:
         cluster.start_pool()
-        cluster.start_acceptor("exit-acc", devices=1)
+        cluster.start_acceptor("exit-acc", devices=1, config=config)
         cluster.wait_up("exit-acc")
         yield cluster
     finally:
@@ -115,14 +122,23 @@ def remote(lease: pb.Lease, app: Path, function: str, argument: str) -> str:
 
 @pytest.mark.parametrize(
     ("how", "ended"),
-    [("signal", "was killed by SIGKILL (status 137)"), ("exit", "exited with status 3")],
+    [
+        ("signal", "was killed by SIGKILL (status 137)"),
+        ("exit", "exited with status 3"),
+        (
+            "memory",
+            "was killed by SIGKILL (status 137): its memory cap (the OOM killer killed 1 of its "
+            "processes)",
+        ),
+    ],
 )
 def test_a_worker_that_dies_leaves_its_cause_and_last_lines_in_the_acceptor_log(
     acceptor: PoolCluster, tmp_path: Path, how: str, ended: str
 ) -> None:
     client = acceptor.client()
     try:
-        lease = client.allocate(gpus=1, holder="tenant")
+        share = {"memory_mib": 256} if how == "memory" else {"gpus": 1}
+        lease = client.allocate(holder="tenant", **share)  # type: ignore[arg-type]
         assert remote(lease, tmp_path, "die", repr(how)).startswith("WorkerGone")
         log = acceptor.acceptors["exit-acc"].log
         pid = (tmp_path / "exit-acc" / "slots" / lease.id / "worker.pid").read_text()

@@ -25,6 +25,7 @@ from radium.acceptor.worker_output import (
     OutputTail,
     clean,
     describe,
+    oom_kills,
     report_container,
 )
 from radium.acceptor.workers import ContainerWorker
@@ -215,3 +216,28 @@ def test_a_container_worker_the_acceptor_stops_is_no_news(
     assert worker.ready.wait(60)
     worker.stop()  # running until now
     assert messages(caplog) == []
+
+
+def test_the_oom_killer_s_kills_are_read_from_either_cgroup_version(tmp_path: Path) -> None:
+    v2, v1, none = tmp_path / "v2", tmp_path / "v1", tmp_path / "none"
+    for directory in (v2, v1, none):
+        directory.mkdir()
+    (v2 / "memory.events").write_text("low 0\nhigh 0\nmax 7\noom 2\noom_kill 2\n")
+    (v1 / "memory.oom_control").write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 1\n")
+    assert [oom_kills([d]) for d in (v2, v1, none)] == [2, 1, 0]
+    assert oom_kills([none, v1]) == 1  # v1: one directory per controller, memory's has it
+
+
+def test_a_worker_its_memory_cap_killed_is_said_so(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO)
+    tail = OutputTail("l-oom", oom=lambda: 1)
+    child = run(tail, "import os\nos.kill(os.getpid(), 9)\n")
+    assert messages(caplog) == [
+        f"lease l-oom: the worker (pid {child.pid}) was killed by SIGKILL: its memory cap "
+        "(the OOM killer killed 1 of its processes); it wrote nothing"
+    ]
+    exited = OutputTail("l-3", oom=lambda: 1)  # an exit status is not the cap's doing
+    child = run(exited, "import sys\nsys.exit(3)\n")
+    assert messages(caplog)[-1].endswith(
+        f"(pid {child.pid}) exited with status 3; it wrote nothing"
+    )

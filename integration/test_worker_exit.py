@@ -5,12 +5,16 @@ A real pool and a real confined acceptor (bubblewrap, cgroups, the worker's own 
 tenant's client remotes a module whose functions write to the worker's own stderr (fd 2: not
 the call's captured ``sys.stderr``, which goes back to the client) and then die, or flood.
 
+Container-mode workers too, from an acceptor's slots in this process with a private dockerd:
+docker's exit code, whether it was the memory cap, and the container's last lines.
+
 The flood probe runs twice: as shipped, and ``unprotected``, through a ``radium`` that gives
 the worker the acceptor's own stderr again (as before issue 35), to show the probe catches it.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -19,8 +23,19 @@ from pathlib import Path
 
 import pytest
 
+from integration import images
+from integration.dockerd import Dockerd
 from integration.host import need_root
-from integration.pool import PoolCluster, wait_until
+from integration.pool import PoolCluster, free_port, wait_until
+from integration.radium_env import RadiumEnv
+from radium.acceptor import worker_output
+from radium.acceptor.dataplane import DataPlane
+from radium.acceptor.devices import CpuBackend
+from radium.acceptor.engines import Docker
+from radium.acceptor.limits import Cgroups
+from radium.acceptor.sandbox import Sandbox
+from radium.acceptor.slots import Slots
+from radium.config import SandboxConfig
 from radium.proto import pool_pb2 as pb
 from tests.interposer.harness import BARE_PYTHON, INTERPOSER
 
@@ -71,6 +86,7 @@ sandbox.Sandbox.spawn = old_spawn
 sys.exit(main())
 """
 FLOOD_LINES = 20000  # 10 MB
+IMAGE = "radium-test/bookworm:worker-exit"
 ACCEPTOR_TABLE = "[acceptor]\ncpu_memory_mib = 1024\n"
 
 
@@ -184,3 +200,57 @@ def test_a_worker_flooding_its_output_costs_the_acceptor_log_a_bounded_budget(
         wait_until(counted, 120, "the count of dropped lines")
     finally:
         client.close()
+
+
+@pytest.fixture
+def container_slots(
+    radium: RadiumEnv, tmp_path: Path
+) -> Iterator[tuple[Slots, DataPlane, Dockerd]]:
+    """An acceptor's slots and data plane in this process (its log is caplog's), confined,
+    with a private dockerd holding a Debian image: container-mode workers."""
+    need_root()
+    daemon = Dockerd({"radium": radium.runtime}, radium.environ())
+    plane = None
+    try:
+        daemon.start()
+        daemon.import_image(images.debian_tar("bookworm"), IMAGE)
+        engine = Docker(f"unix://{daemon.socket}")
+        sandbox = Sandbox(SandboxConfig())
+        state = str(tmp_path / "state")
+        slots = Slots(state, CpuBackend(1, 1024), sandbox=sandbox, limits=Cgroups(), engine=engine)
+        plane = DataPlane(f"127.0.0.1:{free_port()}", slots)
+        plane.start()
+        yield slots, plane, daemon
+    finally:
+        if plane is not None:
+            plane.stop()
+        daemon.stop()
+
+
+@pytest.mark.parametrize(
+    ("how", "ended"),
+    [  # (a SIGKILL of its own is ignored there: the worker is its container's pid 1)
+        ("exit", "exited with status 3"),
+        ("memory", "was killed by SIGKILL (status 137): its memory cap (OOM killer)"),
+    ],
+)
+def test_a_container_worker_that_dies_leaves_its_cause_and_last_lines_in_the_log(
+    container_slots: tuple[Slots, DataPlane, Dockerd],
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    how: str,
+    ended: str,
+) -> None:
+    caplog.set_level(logging.INFO)
+    slots, plane, _ = container_slots
+    lease = pb.Lease(id=f"box-{how}", device_ids=["cpu0"], memory_mib=256, credential="box-secret",
+                     image=IMAGE, worker="container", data_address=plane.address)  # fmt: skip
+    slots.prepare(lease)  # a container-mode worker starts at grant
+    try:
+        assert remote(lease, tmp_path, "die", repr(how)).startswith("WorkerGone")
+    finally:
+        slots.teardown(lease.id)  # the lease ends: its worker is stopped, its end reported
+    said = [r.getMessage() for r in caplog.records if r.name == worker_output.__name__]
+    assert said[0].startswith(f"lease {lease.id}: the worker in container ")
+    assert said[0].endswith(f" of {IMAGE} {ended}; its last {len(said) - 1} lines of output follow")
+    assert f"lease {lease.id}: worker| crash: about to die by {how}" in said

@@ -194,3 +194,56 @@ def test_a_later_radium_up_keeps_the_users_edits_to_its_config(tmp_path: Path) -
     finally:
         radium("down", "--state-dir", str(state))
     assert processes_of(tmp_path) == []
+
+
+def in_private_default_dirs(script: str) -> subprocess.CompletedProcess[str]:
+    """``script`` (sh) as root with a fresh, empty /var/lib/radium (where ``radium up`` keeps
+    its state by default) and /etc/radium (no system config), and its own loopback: a mount
+    and network namespace of its own, so this machine's default `radium up` is never touched."""
+    prologue = (
+        "set -eu\nmount --make-rprivate /\nmkdir -p /var/lib/radium\n"
+        "mount -t tmpfs radium-test /var/lib/radium\n"
+        "if [ -d /etc/radium ]; then mount -t tmpfs radium-test /etc/radium; fi\n"
+        "ip link set lo up\n"
+    )
+    env = {"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    return subprocess.run(
+        ["unshare", "--mount", "--net", "sh", "-c", prologue + script],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
+def test_after_radium_up_detach_every_command_finds_it_with_no_export(tmp_path: Path) -> None:
+    (tmp_path / "app.py").write_text(APP)
+    done = in_private_default_dirs(
+        "radium up --detach >/dev/null\n"
+        "trap 'radium down >/dev/null' EXIT\n"
+        "cat /var/lib/radium/up/pids.json\necho\necho ---\n"
+        "radium status --json\necho ---\nradium doctor --json || true\necho ---\n"
+        f"radium exec --remote numpy -- /usr/bin/python3 {tmp_path / 'app.py'}\n"
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    pids, status, doctor, app = done.stdout.split("---\n")
+    assert [(a["name"], a["up"]) for a in json.loads(status)["acceptors"]] == [("local", True)]
+    checks = {check["name"]: check for check in json.loads(doctor)}
+    assert checks["pool"]["status"] == "ok", checks["pool"]
+    assert checks["agent"]["detail"] == "answers at /var/lib/radium/up/agent.sock"
+    assert app == "inverse ok: True\n"
+    assert sorted(json.loads(pids)) == ["acceptor", "agent", "pool"]
+    assert not any(psutil.pid_exists(pid) for pid in json.loads(pids).values())
+
+
+def test_doctor_names_the_export_for_a_radium_up_it_did_not_find(tmp_path: Path) -> None:
+    state = tmp_path / "elsewhere"
+    done = in_private_default_dirs(
+        f"radium up --detach --state-dir {state} >/dev/null\n"
+        f"trap 'radium down --state-dir {state} >/dev/null' EXIT\n"
+        "radium doctor --json || true\n"
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    pool = {check["name"]: check for check in json.loads(done.stdout)}["pool"]
+    assert pool["status"] == "FAIL" and "token not accepted (no token)" in pool["detail"]
+    exports, _, why = pool["fix"].partition(" (")
+    assert f"export RADIUM_CONFIG={state / 'config.toml'}" in exports.split(" or "), pool
+    assert why == "radium up runs there; this command read /etc/radium/config.toml)"
+    assert processes_of(state) == []

@@ -124,11 +124,7 @@ def check_pool(config: Config) -> Iterable[Check]:
     try:
         status = client.status()
     except RadiumError as exc:
-        yield fail(
-            "pool",
-            exc.one_line(),
-            "start the pool (radium up, or radium pool serve) or fix [client] pool/token",
-        )
+        yield fail("pool", exc.one_line(), _pool_fix())
         return
     finally:
         client.close()
@@ -142,6 +138,21 @@ def check_pool(config: Config) -> Iterable[Check]:
         )
     else:
         yield ok("acceptors", f"{len(up)} up: {', '.join(up)}")
+
+
+def _pool_fix() -> str:
+    """When the user named no config: use a ``radium up`` that runs here with another one.
+    Else (or when none runs): start the pool, or fix the config."""
+    from radium import config as config_module
+    from radium import up
+
+    using, _ = config_module.config_path()
+    named = bool(os.environ.get(config_module.ENV_VAR))
+    others = [] if named else [path for path in up.running_configs() if path != using]
+    if others:
+        exports = " or ".join(f"export RADIUM_CONFIG={path}" for path in others)
+        return f"{exports} (radium up runs there; this command read {using})"
+    return "start the pool (radium up, or radium pool serve) or fix [client] pool/token"
 
 
 def run_checks(

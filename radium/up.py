@@ -127,6 +127,22 @@ def _running(directory: StateDir) -> dict[str, int]:
     return alive
 
 
+def running_configs() -> list[str]:
+    """The configs of the ``radium up`` pools running on this machine (of those processes
+    this user may see): what ``radium doctor`` tells a user to ``export``."""
+    found = set()
+    for process in psutil.process_iter(["cmdline"]):
+        cmdline = process.info["cmdline"] or []
+        if cmdline[-2:] != ["pool", "serve"] or not any(p.endswith("radium") for p in cmdline):
+            continue
+        with contextlib.suppress(psutil.Error):
+            config = process.environ().get(config_module.ENV_VAR, "")
+            # A pool of radium up's: its state directory has the pids of its services.
+            if config.endswith(f"/{upconfig.CONFIG}") and Path(config).with_name(PIDS).exists():
+                found.add(config)
+    return sorted(found)
+
+
 def _claim(directory: StateDir) -> int:
     """The state directory's lock: a second ``radium up`` there fails, saying who holds it."""
     # Held, then inherited by the services (pass_fds).

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import socket
 from pathlib import Path
 
 import pytest
 
 from radium import config as config_module
-from radium import tomlcache, upconfig
+from radium import statedir, tomlcache, upconfig
 from radium.errors import ConfigError, UnavailableError, UsageError
 from radium.statedir import open_state_dir
 
@@ -153,3 +154,57 @@ def test_an_address_of_another_machine_is_named_too(tmp_path: Path) -> None:
     assert foreign.value.one_line().startswith(
         f"cannot listen on 192.0.2.1:7400 (pool.listen in {path}): "
     )
+
+
+@pytest.fixture
+def default_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The default ``radium up`` state directory moved under ``tmp_path``, no /etc config,
+    and the command line's search for the former on (as radium.cli turns it on)."""
+    state = tmp_path / "up"
+    monkeypatch.setattr(statedir, "default_up_dir", lambda environ=None: state)
+    monkeypatch.setattr(config_module, "DEFAULT_PATH", str(tmp_path / "etc-config.toml"))
+    monkeypatch.setitem(config_module._FIND_UP_CONFIG, "on", True)
+    return state
+
+
+def test_the_command_line_finds_the_default_radium_ups_config(
+    default_up: Path, busy: set[int]
+) -> None:
+    assert config_module.config_path({}) == (config_module.DEFAULT_PATH, False)  # none yet
+    prepare(default_up)
+    found = str(default_up / "config.toml")
+    assert config_module.config_path({}) == (found, True)
+    assert config_module.load(environ={}).client.token  # what `radium gpus` then sends
+    assert config_module.config_path({"RADIUM_CONFIG": "/x.toml"}) == ("/x.toml", True)
+    Path(config_module.DEFAULT_PATH).write_text("")
+    assert config_module.config_path({}) == (config_module.DEFAULT_PATH, False)
+
+
+def test_the_container_start_path_never_looks_for_it(
+    default_up: Path, busy: set[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    prepare(default_up)
+    monkeypatch.setitem(config_module._FIND_UP_CONFIG, "on", False)
+    assert config_module.config_path({}) == (config_module.DEFAULT_PATH, False)
+
+
+def test_an_unsafe_default_state_dir_or_a_linked_config_is_not_read(
+    default_up: Path, busy: set[int], tmp_path: Path
+) -> None:
+    prepare(default_up)
+    default_up.chmod(0o777)  # anyone could have put the file there
+    assert config_module.config_path({}) == (config_module.DEFAULT_PATH, False)
+    default_up.chmod(0o700)
+    (default_up / "config.toml").rename(tmp_path / "elsewhere.toml")
+    (default_up / "config.toml").symlink_to(tmp_path / "elsewhere.toml")
+    assert config_module.config_path({}) == (config_module.DEFAULT_PATH, False)
+
+
+def test_the_default_state_dir_is_roots_or_the_users_xdg_state_dir(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    assert statedir.default_up_dir({"HOME": "/root"}) == Path("/var/lib/radium/up")
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert statedir.default_up_dir({"HOME": "/home/u"}) == Path("/home/u/.local/state/radium/up")
+    assert statedir.default_up_dir({"HOME": "/h", "XDG_STATE_HOME": "/s"}) == Path("/s/radium/up")

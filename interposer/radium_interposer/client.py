@@ -128,6 +128,14 @@ class Connection:
                 frame = self._answer()
             except (OSError, wire.ProtocolError) as exc:
                 frame, reason = None, str(exc)
+            except BaseException as exc:  # Ctrl-C, or what a signal handler raised
+                # The answer may still come, or be half read: this connection is out of step
+                # (the next call would read this one's answer). The next call makes another;
+                # the worker's objects belong to the lease, not to a connection.
+                self.broken = "radium: a call on this connection was interrupted"
+                self.sock.close()
+                # Where the program's call went remote, not our socket reads below.
+                raise exc.with_traceback(None)  # noqa: B904 - interrupted while the call ran remotely
             else:
                 reason = "the worker closed the connection"
             if frame is None:

@@ -247,3 +247,24 @@ def test_doctor_names_the_export_for_a_radium_up_it_did_not_find(tmp_path: Path)
     assert f"export RADIUM_CONFIG={state / 'config.toml'}" in exports.split(" or "), pool
     assert why == "radium up runs there; this command read /etc/radium/config.toml)"
     assert processes_of(state) == []
+
+
+def test_the_demo_runs_beside_another_radium_up(tmp_path: Path) -> None:
+    # The Quickstart's `radium up` holds the well-known ports (when they were free).
+    state = tmp_path / "quickstart"
+    up = radium("up", "--detach", "--state-dir", str(state))
+    assert up.returncode == 0, up.stderr
+    try:
+        demo = subprocess.run(
+            [sys.executable, str(Path(__file__).resolve().parent.parent / "scripts" / "demo.py")],
+            env={"PATH": os.environ["PATH"]}, capture_output=True, text=True, timeout=900,
+        )  # fmt: skip
+        assert demo.returncode == 0, demo.stdout + demo.stderr[-3000:]
+        assert "np.allclose(np.linalg.inv(a) @ a, np.eye(1500)) = True" in demo.stdout
+        assert "Traceback" not in demo.stderr
+        status = radium("status", "--json", config=state / "config.toml")  # still serving
+        assert json.loads(status.stdout)["acceptors"][0]["up"], status.stderr
+    finally:
+        down = radium("down", "--state-dir", str(state))
+    assert down.returncode == 0, down.stderr
+    assert processes_of(tmp_path) == []

@@ -73,7 +73,10 @@ def main() -> int:
     daemon = None
     try:
         assert up.stdout is not None
-        print(up.stdout.readline().rstrip())
+        first = up.stdout.readline().rstrip()
+        if not first.startswith("Radium is up"):  # it said why on stderr, in one line
+            return up.wait() or 1
+        print(first)
         up_config = root / "up" / "config.toml"
         pool_env = {**os.environ, "RADIUM_CONFIG": str(up_config)}
         show([CLI, "gpus"], pool_env)

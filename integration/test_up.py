@@ -268,3 +268,28 @@ def test_the_demo_runs_beside_another_radium_up(tmp_path: Path) -> None:
         down = radium("down", "--state-dir", str(state))
     assert down.returncode == 0, down.stderr
     assert processes_of(tmp_path) == []
+
+
+def test_a_radium_up_on_anothers_address_is_one_line_and_leaves_it_serving(
+    tmp_path: Path,
+) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    up = radium("up", "--detach", "--state-dir", str(first))
+    assert up.returncode == 0, up.stderr
+    try:
+        listen = config_module.load(first / "config.toml").pool.listen
+        # gRPC listens with SO_REUSEPORT: a second pool there would share the port unnoticed.
+        clash = radium("up", "--detach", "--state-dir", str(second), "--listen", listen)
+        assert (clash.returncode, clash.stdout) == (1, "")
+        assert clash.stderr.splitlines() == [
+            f"radium: {listen} (pool.listen in {second / 'config.toml'}) is in use: another "
+            "radium up, or another program, listens there; stop it, or give radium up another "
+            "--listen (its lease socket takes the next port)"
+        ]
+        assert not (second / "pids.json").exists()
+        status = radium("status", "--json", config=first / "config.toml")
+        assert json.loads(status.stdout)["acceptors"][0]["up"], status.stderr
+    finally:
+        down = radium("down", "--state-dir", str(first))
+    assert down.returncode == 0, down.stderr
+    assert processes_of(tmp_path) == []

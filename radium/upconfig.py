@@ -228,5 +228,10 @@ def check_free(config: config_module.Config, path: Path) -> None:
             raise UnavailableError(
                 f"{address} ({table}.{key} in {path}) is in use: another radium up, or "
                 "another program, listens there",
-                hint=f"stop it, or set {table}.{key} in {path} to a free address",
+                hint="stop it, or "
+                + (
+                    "give radium up another --listen (its lease socket takes the next port)"
+                    if table == "pool" and key in ("listen", "lease_listen")
+                    else f'set {table}.{key} in {path} to a free address (or "" for none)'
+                ),
             )

@@ -142,7 +142,8 @@ def test_an_address_in_use_names_its_key_and_the_file(
             upconfig.check_free(config_module.load(path), path)
     assert in_use.value.one_line() == (
         f"{taken} (acceptor.metrics in {path}) is in use: another radium up, or another "
-        f"program, listens there; stop it, or set acceptor.metrics in {path} to a free address"
+        f"program, listens there; stop it, or set acceptor.metrics in {path} to a free address "
+        '(or "" for none)'
     )
 
 

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Union
 
 import psutil
 
+from radium.acceptor.container_worker import ContainerWorker
 from radium.acceptor.engines import Docker, Engine
 from radium.acceptor.limits import Cgroups, Share
 from radium.acceptor.record import SlotRecord
@@ -52,7 +53,7 @@ from radium.acceptor.sandbox import Sandbox, Tenant
 from radium.acceptor.uids import UidLocks
 from radium.acceptor.usage import Meter
 from radium.acceptor.worker_output import oom_kills
-from radium.acceptor.workers import ContainerWorker, ProcessWorker
+from radium.acceptor.workers import ProcessWorker
 from radium.errors import LeaseNotFoundError, RadiumError
 from radium.pool.model import preemption_notice
 from radium.proto import pool_pb2 as pb

@@ -15,6 +15,7 @@ from typing import Any, cast
 import pytest
 
 from radium.acceptor import worker_output
+from radium.acceptor.container_worker import ContainerWorker
 from radium.acceptor.engines import Docker
 from radium.acceptor.sandbox import Tenant
 from radium.acceptor.worker_output import (
@@ -28,7 +29,6 @@ from radium.acceptor.worker_output import (
     oom_kills,
     report_container,
 )
-from radium.acceptor.workers import ContainerWorker
 from radium_interposer.control import READY
 
 

@@ -417,8 +417,8 @@ def from_dict(data: Mapping[str, Any]) -> Config:
 
 
 #: Whether this process also looks for the config of the user's default ``radium up``
-#: (:func:`find_up_config`): the ``radium`` command line does; the container start path and
-#: the services started by systemd never do (their config is named, or /etc's).
+#: (:func:`find_up_config`): the ``radium`` command line does; the container start path
+#: (hook, runtime, shim: the engine names their config, or /etc's) never does.
 _FIND_UP_CONFIG = {"on": False}
 
 

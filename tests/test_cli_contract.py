@@ -3,7 +3,9 @@
 Every subcommand has ``--help`` with a description; every user error exits non-zero with one
 line (argparse's usage aside) and no traceback; a closed stdout ends a command quietly, as it
 ends ``ls | head``. The commands that read the pool read a fake one: a gRPC server in this
-process answering with fixed data.
+process answering with fixed data. That two ``radium up`` in other state directories run side
+by side, each serving its ``radium exec``, needs root and real services: it is in
+integration/test_up.py.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from radium.acceptor.engines import Docker
 from radium.acceptor.sandbox import HOME_TARGET, Sandbox, Tenant
-from radium.acceptor.worker_output import TAIL_LINES, report_container
+from radium.acceptor.worker_output import TAIL_LINES, Budget, report_container
 from radium.acceptor.workers import (
     CONTROL_TARGET,
     SEND_TIMEOUT,
@@ -43,6 +43,7 @@ class ContainerWorker:
         image: str,
         sandbox: Sandbox | None,
         runtime: str = "radium",
+        budget: Budget | None = None,
     ) -> None:
         """Start the worker in ``image``, confined as ``sandbox`` says (as root without one)."""
         self.tenant, self.slot, self.engine, self.image = tenant, slot, engine, image
@@ -66,7 +67,7 @@ class ContainerWorker:
         self.user, self.confinement = sandbox.docker_options(tenant) if sandbox else ("", {})
         # RADIUM_GPUS makes it a Radium request: the hook mounts the bundle into it.
         self.env = {**tenant.env, "RADIUM_GPUS": "0", "HOME": HOME_TARGET}
-        self.runtime = runtime
+        self.runtime, self.budget = runtime, budget
         threading.Thread(target=self._start, daemon=True).start()
 
     def _start(self) -> None:
@@ -189,4 +190,4 @@ class ContainerWorker:
             log.debug("lease %s: no state of its worker container: %s", self.lease_id, exc)
             return
         where = f"in container {self.container[:12]} of {self.image}"
-        report_container(self.lease_id, where, state, lines)
+        report_container(self.lease_id, where, state, lines, self.budget)

@@ -52,7 +52,7 @@ from radium.acceptor.record import SlotRecord
 from radium.acceptor.sandbox import Sandbox, Tenant
 from radium.acceptor.uids import UidLocks
 from radium.acceptor.usage import Meter
-from radium.acceptor.worker_output import oom_kills
+from radium.acceptor.worker_output import Budget, oom_kills
 from radium.acceptor.workers import ProcessWorker
 from radium.errors import LeaseNotFoundError, RadiumError
 from radium.pool.model import preemption_notice
@@ -114,6 +114,8 @@ class Slots:
         #: Notified (under lock) on a grant: a connection may arrive before it.
         self.granting = threading.Condition(self.lock)
         self.meter = Meter()
+        #: lease id -> its workers' lines in the log (a tenant's crash loop shares one budget)
+        self.budgets: dict[str, Budget] = {}
         #: lease id -> the counters its worker last answered (heartbeat thread; see usage)
         self.counted: dict[str, Counters] = {}
         #: what the last heartbeat reported, for scrapes (which must not ask workers again)
@@ -308,8 +310,10 @@ class Slots:
         tenant = self._tenant(record)
         image = self._container_image(record)
         slot = self._dir(record.id)
+        budget = self.budgets.setdefault(record.id, Budget())
         if image and isinstance(self.engine, Docker):
-            return ContainerWorker(tenant, slot, self.engine, image, self.sandbox), []
+            worker = ContainerWorker(tenant, slot, self.engine, image, self.sandbox, budget=budget)
+            return worker, []
         applied: list[str] = []
 
         def join(pid: int) -> None:
@@ -319,7 +323,7 @@ class Slots:
         def oom() -> int:  # the report of a worker's end names its memory cap
             return oom_kills(self.limits._dirs(record.id).values()) if self.limits else 0
 
-        return ProcessWorker(tenant, slot, self.sandbox, join, oom), applied
+        return ProcessWorker(tenant, slot, self.sandbox, join, oom, budget), applied
 
     def _starting(self, lease_id: str) -> threading.Lock:
         with self.lock:
@@ -387,6 +391,7 @@ class Slots:
                 why = "processes of its cgroups outlived it"
                 log.error("lease %s: %s; its uid %d stays held", lease_id, why, uid)
             self.counted.pop(lease_id, None)
+            self.budgets.pop(lease_id, None)
         log.log(logging.INFO if started else logging.DEBUG, "slot of lease %s torn down", lease_id)
 
     def _end_processes(self, lease_id: str, record: SlotRecord | None, lost: bool) -> bool:

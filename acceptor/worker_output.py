@@ -3,11 +3,12 @@
 The worker runs the tenant's code, so its output is the tenant's: it goes into a pipe, never
 straight to the acceptor's own stderr (the acceptor log). One thread per worker reads the pipe
 without ever blocking on it (``select`` with a timeout; it ends at the pipe's end, or
-:data:`REPORT_WAIT` after a stop), keeps the last
-:data:`TAIL_LINES` lines (each cut at :data:`LINE_CHARS` characters, control characters escaped)
-and forwards lines to the log within a budget per worker (a burst of :data:`BURST` lines, then
+:data:`REPORT_WAIT` after a stop), keeps the last :data:`TAIL_LINES` lines (each cut at
+:data:`LINE_CHARS` characters, control characters escaped) and forwards lines to the log within
+a budget per lease, shared by its successive workers (a burst of :data:`BURST` lines, then
 :data:`RATE` a second; what it drops is counted and said). When the pipe closes the worker has
-ended: its exit status or signal and its last lines are logged, unless the acceptor stopped it.
+ended: its exit status or signal and its last lines (as far as the budget goes) are logged,
+unless the acceptor stopped it.
 """
 
 from __future__ import annotations
@@ -86,15 +87,17 @@ class Budget:
     ) -> None:
         self.burst, self.rate, self.clock = burst, rate, clock
         self.tokens, self.last = float(burst), clock()
+        self.lock = threading.Lock()  # a lease's old worker may report while its new one logs
 
     def take(self) -> bool:
-        now = self.clock()
-        self.tokens = min(self.burst, self.tokens + (now - self.last) * self.rate)
-        self.last = now
-        if self.tokens < 1:
-            return False
-        self.tokens -= 1
-        return True
+        with self.lock:
+            now = self.clock()
+            self.tokens = min(self.burst, self.tokens + (now - self.last) * self.rate)
+            self.last = now
+            if self.tokens < 1:
+                return False
+            self.tokens -= 1
+            return True
 
 
 class OutputTail:
@@ -211,23 +214,40 @@ class OutputTail:
         if self.stopping.is_set() and self.alive_when_stopped:
             log.debug("lease %s: worker %d stopped (%s)", self.lease_id, process.pid, how)
             return
-        report(self.lease_id, f"(pid {process.pid}) {how}", self.tail(), self.dropped)
+        report(self.lease_id, f"(pid {process.pid}) {how}", self.tail(), self.budget, self.dropped)
 
 
-def report(lease_id: str, how: str, lines: list[str], dropped: int = 0) -> None:
-    """Log a worker's end that the acceptor did not cause, with its last lines of output."""
-    said = f"; its last {len(lines)} lines of output follow" if lines else "; it wrote nothing"
+def report(
+    lease_id: str, how: str, lines: list[str], budget: Budget | None = None, dropped: int = 0
+) -> None:
+    """Log a worker's end that the acceptor did not cause, with its last lines of output as
+    far as the lease's ``budget`` goes: a tenant whose workers crash in a loop gets one line a
+    crash into the log, not its TAIL_LINES each time."""
+    shown = len(lines)
+    if budget is not None:  # the last lines first: they say most
+        shown = next((n for n in range(len(lines)) if not budget.take()), len(lines))
+    said = f"; its last {shown} lines of output follow" if shown else ""
+    if not lines:
+        said = "; it wrote nothing"
     extra = f" ({dropped} of its lines were not logged as they came)" if dropped else ""
+    if shown < len(lines):
+        extra += f" ({len(lines) - shown} lines of it not logged: over the lease's budget)"
     log.warning("lease %s: the worker %s%s%s", lease_id, how, said, extra)
-    for line in lines:
+    for line in lines[len(lines) - shown :]:
         log.warning("lease %s: worker| %s", lease_id, line)
 
 
-def report_container(lease_id: str, where: str, state: Mapping[str, Any], lines: list[str]) -> None:
+def report_container(
+    lease_id: str,
+    where: str,
+    state: Mapping[str, Any],
+    lines: list[str],
+    budget: Budget | None = None,
+) -> None:
     """Log the end of a container-mode worker from docker's ``State`` (its exit code, whether
-    its memory cap killed it) and docker's last lines of its output."""
+    its memory cap killed it) and docker's last lines of its output (within ``budget``)."""
     code = state.get("ExitCode")
     how = describe(code if isinstance(code, int) else 0, sandboxed=True)  # docker: 128 + N too
     if state.get("OOMKilled"):
         how += ": its memory cap (OOM killer)"
-    report(lease_id, f"{where} {how}", [clean(line) for line in lines[-TAIL_LINES:]])
+    report(lease_id, f"{where} {how}", [clean(line) for line in lines[-TAIL_LINES:]], budget)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Callable
 
 from radium.acceptor.sandbox import Sandbox, Tenant
-from radium.acceptor.worker_output import OutputTail
+from radium.acceptor.worker_output import Budget, OutputTail
 from radium.errors import UnavailableError
 from radium_interposer import control as control_messages
 from radium_interposer import wire
@@ -54,16 +54,18 @@ class ProcessWorker:
         sandbox: Sandbox | None,
         join: Callable[[int], object],
         oom: Callable[[], int] | None = None,
+        budget: Budget | None = None,
     ) -> None:
         """Start the worker confined by ``sandbox`` (``join(pid)`` applies the lease's cgroups
         before it runs), or unconfined as this process's user when there is none; ``oom()``
-        counts the OOM killer's kills in its cgroup (the report of its end names its cap)."""
+        counts the OOM killer's kills in its cgroup (the report of its end names its cap);
+        ``budget``: the lease's lines in the log, shared by its successive workers."""
         self.control, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.reader = CountersReader()
         argv = [sys.executable, *WORKER, "--lease", tenant.lease_id]
         argv += ["--control-fd", str(child.fileno())]
         # Its output is the tenant's: read into a bounded tail, never the acceptor's stderr.
-        self.output = OutputTail(tenant.lease_id, oom=oom)
+        self.output = OutputTail(tenant.lease_id, budget, oom)
         with child:
             try:
                 self.process = _spawn(tenant, argv, child.fileno(), sandbox, join, self.output)

@@ -16,8 +16,10 @@ import pytest
 
 from radium.acceptor import worker_output
 from radium.acceptor.container_worker import ContainerWorker
+from radium.acceptor.devices import CpuBackend
 from radium.acceptor.engines import Docker
 from radium.acceptor.sandbox import Tenant
+from radium.acceptor.slots import Slots
 from radium.acceptor.worker_output import (
     BURST,
     LINE_CHARS,
@@ -29,6 +31,8 @@ from radium.acceptor.worker_output import (
     oom_kills,
     report_container,
 )
+from radium.acceptor.workers import ProcessWorker
+from radium.proto import pool_pb2 as pb
 from radium_interposer.control import READY
 
 
@@ -241,3 +245,41 @@ def test_a_worker_its_memory_cap_killed_is_said_so(caplog: pytest.LogCaptureFixt
     assert messages(caplog)[-1].endswith(
         f"(pid {child.pid}) exited with status 3; it wrote nothing"
     )
+
+
+def test_a_crash_loop_shares_its_lease_s_budget(caplog: pytest.LogCaptureFixture) -> None:
+    """Each crash writes TAIL_LINES lines and dies; the lease's workers share one budget, so
+    after it only each crash's one line reaches the log."""
+    caplog.set_level(logging.INFO)
+    budget = Budget(burst=50, clock=lambda: 0.0)  # no time passes: no refill
+    crash = f"import os\nfor n in range({TAIL_LINES}):\n    print('boom', n)\nos._exit(1)\n"
+    for _ in range(5):
+        run(OutputTail("l-loop", budget), crash)
+    said = messages(caplog)
+    ends = [m for m in said if "the worker (pid " in m]
+    assert len(ends) == 5 and len(said) == 50 + 5  # the budget's lines, and one line a crash
+    assert ends[-1].endswith(
+        "exited with status 1 (20 of its lines were not logged as they came) "
+        "(20 lines of it not logged: over the lease's budget)"
+    )
+
+
+def test_the_workers_of_a_lease_share_its_budget_until_it_ends(tmp_path: Path) -> None:
+    slots = Slots(str(tmp_path), CpuBackend(1, 1024))  # unconfined: real workers, no sandbox
+    slots.prepare(pb.Lease(id="l-1", device_ids=["cpu0"], credential="secret"))
+    ours, theirs = socket.socketpair()
+    try:
+        slots.hand_over("l-1", theirs, 5.0)
+        first = slots.workers["l-1"]
+        assert isinstance(first, ProcessWorker)
+        first.process.kill()
+        first.process.wait(60)
+        slots.hand_over("l-1", theirs, 5.0)  # a crashed worker is replaced on the next one
+        second = slots.workers["l-1"]
+        assert isinstance(second, ProcessWorker) and second is not first
+        assert second.output.budget is first.output.budget is slots.budgets["l-1"]
+    finally:
+        slots.teardown("l-1")
+        ours.close()
+        theirs.close()
+    assert "l-1" not in slots.budgets

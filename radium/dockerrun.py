@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from radium import remotenames
 from radium.config import Config
 from radium.errors import RadiumError, SpecError, UnavailableError, UsageError
 from radium.shim.request import FIELDS, checked, env_map
@@ -80,6 +81,7 @@ def parse(argv: Sequence[str]) -> RunRequest:
                 raise UsageError(f"{name} needs a value", hint=HELP)
             inline = args.pop(0)
         if name == "--remote":
+            remotenames.entries([inline])  # a malformed name is refused before docker runs
             request.remote.append(inline)
         elif name == "--split":
             request.split = inline

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import radium_interposer
+from radium import remotenames
 from radium.config import Config
 from radium.errors import InvalidRequestError, RadiumError, UsageError
 from radium.hooks import rundir
@@ -56,6 +57,7 @@ def run(
         raise UsageError("nothing to remote", hint="add --remote MODULE or --split FILE")
     if shutil.which(command[0]) is None:
         raise UsageError(f"command not found: {command[0]}")
+    modules = remotenames.entries(remote, split)  # a malformed name is refused before leasing
     name = f"exec-{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
     # Ours alone, as a container's is its user's: the socket in it runs code in our lease.
     runtime = Path(rundir.make(config.hook.state_dir, name, (os.geteuid(), os.getegid())))
@@ -64,6 +66,7 @@ def run(
     try:
         if not agentclient.acquire(config, name, os.getpid(), request, str(runtime)):
             raise InvalidRequestError("the request asks for no device", hint="use --gpus 1")
+        remotenames.check_on_worker(runtime, modules)  # before the program: one clear line
         return _run_child(command, environment(runtime, remote, split, dict(os.environ)))
     finally:
         # Should this fail, the agent releases the lease once it sees this process gone.

@@ -27,7 +27,7 @@ import types
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from radium_interposer import client_files, codec, shipped, wire, worker_files
+from radium_interposer import client_files, codec, names, shipped, wire, worker_files
 from radium_interposer.control import COUNTER_NAMES, READY, Counters, serve
 from radium_interposer.errors import LeasePreempted
 from radium_interposer.handles import Failure, HandleTable
@@ -183,6 +183,10 @@ class Worker:
         except ImportError:
             native = False
         return {"have": native}, []
+
+    def op_find(self, meta: Dict[str, Any], buffers: List[Any]) -> Reply:
+        """Whether module ``m`` can be imported here, else the closest names that can."""
+        return names.find(meta.get("m")), []  # find refuses what is not a module name
 
     def op_define(self, meta: Dict[str, Any], buffers: List[Any]) -> Reply:
         """Load the client's source of module ``m`` (shipped because the worker lacked it)."""

@@ -12,6 +12,7 @@ import logging
 import os
 import shutil
 import socket
+import stat
 from collections.abc import Callable, Collection
 
 import psutil
@@ -51,9 +52,17 @@ def sweep(
     for name in names:
         path = os.path.join(exec_dir, name)
         pid = owner_pid(name, host)
-        if pid is None or path in kept or alive(pid):
+        if pid is None or path in kept or alive(pid) or not _real_dir(path):
             continue  # a live exec may not have its lease yet: never swept
         shutil.rmtree(path, ignore_errors=True)  # a symlink there is refused, not followed
         log.info("removed %s: its radium exec (pid %d) is gone", path, pid)
         removed.append(path)
     return removed
+
+
+def _real_dir(path: str) -> bool:
+    """A directory itself, not a link to one (never followed)."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False

@@ -1,0 +1,139 @@
+"""Whether the worker can import a module, and the closest names it can: the ``find`` operation.
+
+``radium exec`` asks before the program runs, once per ``--remote`` module, so a mistyped name
+(``nmupy``) is one line naming the closest one (``numpy``) instead of a ``ModuleNotFoundError``
+inside the program after a lease was taken. Spec: docs/data-plane.md, "Operations".
+
+- :func:`find` runs on the worker: it looks for the module without importing it (only its parent
+  packages are imported, as an import of it would), and on a miss lists the names at the level
+  that failed (the top-level modules, or the submodules of the deepest parent found) and keeps
+  the closest (``difflib``).
+- :func:`ask` runs in ``radium exec``: one connection through the agent's ``dp.sock``, one
+  ``find`` per module. The worker runs the tenant's code, so its answer is read as the tenant's
+  word: only module-shaped names, a few of them, are kept (they are printed to a terminal).
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib.util
+import json
+import os
+import pkgutil
+import re
+import socket
+import sys
+from typing import Any, Dict, Iterable, List, Optional, Sequence
+
+from radium_interposer import wire
+from radium_interposer.errors import WorkerGone
+
+#: The module grammar of RADIUM_REMOTE (finder._MODULE): a dotted path of identifiers.
+MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+MAX_NAME = 256
+#: Close names given back at most.
+MAX_NEAR = 3
+#: What an answer may hold (a few short names): anything larger is refused, not read.
+LIMITS = wire.Limits(max_meta=64 << 10, max_buffers=0, max_buffer=0, max_total=0)
+
+
+def find(name: str) -> Dict[str, Any]:
+    """``{"have": True}``, or ``{"have": False, "near": [closest importable names]}``."""
+    if not isinstance(name, str) or len(name) > MAX_NAME or not MODULE.match(name):
+        raise ValueError(f"find: {name!r} is not a module name")
+    parts = name.split(".")
+    for depth in range(len(parts), 0, -1):
+        spec = _spec(".".join(parts[:depth]))
+        if spec is None:
+            continue
+        if depth == len(parts):
+            return {"have": True}
+        below = pkgutil.iter_modules(spec.submodule_search_locations or [])
+        return {"have": False, "near": _near(parts[:depth], parts[depth], (m.name for m in below))}
+    top = {m.name for m in pkgutil.iter_modules()} | set(sys.builtin_module_names)
+    return {"have": False, "near": _near([], parts[0], top)}
+
+
+def _spec(name: str) -> Any:
+    try:
+        return importlib.util.find_spec(name)
+    except Exception:  # a missing or broken parent package: not importable, whatever the cause
+        return None
+
+
+def _near(parent: List[str], word: str, candidates: Iterable[str]) -> List[str]:
+    close = difflib.get_close_matches(word, sorted(set(candidates)), n=MAX_NEAR)
+    return [".".join([*parent, match]) for match in close]
+
+
+def ask(path: str, modules: Sequence[str], timeout: float) -> Optional[Dict[str, List[str]]]:
+    """The modules of ``modules`` the lease's worker cannot import, each with the closest names
+    it can; None when the worker does not know ``find`` (an older bundle: nothing checked).
+
+    ``path``: the runtime directory's ``dp.sock``. WorkerGone when the worker cannot be reached.
+    """
+    sock = _dial(path, timeout)
+    missing: Dict[str, List[str]] = {}
+    try:
+        for call_id, module in enumerate(modules, 1):
+            wire.send(sock, wire.CALL, call_id, {"op": "find", "m": module})
+            frame = wire.read(sock.recv_into, LIMITS)
+            if frame is None:
+                raise WorkerGone("the worker closed the connection")
+            if frame.type == wire.ERROR:
+                error = str(frame.meta.get("error", ""))[:200]
+                if "unknown operation" in error:
+                    return None
+                raise WorkerGone(f"the worker could not look for {module!r}: {error}")
+            if frame.meta.get("have") is not True:
+                missing[module] = _names(frame.meta.get("near"))
+    except (OSError, wire.ProtocolError) as exc:
+        raise WorkerGone(f"the connection to the worker failed: {exc}") from None
+    finally:
+        sock.close()
+    return missing
+
+
+def _names(near: Any) -> List[str]:
+    """The worker's close names, as far as they are names at all."""
+    if not isinstance(near, list):
+        return []
+    return [n for n in near if isinstance(n, str) and len(n) <= MAX_NAME and MODULE.match(n)][
+        :MAX_NEAR
+    ]
+
+
+def _dial(path: str, timeout: float) -> socket.socket:
+    """A connection to the lease's worker from the agent (as the interposer gets one)."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as agent:
+            agent.settimeout(timeout)
+            _connect_unix(agent, path)
+            agent.sendall(b'{"op": "connect"}\n')
+            data, fd = wire.recv_fd(agent)
+    except OSError as exc:
+        raise WorkerGone(f"cannot reach the node agent at {path} ({exc.strerror or exc})") from None
+    try:
+        reply = json.loads(data.decode("utf-8", "replace"))
+    except ValueError:
+        reply = {"error": "the node agent answered garbage"}
+    if fd is None or not isinstance(reply, dict) or not reply.get("ok"):
+        if fd is not None:
+            os.close(fd)
+        error = reply.get("error", "no connection") if isinstance(reply, dict) else "garbage"
+        raise WorkerGone(f"the node agent could not connect to the worker: {error}")
+    sock = socket.socket(fileno=fd)
+    sock.settimeout(timeout)
+    return sock
+
+
+def _connect_unix(sock: socket.socket, path: str) -> None:
+    if len(os.fsencode(path)) < 100:
+        sock.connect(path)
+        return
+    # Longer than sun_path allows: through the directory's descriptor (as client._dial does).
+    fd = os.open(os.path.dirname(path), os.O_PATH | os.O_DIRECTORY)
+    try:
+        sock.connect(f"/proc/self/fd/{fd}/{os.path.basename(path)}")
+    finally:
+        os.close(fd)

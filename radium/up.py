@@ -243,7 +243,6 @@ def _supervise(
     state = directory.path
     config = upconfig.prepare(directory, listen, cpu_devices)
     settings = config_module.load(config)
-    upconfig.check_free(settings, config)
     _write_pids(directory, {"up": os.getpid()})
     env = {**os.environ, "RADIUM_CONFIG": str(config)}
     if not detach:  # they die with this process, however it ends

@@ -58,11 +58,17 @@ LISTENED = (
 )
 
 
-def prepare(directory: StateDir, listen: str | None, cpu_devices: int | None) -> Path:
+def prepare(
+    directory: StateDir, listen: str | None, cpu_devices: int | None, check: bool = True
+) -> Path:
     """The config of the ``radium up`` in ``directory``, completed (and written when it
-    changed); ``listen``/``cpu_devices``: what the command line set (None: not given)."""
+    changed); ``listen``/``cpu_devices``: what the command line set (None: not given). With
+    ``check``, an address in it that is in use fails first (:func:`check_free`), and nothing
+    is written."""
     if listen is not None and config_module.split_host_port(listen) is None:
         raise UsageError(f"--listen must be host:port, got {listen!r}")
+    if cpu_devices is not None and cpu_devices < 1:
+        raise UsageError(f"--cpu-devices must be 1 or more, got {cpu_devices}")
     path = directory.path / CONFIG
     raw = directory.read(CONFIG)
     source = f"config file {path}"
@@ -73,15 +79,17 @@ def prepare(directory: StateDir, listen: str | None, cpu_devices: int | None) ->
         document = tomlkit.parse(raw.decode())
     _complete(document, directory.path, listen, cpu_devices)
     text = tomlkit.dumps(document)
-    _validate(tomlcache.parse(text.encode(), source), path)
+    config = _validate(tomlcache.parse(text.encode(), source), path)
+    if check:
+        check_free(config, path)
     if raw is None or text.encode() != raw:
         directory.write(CONFIG, text.encode())
     return path
 
 
-def _validate(data: dict[str, Any], path: Path) -> None:
+def _validate(data: dict[str, Any], path: Path) -> config_module.Config:
     try:
-        config_module.from_dict(data)
+        return config_module.from_dict(data)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc.message}", hint=exc.hint) from exc
 
@@ -222,16 +230,18 @@ def check_free(config: config_module.Config, path: Path) -> None:
         except OSError as exc:
             raise UnavailableError(
                 f"cannot listen on {address} ({table}.{key} in {path}): {exc.strerror or exc}",
-                hint=f"set {table}.{key} in {path} to an address of this machine",
+                hint=_instead(table, key, path, "an address of this machine"),
             ) from exc
         if not free:
             raise UnavailableError(
                 f"{address} ({table}.{key} in {path}) is in use: another radium up, or "
                 "another program, listens there",
-                hint="stop it, or "
-                + (
-                    "give radium up another --listen (its lease socket takes the next port)"
-                    if table == "pool" and key in ("listen", "lease_listen")
-                    else f'set {table}.{key} in {path} to a free address (or "" for none)'
-                ),
+                hint="stop it, or " + _instead(table, key, path, 'a free address (or "" for none)'),
             )
+
+
+def _instead(table: str, key: str, path: Path, what: str) -> str:
+    """How to choose another address for ``table.key``: the pool's with ``--listen``."""
+    if table == "pool" and key in ("listen", "lease_listen"):
+        return "give radium up another --listen (its lease socket takes the next port)"
+    return f"set {table}.{key} in {path} to {what}"

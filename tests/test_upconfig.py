@@ -14,9 +14,11 @@ from radium.errors import ConfigError, UnavailableError, UsageError
 from radium.statedir import open_state_dir
 
 
-def prepare(state: Path, listen: str | None = None, cpu_devices: int | None = None) -> str:
+def prepare(
+    state: Path, listen: str | None = None, cpu_devices: int | None = None, check: bool = False
+) -> str:
     with open_state_dir(state, create=True) as directory:
-        return upconfig.prepare(directory, listen, cpu_devices).read_text()
+        return upconfig.prepare(directory, listen, cpu_devices, check=check).read_text()
 
 
 def tokens(text: str) -> tuple[str, ...]:
@@ -145,6 +147,17 @@ def test_an_address_in_use_names_its_key_and_the_file(
         f"program, listens there; stop it, or set acceptor.metrics in {path} to a free address "
         '(or "" for none)'
     )
+
+
+def test_a_listen_in_use_writes_nothing(tmp_path: Path, busy: set[int]) -> None:
+    text = prepare(tmp_path)
+    busy.add(9000)
+    with pytest.raises(UnavailableError) as in_use:
+        prepare(tmp_path, listen="127.0.0.1:9000", check=True)
+    assert in_use.value.hint == (
+        "stop it, or give radium up another --listen (its lease socket takes the next port)"
+    )
+    assert (tmp_path / "config.toml").read_text() == text
 
 
 def test_an_address_of_another_machine_is_named_too(tmp_path: Path) -> None:

@@ -91,6 +91,9 @@ _CHANNEL_OPTIONS = [
 SERVER_OPTIONS = [
     ("grpc.http2.min_recv_ping_interval_without_data_ms", 500),
     ("grpc.http2.max_ping_strikes", 0),
+    # gRPC's default (SO_REUSEPORT) let a second pool listen on a taken address beside the
+    # first, the kernel splitting the calls between them: it must fail to start instead.
+    ("grpc.so_reuseport", 0),
 ]
 #: What a failed TLS handshake looks like in a gRPC status (wrong CA, expired, not a pool).
 _TLS_FAILURE = ("andshake failed", "CERTIFICATE_VERIFY_FAILED", "SSL_ERROR")

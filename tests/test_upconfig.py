@@ -202,15 +202,34 @@ def test_the_container_start_path_never_looks_for_it(
     assert config_module.config_path({}) == (config_module.DEFAULT_PATH, False)
 
 
+def plant(state: Path, how: str, elsewhere: Path) -> None:
+    """What another local user could have made of the default state directory."""
+    if how == "writable by others":
+        state.chmod(0o777)
+    elif how == "owned by another user":
+        os.chown(state, 54321, 54321)
+    else:  # its config a link to a file elsewhere
+        (state / "config.toml").rename(elsewhere)
+        (state / "config.toml").symlink_to(elsewhere)
+
+
+@pytest.mark.parametrize("how", ["writable by others", "owned by another user", "linked"])
+@pytest.mark.parametrize("search", ["checked", "by path alone"])
 def test_an_unsafe_default_state_dir_or_a_linked_config_is_not_read(
-    default_up: Path, busy: set[int], tmp_path: Path
+    default_up: Path,
+    busy: set[int],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    how: str,
+    search: str,
 ) -> None:
     prepare(default_up)
-    default_up.chmod(0o777)  # anyone could have put the file there
-    assert config_module.config_path({}) == (config_module.DEFAULT_PATH, False)
-    default_up.chmod(0o700)
-    (default_up / "config.toml").rename(tmp_path / "elsewhere.toml")
-    (default_up / "config.toml").symlink_to(tmp_path / "elsewhere.toml")
+    plant(default_up, how, tmp_path / "elsewhere.toml")
+    found = (str(default_up / "config.toml"), True)
+    if search == "by path alone":  # the hole the check closes: the planted config is read
+        monkeypatch.setattr(statedir, "up_config", lambda environ: default_up / "config.toml")
+        assert config_module.config_path({}) == found
+        return
     assert config_module.config_path({}) == (config_module.DEFAULT_PATH, False)
 
 

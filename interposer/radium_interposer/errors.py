@@ -3,8 +3,10 @@ becomes the exception the program catches (docs/data-plane.md, "Exceptions")."""
 
 from __future__ import annotations
 
+import os
 import sys
-from typing import Any, Dict
+from types import TracebackType
+from typing import Any, Dict, Optional
 
 from radium_interposer import codec, structs
 
@@ -80,3 +82,40 @@ def rebuild_error(meta: Dict[str, Any]) -> BaseException:
     local = type(name, (RemoteError,), {"__module__": module or "radium_interposer"})
     fallback: BaseException = local(f"{meta.get('error', name)}\n\nRemote traceback:\n{remote_tb}")
     return fallback
+
+
+#: Where the interposer's own modules live: their frames are not the program's.
+_OURS = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def user_frames(tb: Optional[TracebackType]) -> Optional[TracebackType]:
+    """``tb`` without the interposer's frames: where the program's calls went remote, not how
+    (proxy, client, wire). Rebuilt, since a traceback is a linked list its entries share."""
+    kept = []
+    while tb is not None:
+        if not tb.tb_frame.f_code.co_filename.startswith(_OURS):
+            kept.append(tb)
+        tb = tb.tb_next
+    rebuilt = None
+    for entry in reversed(kept):
+        rebuilt = TracebackType(rebuilt, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
+    return rebuilt
+
+
+def hide_our_frames() -> None:
+    """Print an uncaught exception with the program's frames only, as Python prints one that
+    a C extension raised (RADIUM_DEBUG keeps every frame)."""
+    if os.environ.get("RADIUM_DEBUG"):
+        return
+    previous = sys.excepthook
+
+    def hook(kind: Any, value: Any, tb: Optional[TracebackType]) -> None:
+        try:
+            tb = user_frames(tb)
+            if isinstance(value, BaseException):
+                value.with_traceback(tb)  # what Python prints from, when it has one
+        except Exception:  # never lose the error itself to a fault here
+            pass
+        previous(kind, value, tb)
+
+    sys.excepthook = hook

@@ -22,7 +22,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 from radium_interposer import codec, main_module, proxy, received
 from radium_interposer.after_import import find_spec_then
 from radium_interposer.client import state
-from radium_interposer.errors import RemoteError
+from radium_interposer.errors import RemoteError, hide_our_frames
 
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
@@ -268,4 +268,5 @@ def install(entries: Sequence[str], environment: Sequence[str] = ()) -> RemoteFi
     codec.class_ref = _class_ref  # the user's classes are shipped, remote ones named
     received.remoted = finder.covers  # what a worker's module references may import
     sys.meta_path.insert(0, finder)
+    hide_our_frames()
     return finder

@@ -53,3 +53,48 @@ def test_a_caught_interrupt_shows_no_socket_reads_and_the_next_call_gets_its_ans
     assert not [f for f in frames if "wire.py" in f or "socket.py" in f], frames
     assert out[-1] == "next: 42 2"  # not the interrupted call's answer, read out of step
     assert harness.worker.poll() is None
+
+
+UNCAUGHT = """
+import os, signal, threading, time
+import slow
+
+
+def interrupt_once_running():
+    while not os.path.exists("running"):
+        time.sleep(0.01)
+    os.kill(os.getpid(), signal.SIGINT)
+
+
+threading.Thread(target=interrupt_once_running, daemon=True).start()
+print(slow.double(2), flush=True)
+slow.nap("running", 5)
+"""
+
+
+def local_frames(stderr: str) -> list[str]:
+    """The frames Python printed for the client's side (the remote traceback aside)."""
+    local = stderr.split("Remote traceback:")[0]
+    return [line.strip() for line in local.splitlines() if line.startswith("  File ")]
+
+
+def test_an_uncaught_interrupt_or_remote_error_shows_the_program_s_frames_only(
+    harness: WorkerHarness,
+) -> None:
+    (harness.root / "slow.py").write_text(SLOW)
+    interrupted = harness.script(UNCAUGHT, remote="slow:nap,slow:double")
+    assert interrupted.returncode == -2 and interrupted.stdout == "4\n", interrupted.stderr
+    assert interrupted.stderr.splitlines()[-1] == "KeyboardInterrupt"
+    assert [f.split("/")[-1] for f in local_frames(interrupted.stderr)] == [
+        'app.py", line 14, in <module>'
+    ]
+    failed = harness.script("import slow\nslow.double(None)\n", remote="slow:double")
+    assert failed.returncode == 1
+    assert "\nTypeError: unsupported operand" in failed.stderr.split("Remote traceback:")[0]
+    assert [f.split("/")[-1] for f in local_frames(failed.stderr)] == [
+        'app.py", line 2, in <module>'
+    ]
+    # With RADIUM_DEBUG, Radium's own frames are shown, for whoever debugs it.
+    debugged = harness.script("import slow\nslow.double(None)\n", remote="slow:double",
+                              RADIUM_DEBUG="1")  # fmt: skip
+    assert len(local_frames(debugged.stderr)) > 1

@@ -23,6 +23,7 @@ import pytest
 from integration.pool import PoolCluster, serving, wait_until
 from integration.radium_env import RadiumEnv
 from integration.test_leases import agent_pid, stop_agent
+from radium.shim.agent import lockfile
 from tests.ports import free_port
 
 RADIUM_CLI = str(Path(sys.executable).parent / "radium")
@@ -213,3 +214,48 @@ def test_radium_run_refuses_a_remote_name_that_is_no_module_before_docker(
         "(a dotted Python name: numpy.linalg, or app.model:train_step)"
     ]
     assert not (tmp_path / "ran").exists()
+
+
+def test_a_service_agent_takes_over_from_an_autostarted_one_and_its_leases(
+    radium: RadiumEnv, pool: PoolCluster, config: Path, tmp_path: Path
+) -> None:
+    """Issue 35, item 2: ``radium up``'s agent found the lock of an agent ``radium exec`` had
+    started and exited ("another agent is running"), so ``radium up`` failed. Now it stops
+    that one and resumes its leases: a lease taken through the old agent is watched by the
+    new one (a ``kill -9``'d exec is released and its directory removed)."""
+    env = {"PATH": os.environ["PATH"], "RADIUM_CONFIG": str(config)}
+    exec_ = subprocess.Popen(
+        [RADIUM_CLI, "exec", "--remote", "numpy", "--", "sleep", "600"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    service: subprocess.Popen[bytes] | None = None
+    try:
+        prefix = f"exec-{os.uname().nodename}-{exec_.pid}-"
+        leased = lambda: any(radium.state_dir.glob(f"{prefix}*/lease.json"))  # noqa: E731
+        wait_until(leased, 60, "the exec's lease.json")
+        (directory,) = radium.state_dir.glob(f"{prefix}*")
+        autostarted = agent_pid(config)
+        assert autostarted is not None
+        with open(tmp_path / "service-agent.log", "wb") as log:
+            service = subprocess.Popen([RADIUM_CLI, "agent"], env=env, stdout=log, stderr=log)
+        holder = lambda: lockfile.holder(tmp_path / "state.lock")  # noqa: E731
+        wait_until(lambda: holder() == service.pid, 30, "the service agent to take over")
+        assert agent_pid(config) == service.pid
+        assert (
+            not psutil.pid_exists(autostarted) or psutil.Process(autostarted).status() == "zombie"
+        )
+        assert "active" in exec_holders(config).values()  # the lease lived through the change
+        sleeper = [c for c in psutil.Process(exec_.pid).children() if c.name() == "sleep"]
+        exec_.kill()
+        exec_.wait(timeout=30)
+        for child in sleeper:
+            child.kill()
+        wait_until(lambda: not directory.exists(), 30, f"{directory} removed by the new agent")
+        assert service.poll() is None
+    finally:
+        if exec_.poll() is None:
+            exec_.kill()
+        exec_.wait(timeout=30)
+        if service is not None and service.poll() is None:
+            service.terminate()
+            service.wait(timeout=30)

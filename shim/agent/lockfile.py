@@ -52,15 +52,18 @@ def holder(path: Path) -> int | None:
         os.close(fd)
 
 
-def stop_holder(path: Path, grace: float) -> int | None:
+def stop_holder(path: Path, grace: float, marked: str = "") -> int | None:
     """Stop the radium agent holding the lock at ``path`` (SIGTERM, SIGKILL after ``grace``
-    seconds); its pid, or None when no agent holds it."""
+    seconds); its pid, or None when no agent holds it. With ``marked``, only an agent whose
+    environment has that variable (an autostarted one)."""
     pid = holder(path)
     if pid is None:
         return None
     try:
         process = psutil.Process(pid)
         cmdline = process.cmdline()
+        if marked and marked not in process.environ():
+            return None
     except psutil.Error:
         return None
     # The pid is the holder's word, in a root-only directory: still, signal only an agent.

@@ -4,7 +4,9 @@ its sockets and background tasks started, and all of it stopped on SIGTERM or SI
 An agent autostarted by the hook or ``radium exec`` (:data:`IDLE_EXIT_ENV` set) also stops by
 itself once it holds no lease, has been asked nothing for that many seconds, and the pool failed
 its last lease call: a pool that is down (or a config whose pool does not resolve) must not leave
-an agent behind, holding the lock that ``radium up``'s own agent needs.
+an agent behind, holding the lock that ``radium up``'s own agent needs. And a service's agent
+(``radium up``'s, a unit's) that finds an autostarted one holding the lock stops it and takes
+over its leases (the state file), instead of giving up.
 """
 
 from __future__ import annotations
@@ -39,8 +41,10 @@ from radium.statedir import open_state_dir
 log = logging.getLogger(__name__)
 #: Set by autostart: the seconds an agent cut off from its pool, holding nothing, stays idle.
 IDLE_EXIT_ENV = "RADIUM_AGENT_IDLE_EXIT"
-#: How long an autostarted agent waits for the lock of an agent that is stopping.
+#: How long an agent waits for the lock of an agent that is stopping.
 LOCK_WAIT = 5.0
+#: How long an autostarted agent has to stop when a service's agent takes over.
+STOP_GRACE = 10.0
 
 
 def _lease_client(client: ClientConfig, channel: grpc.aio.Channel) -> LeaseCalls:
@@ -66,6 +70,13 @@ async def serve(config: Config) -> None:
     open_state_dir(lock_path.parent, create=True, setting="[agent] state_file").close()
     idle_exit = _idle_exit_seconds()
     lock = await _claim(lock_path, LOCK_WAIT if idle_exit is not None else 0.0)
+    if lock is None and idle_exit is None:
+        # A service's agent (radium up's, a unit's) takes over from one that radium exec or
+        # the hook autostarted: it resumes that agent's leases from the state file.
+        stopped = lockfile.stop_holder(lock_path, STOP_GRACE, marked=IDLE_EXIT_ENV)
+        if stopped is not None:
+            log.info("took over from the autostarted agent (pid %d)", stopped)
+            lock = await _claim(lock_path, LOCK_WAIT)
     if lock is None:
         log.info("another agent is running (lock %s)", lock_path)
         return

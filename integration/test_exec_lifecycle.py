@@ -58,6 +58,13 @@ def exec_holders(config: Path) -> dict[str, str]:
     return {le["holder"]: le["state"] for le in leases if "/exec-" in le["holder"]}
 
 
+def doctor_agent(config: Path) -> str:
+    """``radium doctor``'s line about the agent."""
+    doctor = radium_cli(config, "doctor")
+    (line,) = [line for line in doctor.stdout.splitlines() if line.split()[1:2] == ["agent"]]
+    return line
+
+
 @pytest.fixture(scope="module")
 def pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PoolCluster]:
     with serving(tmp_path_factory.mktemp("exec-pool")) as cluster:
@@ -112,14 +119,13 @@ def test_radium_down_stops_the_agent_of_its_instance(
         assert done.returncode == 0, done.stderr
         pid = agent_pid(config)
         assert pid is not None  # a reachable pool: the agent stays for the next exec
+        assert f"answers at {state / 'agent.sock'}, pid {pid}, autostarted" in doctor_agent(config)
         down = radium_cli(config, "down", "--state-dir", str(state))
         assert down.returncode == 0, down.stderr
         assert "agent" in down.stdout
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie"
         assert lock_is_free(state)
-        doctor = radium_cli(config, "doctor")
-        (agent_line,) = [line for line in doctor.stdout.splitlines() if " agent " in line]
-        assert "not running" in agent_line, doctor.stdout
+        assert "not running" in doctor_agent(config)
     finally:
         stop_agent(config)
 

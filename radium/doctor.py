@@ -104,7 +104,11 @@ def check_engine(engine: str, programs: dict[str, str], path: Path | None) -> Ch
 
 
 def check_agent(config: Config) -> Check:
+    """Whether the agent answers, and which process it is (the holder of its lock): an agent
+    ``radium exec`` or the hook autostarted is said to be one, so it is not mistaken for a
+    service's."""
     from radium.shim import agentclient
+    from radium.shim.agent import lockfile
 
     if not config.agent.enabled:
         return Check("agent", "skip", "agent.enabled is false: containers get no leases")
@@ -114,7 +118,9 @@ def check_agent(config: Config) -> Check:
         if config.agent.autostart:
             return ok("agent", f"not running; the hook starts it on demand ({exc.message})")
         return fail("agent", exc.message, "start it: radium agent (or its systemd unit)")
-    return ok("agent", f"answers at {config.agent.socket}")
+    pid = lockfile.holder(Path(config.agent.state_file).with_suffix(".lock"))
+    how = f", pid {pid}{', autostarted' if pid and lockfile.autostarted(pid) else ''}"
+    return ok("agent", f"answers at {config.agent.socket}{how if pid else ''}")
 
 
 def check_pool(config: Config) -> Iterable[Check]:

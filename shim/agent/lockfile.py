@@ -52,6 +52,18 @@ def holder(path: Path) -> int | None:
         os.close(fd)
 
 
+#: In the environment of an agent that autostart started (agentclient.ensure_running).
+AUTOSTARTED = "RADIUM_AGENT_IDLE_EXIT"
+
+
+def autostarted(pid: int) -> bool:
+    """Whether process ``pid`` is an agent that autostart started."""
+    try:
+        return AUTOSTARTED in psutil.Process(pid).environ()
+    except psutil.Error:
+        return False
+
+
 def stop_holder(path: Path, grace: float, marked: str = "") -> int | None:
     """Stop the radium agent holding the lock at ``path`` (SIGTERM, SIGKILL after ``grace``
     seconds); its pid, or None when no agent holds it. With ``marked``, only an agent whose

@@ -40,7 +40,7 @@ from radium.statedir import open_state_dir
 
 log = logging.getLogger(__name__)
 #: Set by autostart: the seconds an agent cut off from its pool, holding nothing, stays idle.
-IDLE_EXIT_ENV = "RADIUM_AGENT_IDLE_EXIT"
+IDLE_EXIT_ENV = lockfile.AUTOSTARTED
 #: How long an agent waits for the lock of an agent that is stopping.
 LOCK_WAIT = 5.0
 #: How long an autostarted agent has to stop when a service's agent takes over.

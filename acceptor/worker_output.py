@@ -39,15 +39,20 @@ POLL = 1.0
 #: How long the report waits for the process once its output has closed.
 REPORT_WAIT = 10.0
 _READ = 65536
+#: Bytes of a line kept (a line without end too): enough for LINE_CHARS characters of UTF-8.
+_KEPT = LINE_CHARS * 4
 
 
 def clean(text: str) -> str:
-    """A line of the tenant's for the log: control characters escaped (it cannot forge or erase
-    other lines), cut after LINE_CHARS characters."""
-    text = "".join(c if c.isprintable() or c == "\t" else repr(c)[1:-1] for c in text)
-    if len(text) > LINE_CHARS:
-        text = text[:LINE_CHARS] + f"... ({len(text) - LINE_CHARS} more characters)"
-    return text
+    """A line of the tenant's for the log: cut after LINE_CHARS characters, control characters
+    escaped (it cannot forge or erase other lines)."""
+    more = len(text) - LINE_CHARS
+    text = "".join(c if c.isprintable() or c == "\t" else repr(c)[1:-1] for c in text[:LINE_CHARS])
+    return text + (f"... ({more} more characters)" if more > 0 else "")
+
+
+def _text(raw: bytes) -> str:
+    return clean(raw.decode("utf-8", "replace").rstrip("\r"))
 
 
 def describe(returncode: int, sandboxed: bool) -> str:
@@ -117,7 +122,8 @@ class OutputTail:
         self.lease_id, self.oom = lease_id, oom
         self.read_fd, self.write_fd = os.pipe()
         os.set_blocking(self.read_fd, False)
-        self.lines: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+        #: The last lines, as written (each cut at :data:`_KEPT` bytes): made text only when shown.
+        self.lines: collections.deque[bytes] = collections.deque(maxlen=TAIL_LINES)
         self.budget = budget or Budget()
         self.dropped = 0
         self.partial = b""
@@ -151,7 +157,7 @@ class OutputTail:
 
     def tail(self) -> list[str]:
         """The worker's last lines (at most TAIL_LINES)."""
-        return list(self.lines)
+        return [_text(line) for line in self.lines]
 
     def _run(self) -> None:
         try:
@@ -164,7 +170,8 @@ class OutputTail:
                 except BlockingIOError:
                     continue
                 if not chunk:
-                    self._line(self.partial, final=True)
+                    if self.partial:
+                        self.feed(b"\n")
                     self._ended()
                     return
                 self.feed(chunk)
@@ -172,20 +179,29 @@ class OutputTail:
             os.close(self.read_fd)
 
     def feed(self, chunk: bytes) -> None:
-        """Take a chunk of output: whole lines are kept and logged, the rest waits (cut)."""
-        *whole, rest = (self.partial + chunk).split(b"\n")
-        for line in whole:
-            self._line(line)
-        self.partial = rest[: LINE_CHARS * 4]  # a line without end stays bounded too
+        """Take a chunk of output: its whole lines are logged as far as the budget goes (the
+        rest counted) and the last kept; an unfinished line waits, cut at :data:`_KEPT` bytes.
+        Only lines that are shown cost Python work per line: a flood of them is C-speed."""
+        data = self.partial + chunk
+        end = data.rfind(b"\n")
+        if end < 0:
+            self.partial = data[:_KEPT]
+            return
+        self.partial = data[end + 1 : end + 1 + _KEPT]
+        start = 0
+        while start <= end and self.budget.take():
+            stop = data.find(b"\n", start)
+            self._log(data[start : min(stop, start + _KEPT)])
+            start = stop + 1
+        if start <= end:
+            self.dropped += data.count(b"\n", start, end + 1)
+        # The last TAIL_LINES lines not logged; a first part holding the lines before them is
+        # pushed out of the ring by them (it is one part more than the ring holds).
+        last = data[start:end].rsplit(b"\n", TAIL_LINES) if start <= end else []
+        self.lines.extend(line[:_KEPT] for line in last)
 
-    def _line(self, raw: bytes, final: bool = False) -> None:
-        if final and not raw:
-            return
-        text = clean(raw.decode("utf-8", "replace").rstrip("\r"))
-        self.lines.append(text)
-        if not self.budget.take():
-            self.dropped += 1
-            return
+    def _log(self, raw: bytes) -> None:
+        self.lines.append(raw[:_KEPT])
         if self.dropped:
             log.warning(
                 "lease %s: %d lines of its worker's output not logged (over %d, then %g a second)",
@@ -195,7 +211,7 @@ class OutputTail:
                 RATE,
             )
             self.dropped = 0
-        log.info("lease %s worker: %s", self.lease_id, text)
+        log.info("lease %s worker: %s", self.lease_id, _text(raw))
 
     def _ended(self) -> None:
         """The worker's output closed: say how it ended, unless the acceptor ended it."""

@@ -283,3 +283,18 @@ def test_the_workers_of_a_lease_share_its_budget_until_it_ends(tmp_path: Path) -
         ours.close()
         theirs.close()
     assert "l-1" not in slots.budgets
+
+
+def test_the_tail_keeps_the_order_of_lines_logged_and_not(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO)
+    tail = OutputTail("l-mix", Budget(burst=3, clock=lambda: 0.0))
+    try:
+        tail.feed(b"".join(b"%d\n" % n for n in range(10)) + b"unfinished")
+        tail.feed(b" line\n" + b"".join(b"%d\n" % n for n in range(10, 40)))
+        assert messages(caplog) == [f"lease l-mix worker: {n}" for n in range(3)]
+        assert tail.tail() == [str(n) for n in range(20, 40)]
+        assert tail.dropped == 38
+        tail.feed(b"z" * 100000)  # a line without end is kept cut
+        assert len(tail.partial) == 4 * LINE_CHARS
+    finally:
+        tail.started(None, sandboxed=False)

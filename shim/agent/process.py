@@ -133,13 +133,13 @@ async def _serve(config: Config, idle_exit: float | None) -> None:
         endpoint = metrics.serve(config.agent.metrics, registry, "agent.metrics")
     socket_path = config.agent.socket
     os.makedirs(os.path.dirname(socket_path), exist_ok=True)
-    server = await _listen(socket_path, agent.serve_client)
+    server = await _listen(socket_path, agent.track(agent.serve_client))
     mounter = MountHelper(os.environ)
     await mounter.start()
     source = ConfigSource(config_module.config_path()[0])
     start_path = protocol.start_socket(socket_path)
     starts = StartService(config, source, agent, mounter, _agent_hook(start_path), os.environ)
-    start_server = await _listen(start_path, starts.serve_client)
+    start_server = await _listen(start_path, agent.track(starts.serve_client))
     link = _publish(source.path, start_path)
     tasks = [
         asyncio.create_task(agent.keep_alive_forever()),

@@ -12,7 +12,7 @@ import logging
 import os
 import shutil
 import time
-from typing import Any, Callable, Protocol
+from typing import Any, Awaitable, Callable, Protocol
 
 from radium.errors import (
     AuthError,
@@ -34,6 +34,7 @@ WATCH_INTERVAL = 1.0
 KEEPALIVE_TICK = 0.25
 #: Why the watch releases a lease: the holder's process (a container's init, an exec) is gone.
 HOLDER_GONE = "container process gone"
+Serve = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
 
 class LeasePool(Protocol):
@@ -193,17 +194,20 @@ class AgentService:
         idle = time.monotonic() - self.last_request >= grace
         return self.pool_failed and idle and not self.busy and not self.acquiring and not self.book
 
-    async def serve_client(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
-        self.busy += 1
-        try:
-            await self._serve_client(reader, writer)
-        finally:
-            self.busy -= 1
-            self.last_request = time.monotonic()
+    def track(self, serve: Serve) -> Serve:
+        """``serve`` (a socket's client handler) counted as activity: no idle exit meanwhile."""
 
-    async def _serve_client(
+        async def tracked(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            self.busy += 1
+            try:
+                await serve(reader, writer)
+            finally:
+                self.busy -= 1
+                self.last_request = time.monotonic()
+
+        return tracked
+
+    async def serve_client(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
         began, op = time.perf_counter(), ""

@@ -148,3 +148,26 @@ def test_down_signals_no_process_that_is_not_a_radium_agent(tmp_path: Path) -> N
         assert lockfile.stop_holder(path, grace=1) is None  # and we are still here
     finally:
         os.close(fd)
+
+
+def test_a_request_in_flight_on_either_socket_keeps_a_cut_off_agent(
+    tmp_path: Path, processes: Processes
+) -> None:
+    async def scenario() -> None:
+        agent = make_agent(tmp_path, DownPool(), processes)
+        with pytest.raises(UnavailableError):
+            await agent.acquire(acquire("c1"))
+        entered, finish = asyncio.Event(), asyncio.Event()
+
+        async def slow_start(reader: object, writer: object) -> None:  # a container's start
+            entered.set()
+            await finish.wait()
+
+        task = asyncio.create_task(agent.track(slow_start)(None, None))  # type: ignore[arg-type]
+        await entered.wait()
+        assert not agent.cut_off(0)
+        finish.set()
+        await task
+        assert agent.cut_off(0) and not agent.cut_off(3600)  # idle counts from its end
+
+    asyncio.run(scenario())

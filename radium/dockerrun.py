@@ -84,6 +84,8 @@ def parse(argv: Sequence[str]) -> RunRequest:
             remotenames.entries([inline])  # a malformed name is refused before docker runs
             request.remote.append(inline)
         elif name == "--split":
+            if Path(inline).is_file():  # a missing one is said where it is mounted
+                remotenames.entries([], inline)  # malformed: refused before docker runs
             request.split = inline
         else:
             key = _VALUED[name]

@@ -43,3 +43,14 @@ def test_a_split_file_that_is_missing_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(UsageError) as raised:
         remotenames.entries([], str(missing))
     assert raised.value.message == f"--split {missing}: No such file or directory"
+
+
+def test_radium_run_refuses_a_malformed_split_file_before_docker(tmp_path: Path) -> None:
+    from radium.dockerrun import parse
+
+    split = tmp_path / "split.toml"
+    split.write_text('modules = ["torch", "2fast"]\n')
+    with pytest.raises(UsageError, match="'2fast' is neither a module nor module:function"):
+        parse(["--split", str(split), "img"])
+    with pytest.raises(UsageError, match="'1bad' is neither a module nor module:function"):
+        parse(["--remote", "numpy", "--remote", "1bad", "img"])

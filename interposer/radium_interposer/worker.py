@@ -186,7 +186,7 @@ class Worker:
 
     def op_find(self, meta: Dict[str, Any], buffers: List[Any]) -> Reply:
         """Whether module ``m`` can be imported here, else the closest names that can."""
-        return names.find(meta.get("m")), []  # find refuses what is not a module name
+        return names.find(meta.get("m", "")), []  # find refuses what is not a module name
 
     def op_define(self, meta: Dict[str, Any], buffers: List[Any]) -> Reply:
         """Load the client's source of module ``m`` (shipped because the worker lacked it)."""

@@ -265,3 +265,34 @@ def test_a_service_agent_takes_over_from_an_autostarted_one_and_its_leases(
         if service is not None and service.poll() is None:
             service.terminate()
             service.wait(timeout=30)
+
+
+def test_radium_up_exec_down_exec_up_as_a_user_types_them(tmp_path: Path) -> None:
+    """Issue 35, item 2, end to end: after ``radium down``, an exec (the pool is down) leaves
+    an agent for a few seconds at most, and a ``radium up`` at once still comes up (its agent
+    takes over from that one); ``radium doctor`` names radium up's agent, not the other."""
+    state = tmp_path / "up"
+    config = state / "config.toml"
+    listen = f"127.0.0.1:{free_port()}"
+
+    def up() -> None:
+        done = radium_cli(config, "up", "--detach", "--state-dir", str(state), "--listen", listen)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith("Radium is up"), done.stdout
+
+    try:
+        up()
+        assert radium_cli(config, "exec", "--remote", "numpy", "--", "true").returncode == 0
+        down = radium_cli(config, "down", "--state-dir", str(state))
+        assert down.stdout == "Radium is down: stopped pool, acceptor, agent.\n", down.stderr
+        failed = radium_cli(config, "exec", "--remote", "numpy", "--", "true")
+        assert failed.returncode == 1 and len(failed.stderr.splitlines()) == 1, failed.stderr
+        autostarted = lockfile.holder(state / "agent-state.lock")
+        assert autostarted is not None and lockfile.autostarted(autostarted)
+        up()  # within the autostarted agent's grace: it must not make this fail
+        ours = lockfile.holder(state / "agent-state.lock")
+        assert ours not in (None, autostarted) and not lockfile.autostarted(ours)
+        assert f"pid {ours}" in doctor_agent(config) and "autostarted" not in doctor_agent(config)
+    finally:
+        radium_cli(config, "down", "--state-dir", str(state))
+    wait_until(lambda: lockfile.holder(state / "agent-state.lock") is None, 30, "no agent")

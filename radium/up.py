@@ -200,10 +200,11 @@ def down(state: Path, out: TextIO = sys.stdout) -> int:
     return 0
 
 
-def _stop_other_agent(state: Path) -> int | None:
+def _stop_other_agent(state: Path, autostarted_only: bool = False) -> int | None:
     """Stop the agent of this instance's config that ``radium up`` did not start (``radium
-    exec`` or the hook autostarted it): it would keep the agent's lock, which the next ``radium
-    up`` needs, and answer ``radium doctor``. Its pid, or None when there was none."""
+    exec`` or the hook autostarted it): it would keep the agent's lock and metrics address,
+    which the next ``radium up`` needs, and answer ``radium doctor``. Its pid, or None when
+    there was none (or, with ``autostarted_only``, none that autostart started)."""
     from radium.shim.agent import lockfile
 
     try:
@@ -211,7 +212,7 @@ def _stop_other_agent(state: Path) -> int | None:
     except (RadiumError, OSError):
         return None
     lock = Path(settings.agent.state_file).with_suffix(".lock")
-    return lockfile.stop_holder(lock, STOP_GRACE)
+    return lockfile.stop_holder(lock, STOP_GRACE, lockfile.AUTOSTARTED if autostarted_only else "")
 
 
 def run(
@@ -241,6 +242,9 @@ def _supervise(
     detach: bool,
 ) -> int:
     state = directory.path
+    # One that radium exec autostarted while this was down: its leases (the state file) are
+    # resumed by ours, which needs its lock and metrics address.
+    _stop_other_agent(state, autostarted_only=True)
     config = upconfig.prepare(directory, listen, cpu_devices)
     settings = config_module.load(config)
     _write_pids(directory, {"up": os.getpid()})

@@ -112,3 +112,24 @@ def test_scripts_setup_says_each_step_on_stderr_and_nothing_on_stdout() -> None:
     assert steps[1] == "setup: Python packages in .venv: up to date (pyproject.toml unchanged)"
     assert steps[2].startswith("setup: the node agent's client in C: ")
     assert steps[3].startswith("setup: done in ")
+
+
+def test_scripts_demo_says_its_steps_on_stderr_and_keeps_its_transcript_on_stdout() -> None:
+    """`sudo scripts/demo` as the README runs it (setup, then the demo): every step it takes
+    says so on stderr; stdout is the transcript of what a user would type and see."""
+    need_root()
+    done = subprocess.run(
+        [str(ROOT / "scripts/demo")], env={"PATH": os.environ["PATH"]}, capture_output=True,
+        text=True, timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    steps = [line for line in done.stderr.splitlines() if line.startswith(("setup: ", "demo: "))]
+    assert steps[0].startswith("setup: Debian packages: ")
+    assert any(line.startswith("setup: done in ") for line in steps)
+    demo = [line for line in steps if line.startswith("demo: ")]
+    assert demo[0] == (
+        "demo: starting a private dockerd (its own data root and socket) with the radium runtime..."
+    )
+    assert demo[-1] == "demo: importing the image radium-demo/debian:bookworm into it..."
+    assert not [line for line in done.stdout.splitlines() if line.startswith(("setup:", "demo:"))]
+    assert "np.allclose(np.linalg.inv(a) @ a, np.eye(1500)) = True" in done.stdout

@@ -227,7 +227,8 @@ def test_after_radium_up_detach_every_command_finds_it_with_no_export(tmp_path: 
     assert [(a["name"], a["up"]) for a in json.loads(status)["acceptors"]] == [("local", True)]
     checks = {check["name"]: check for check in json.loads(doctor)}
     assert checks["pool"]["status"] == "ok", checks["pool"]
-    assert checks["agent"]["detail"] == "answers at /var/lib/radium/up/agent.sock"
+    agent = json.loads(pids)["agent"]  # doctor names the process: radium up's own agent
+    assert checks["agent"]["detail"] == f"answers at /var/lib/radium/up/agent.sock, pid {agent}"
     assert app == "inverse ok: True\n"
     assert sorted(json.loads(pids)) == ["acceptor", "agent", "pool"]
     assert not any(psutil.pid_exists(pid) for pid in json.loads(pids).values())

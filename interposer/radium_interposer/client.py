@@ -40,9 +40,15 @@ def _dial() -> socket.socket:
         sock.settimeout(None)
         return sock
     path = os.environ.get("RADIUM_DP_SOCKET") or os.path.join(RUNTIME_DIR, "dp.sock")
+    return dial_agent(path, 60, None)
+
+
+def dial_agent(path: str, timeout: float, then: Optional[float]) -> socket.socket:
+    """A connection to the lease's worker, asked of the node agent's ``path`` within
+    ``timeout`` (the socket's timeout is ``then`` afterwards)."""
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as agent:
-            agent.settimeout(60)
+            agent.settimeout(timeout)
             _connect_unix(agent, path)
             agent.sendall(b'{"op": "connect"}\n')
             data, fd = wire.recv_fd(agent)
@@ -61,7 +67,7 @@ def _dial() -> socket.socket:
         error = reply.get("error", "no connection") if isinstance(reply, dict) else "garbage"
         raise WorkerGone(f"radium: the node agent could not connect this container: {error}")
     sock = socket.socket(fileno=fd)
-    sock.settimeout(None)
+    sock.settimeout(then)
     return sock
 
 

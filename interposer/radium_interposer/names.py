@@ -17,15 +17,12 @@ from __future__ import annotations
 
 import difflib
 import importlib.util
-import json
-import os
 import pkgutil
 import re
-import socket
 import sys
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
-from radium_interposer import wire
+from radium_interposer import client, wire
 from radium_interposer.errors import WorkerGone
 
 #: The module grammar of RADIUM_REMOTE (finder._MODULE): a dotted path of identifiers.
@@ -72,7 +69,7 @@ def ask(path: str, modules: Sequence[str], timeout: float) -> Optional[Dict[str,
 
     ``path``: the runtime directory's ``dp.sock``. WorkerGone when the worker cannot be reached.
     """
-    sock = _dial(path, timeout)
+    sock = client.dial_agent(path, timeout, timeout)
     missing: Dict[str, List[str]] = {}
     try:
         for call_id, module in enumerate(modules, 1):
@@ -101,39 +98,3 @@ def _names(near: Any) -> List[str]:
     return [n for n in near if isinstance(n, str) and len(n) <= MAX_NAME and MODULE.match(n)][
         :MAX_NEAR
     ]
-
-
-def _dial(path: str, timeout: float) -> socket.socket:
-    """A connection to the lease's worker from the agent (as the interposer gets one)."""
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as agent:
-            agent.settimeout(timeout)
-            _connect_unix(agent, path)
-            agent.sendall(b'{"op": "connect"}\n')
-            data, fd = wire.recv_fd(agent)
-    except OSError as exc:
-        raise WorkerGone(f"cannot reach the node agent at {path} ({exc.strerror or exc})") from None
-    try:
-        reply = json.loads(data.decode("utf-8", "replace"))
-    except ValueError:
-        reply = {"error": "the node agent answered garbage"}
-    if fd is None or not isinstance(reply, dict) or not reply.get("ok"):
-        if fd is not None:
-            os.close(fd)
-        error = reply.get("error", "no connection") if isinstance(reply, dict) else "garbage"
-        raise WorkerGone(f"the node agent could not connect to the worker: {error}")
-    sock = socket.socket(fileno=fd)
-    sock.settimeout(timeout)
-    return sock
-
-
-def _connect_unix(sock: socket.socket, path: str) -> None:
-    if len(os.fsencode(path)) < 100:
-        sock.connect(path)
-        return
-    # Longer than sun_path allows: through the directory's descriptor (as client._dial does).
-    fd = os.open(os.path.dirname(path), os.O_PATH | os.O_DIRECTORY)
-    try:
-        sock.connect(f"/proc/self/fd/{fd}/{os.path.basename(path)}")
-    finally:
-        os.close(fd)

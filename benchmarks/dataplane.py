@@ -1,9 +1,11 @@
 """Data-plane benchmark: remote calls vs a raw socket and grpcio, over a veth pair, one run.
 
-    sudo .venv/bin/python -m benchmarks.dataplane [--calls 3000]
+    sudo .venv/bin/python -m benchmarks.dataplane [--calls 3000] [--loopback] [--smoke]
 
-The acceptor side (``benchmarks/dataplane_server.py``) runs in its own network namespace; this
-process is the client, with the interposer. Every figure is printed beside its baseline,
+The acceptor side (``benchmarks/dataplane_server.py``) runs in its own network namespace (or,
+with ``--loopback``, in this one, over 127.0.0.1: no root needed); this process is the client,
+with the interposer. ``--smoke`` shrinks every size (the suite's smoke run; its figures are no
+measurement). Every figure is printed beside its baseline,
 measured in the same run, and the ratio. Nothing here is a pass/fail test.
 """
 
@@ -30,10 +32,10 @@ from radium_interposer import wire
 PORT = 7501
 MIB = 1 << 20
 COMPUTE = """
-import time
+import sys, time
 import numpy as np
 started = time.perf_counter()
-a = np.random.default_rng(0).random((700, 700))
+a = np.random.default_rng(0).random((int(sys.argv[1]), int(sys.argv[1])))
 for _ in range(12):
     a = a @ a
     a = a / np.linalg.norm(a)
@@ -110,9 +112,9 @@ def small_calls(host: str, calls: int) -> float:
     return p50
 
 
-def arrays(host: str) -> None:
+def arrays(host: str, sizes: tuple[tuple[int, int], ...]) -> None:
     raw = Raw(host)
-    for size, reps in ((MIB, 40), (256 * MIB, 3)):
+    for size, reps in sizes:
         one_size(raw, size, reps)
 
 
@@ -126,7 +128,7 @@ def one_size(raw: Raw, size: int, reps: int) -> None:
     base_in = min(timed(lambda: raw.exchange(memoryview(local).cast("B"), 8), reps, 1))
     ours_out = min(timed(lambda: fetch(remote), reps, warmup=1))
     base_out = min(timed(lambda: raw.exchange(b"", size), reps, warmup=1))
-    label = f"{size // MIB} MiB"
+    label = f"{size // MIB} MiB" if size >= MIB else f"{size >> 10} KiB"
     print(f"array of {label} (best of {reps})")
     for direction, ours, base in (("argument", ours_in, base_in), ("result", ours_out, base_out)):
         print(
@@ -178,7 +180,7 @@ def chain(small_p50: float, length: int = 1000) -> None:
           f" overhead beyond worker time {(total - busy) / small_p50:.0f} round trips")  # fmt: skip
 
 
-def compute(host: str, name: str) -> None:
+def compute(host: str, namespace: str | None, side: int) -> None:
     env = {
         "PATH": os.environ["PATH"],
         "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(wire.__file__))),
@@ -188,38 +190,55 @@ def compute(host: str, name: str) -> None:
         "RADIUM_REMOTE": "numpy",
     }
     remote = subprocess.run(
-        ["/usr/bin/python3", "-c", "import radium_interposer.boot\n" + COMPUTE],
+        ["/usr/bin/python3", "-c", "import radium_interposer.boot\n" + COMPUTE, str(side)],
         env=env, capture_output=True, text=True, check=True,
     )  # fmt: skip
+    where = ["ip", "netns", "exec", namespace] if namespace else []
     local = subprocess.run(
-        ["ip", "netns", "exec", name, sys.executable, "-c", COMPUTE],
+        [*where, sys.executable, "-c", COMPUTE, str(side)],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     (r_sum, r_time), (l_sum, l_time) = (map(float, p.stdout.split()) for p in (remote, local))
-    print(
-        "compute-heavy workload (12 x 700² matmul + norm), remote over the veth vs on the acceptor"
-    )
+    print(f"compute-heavy workload (12 x {side}² matmul + norm), remoted vs run on the acceptor")
     report("remoted from a numpy-less client", r_time, l_time, "local on acceptor", "ms")
     print(f"  checksums equal: {numpy.isclose(r_sum, l_sum)}")
+
+
+#: Sizes: array (bytes, best of), chain length, compute matrix side.
+FULL = {"arrays": ((MIB, 40), (256 * MIB, 3)), "chain": 1000, "side": 700}
+SMOKE = {"arrays": ((64 << 10, 2), (MIB, 2)), "chain": 20, "side": 60}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.dataplane")
     parser.add_argument("--calls", type=int, default=3000)
+    parser.add_argument("--loopback", action="store_true", help="no namespace: over 127.0.0.1")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes (the suite's run)")
     args = parser.parse_args(argv)
+    sizes = SMOKE if args.smoke else FULL
+    if args.loopback:
+        return run("127.0.0.1", [], None, args.calls, sizes)
     if os.geteuid() != 0:
         print("run as root: the acceptor side gets its own network namespace", file=sys.stderr)
         return 2
     network = Network(prefix="10.213.9", bridge="rdmbr9").open()
-    server = None
     try:
         host = network.add_host("rdm-bench")
-        server = subprocess.Popen(
-            [*network.exec_prefix("rdm-bench"), sys.executable, "-m",
-             "benchmarks.dataplane_server", host, str(PORT)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-        )  # fmt: skip
-        assert server.stdout is not None
+        return run(host, network.exec_prefix("rdm-bench"), "rdm-bench", args.calls, sizes)
+    finally:
+        network.close()
+
+
+def run(
+    host: str, prefix: list[str], namespace: str | None, calls: int, sizes: dict[str, Any]
+) -> int:
+    """The acceptor side started (in ``namespace`` through ``prefix``), then every figure."""
+    server = subprocess.Popen(
+        [*prefix, sys.executable, "-m", "benchmarks.dataplane_server", host, str(PORT)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert server.stdout is not None
+    try:
         if not server.stdout.readline().startswith("ready"):
             raise SystemExit("the acceptor side did not start")
         os.environ.update(
@@ -231,18 +250,15 @@ def main(argv: list[str] | None = None) -> int:
 
         remoted = ("noop", "consume", "make", "rss_peak_reset", "rss_peak")
         install([f"benchmarks.dpfuncs:{name}" for name in remoted])
-        print(
-            f"acceptor in network namespace rdm-bench at {host} (veth); numpy {numpy.__version__}"
-        )
-        p50 = small_calls(host, args.calls)
-        chain(p50)
-        arrays(host)
-        compute(host, "rdm-bench")
+        where = f"network namespace {namespace} (veth)" if namespace else "this namespace"
+        print(f"acceptor in {where} at {host}; numpy {numpy.__version__}")
+        p50 = small_calls(host, calls)
+        chain(p50, sizes["chain"])
+        arrays(host, sizes["arrays"])
+        compute(host, namespace, sizes["side"])
         print("tc netem: not available on this kernel (no sch_netem); no delay was emulated")
     finally:
-        if server is not None:
-            server.communicate("", timeout=30)
-        network.close()
+        server.communicate("", timeout=30)
     return 0
 
 

@@ -1,6 +1,6 @@
 """The corpus of real programs (tests/programs), each run locally and remoted, side by side.
 
-    .venv/bin/python -m benchmarks.programs [--runs 2]
+    .venv/bin/python -m benchmarks.programs [--runs 2] [--programs NAME,...]
 
 Locally: this Python, with torch and numpy, no remoting. Remoted: a Python without them
 (``/usr/bin/python3``) whose torch/numpy run on a worker on this machine (loopback, one worker
@@ -10,7 +10,9 @@ program:
   torch, which the remoted client never does);
 - the last run's own execution, everything warm on both sides, and that ratio (the comparison
   that matters once a program is going);
-- the worker's calls (and calls per second), bytes in and out of that run.
+- the worker's calls (and calls per second), and the bytes of that run's frames in and out of
+  the worker, counted by the client (a worker's own counters hold buffer bytes only, and a
+  numpy-less client gets small arrays as values in the frame's metadata, not as buffers).
 Then function mode for the programs that have functions: the same, with a split file that also
 names the program's own functions (they then run whole on the worker: fewer round trips).
 Then the cost of a callback (the worker calling a local lambda): ``np.vectorize`` over
@@ -39,9 +41,22 @@ from tests.programs.test_corpus import PROGRAMS, functions_of, remote_for
 RUNNER = """
 import json, runpy, sys, time
 remote = sys.argv[2] == "remote"
+crossed = {"bytes_in": 0, "bytes_out": 0}  # whole frames, as this client sends and reads them
 if remote:
     import radium_interposer.boot
+    from radium_interposer import wire
     from radium_interposer.proxy import stats
+    _read, _send = wire.read, wire.send_chunks
+    def _counted_read(readinto, limits=None):
+        def counting(view):
+            n = readinto(view)
+            crossed["bytes_out"] += n
+            return n
+        return _read(counting, limits)
+    def _counted_send(sock, chunks):
+        crossed["bytes_in"] += sum(memoryview(c).nbytes for c in chunks)
+        _send(sock, chunks)
+    wire.read, wire.send_chunks = _counted_read, _counted_send
 for name in sys.argv[3].split(","):
     __import__(name)
 functions = json.loads(sys.argv[5]) if len(sys.argv) > 5 else {}
@@ -49,12 +64,13 @@ for _ in range(int(sys.argv[4])):  # the last run is timed: everything warm on b
     if functions:  # function mode: the program's functions are remoted as it defines them
         from radium_interposer import finder, main_module
         main_module.watch(functions, finder.remote_main_function)
-    before = stats() if remote else {}
+    before = {**stats(), **crossed} if remote else {}
     started = time.perf_counter()
     runpy.run_path(sys.argv[1], run_name="__main__")
     report = {"seconds": time.perf_counter() - started}
 if remote:
-    after = stats()
+    frames = dict(crossed)  # before the stats call's own frames
+    after = {**stats(), **frames}
     report.update({k: after[k] - before[k] for k in ("calls", "bytes_in", "bytes_out")})
 print(json.dumps(report), file=sys.stderr)
 """
@@ -102,7 +118,7 @@ def callback_cost(harness: WorkerHarness, root: Path, n: int) -> None:
     )
 
 
-def function_mode(root: Path, runs: int) -> None:
+def function_mode(root: Path, runs: int, programs: list[Path]) -> None:
     """What a split file of the program's own functions brings: they run whole on the worker."""
     (root / "function-mode").mkdir()
     harness = WorkerHarness(root / "function-mode")
@@ -110,7 +126,7 @@ def function_mode(root: Path, runs: int) -> None:
     print(f"{'program':<26} {'local':>8} {'module':>8} {'ratio':>6} {'calls':>6}"
           f" {'function':>9} {'ratio':>6} {'calls':>6}")  # fmt: skip
     try:
-        for program in (p for p in PROGRAMS if functions_of(p)):
+        for program in (p for p in programs if functions_of(p)):
             plain = {"PATH": os.environ["PATH"]}
             local = _warm([sys.executable, "-c", RUNNER, str(program), "local",
                            remote_for(program), str(runs)], plain, root)  # fmt: skip
@@ -147,7 +163,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="benchmarks.programs")
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--callbacks", type=int, default=5000, metavar="N")
+    parser.add_argument("--programs", help="these corpus programs only (comma-separated stems)")
     args = parser.parse_args(argv)
+    programs = PROGRAMS
+    if args.programs:
+        wanted = args.programs.split(",")
+        programs = [p for p in PROGRAMS if p.stem in wanted]
+        if len(programs) != len(wanted):
+            parser.error(f"--programs: not all of {wanted} are in tests/programs")
     root = Path(tempfile.mkdtemp(prefix="radium-programs-"))
     harness = WorkerHarness(root)
     ratios: dict[str, list[float]] = {"torch": [], "numpy": []}
@@ -156,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n{'program':<26} {'whole: local':>12} {'remote':>7} {'ratio':>6} "
               f"{'warm: local':>12} {'remote':>7} {'ratio':>6} {'calls':>7} {'calls/s':>8} "
               f"{'KiB in':>7} {'KiB out':>8}")  # fmt: skip
-        for program in PROGRAMS:
+        for program in programs:
             plain = {"PATH": os.environ["PATH"]}
             runs = str(args.runs)
             local, stderr = timed([sys.executable, "-c", RUNNER, str(program), "local",
@@ -176,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{used['bytes_out'] / 1024:8.1f}")  # fmt: skip
     finally:
         harness.close()
-    function_mode(root, args.runs)
+    function_mode(root, args.runs, programs)
     for kind, values in ratios.items():
         if values:
             print(

@@ -1,0 +1,124 @@
+"""Smoke runs of the benchmarks that need no root and no daemon: each, at tiny sizes, exits 0
+and prints its table with real figures (numbers that parse, bytes that crossed). Their figures
+are no measurement and nothing here compares a time with a threshold: a benchmark that no
+longer runs against the code it measures fails here, not on the day someone wants a figure.
+The root and daemon ones (sandbox, container start) are in integration/test_benchmarks_smoke.py.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+#: Where the Alibaba trace is looked for, in order (benchmarks/traces/README.md).
+TRACES = (
+    ROOT / "benchmarks" / "traces" / "alibaba-gpu-v2023",
+    ROOT.parent / "shared" / "traces" / "alibaba-gpu-v2023",
+)
+NUMBER = r"-?\d+(?:\.\d+)?"
+
+
+def run_benchmark(name: str, *args: str, env: dict[str, str] | None = None) -> str:
+    """``python -m benchmarks.NAME ARGS``'s stdout; it must exit 0."""
+    done = subprocess.run(
+        [sys.executable, "-m", f"benchmarks.{name}", *args],
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, f"benchmarks.{name} failed:\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+def numbers(line: str) -> list[float]:
+    return [float(n) for n in re.findall(NUMBER, line)]
+
+
+def rows(output: str, first: str) -> list[list[float]]:
+    """The figures of every line that starts with ``first`` (after indentation)."""
+    return [numbers(line[len(line) - len(line.lstrip()) + len(first) :])
+            for line in output.splitlines() if line.lstrip().startswith(first)]  # fmt: skip
+
+
+def trace_dir() -> str:
+    found = [str(t) for t in TRACES if (t / "openb_node_list_gpu_node.csv").is_file()]
+    given = os.environ.get("RADIUM_TRACE")
+    assert given or found, f"the Alibaba trace is in none of {[str(t) for t in TRACES]}"
+    return given or found[0]
+
+
+def test_dataplane_loopback() -> None:
+    out = run_benchmark("dataplane", "--loopback", "--smoke", "--calls", "60")
+    ratios = [float(r) for r in re.findall(rf"ratio\s+({NUMBER})x", out)]
+    assert len(ratios) == 6 and all(r > 0 for r in ratios), out  # 4 small-call, chain, compute
+    shares = [float(s) for s in re.findall(rf"({NUMBER})% of raw throughput", out)]
+    assert len(shares) == 4 and all(s > 0 for s in shares), out
+    assert "checksums equal: True" in out, out
+    assert re.search(r"= \d+ round trips of latency", out), out
+
+
+def test_programs_count_calls_and_bytes() -> None:
+    out = run_benchmark(
+        "programs", "--runs", "1", "--callbacks", "20",
+        "--programs", "numpy_user_functions,torch_autograd",
+    )  # fmt: skip
+    for program in ("numpy_user_functions", "torch_autograd"):
+        figures = rows(out, program)[0]
+        assert len(figures) == 10, out  # times, ratios, calls, calls/s, KiB in, KiB out
+        calls, kib_in, kib_out = figures[6], figures[8], figures[9]
+        assert calls > 0 and kib_in > 0 and kib_out > 0, out
+    module_and_function_mode = rows(out, "numpy_user_functions")
+    assert len(module_and_function_mode) == 2 and len(module_and_function_mode[1]) == 7, out
+    assert re.search(rf"one callback costs {NUMBER} us", out), out
+    for kind in ("torch", "numpy"):
+        assert re.search(rf"median warm remote/local ratio, {kind} programs: {NUMBER}", out), out
+
+
+def test_handshakes() -> None:
+    out = run_benchmark("handshakes", "--clients", "4", "--connections", "8", "--repeat", "1")
+    figures = re.findall(rf"conn/s\s+({NUMBER})\s+p50 ms\s+{NUMBER}\s+p99 ms\s+{NUMBER}", out)
+    assert len(figures) == 2 and all(float(f) > 0 for f in figures), out  # before, now
+
+
+def test_pool_both_stores() -> None:
+    out = run_benchmark(
+        "pool", "--seconds", "0.1", "--paced-runs", "1", "--replicas", "2", "--failovers", "1"
+    )
+    sides = [line.split("|") for line in out.splitlines() if line.count("|") == 1]
+    levels = [[s.split() for s in side] for side in sides if side[0].split()[0].isdigit()]
+    assert len(levels) == 12, out  # 6 levels, by socket and by stream; sqlite | etcd
+    for sqlite, etcd in levels:
+        assert len(sqlite) == len(etcd) == 14, out
+        assert float(sqlite[4]) > 0 and float(etcd[4]) > 0, out  # cycles/s
+        assert all(float(f.rstrip("x")) >= 0 for f in sqlite[5:] + etcd[5:]), out
+    assert re.search(rf"failover .* 1 trials: median {NUMBER}s", out), out
+
+
+def test_scheduler_on_the_trace() -> None:
+    out = run_benchmark(
+        "scheduler", "--seeds", "1", "--lists", "default", "--policies", "fgd",
+        env={"RADIUM_TRACE": trace_dir()},
+    )  # fmt: skip
+    (row,) = [line for line in out.splitlines() if line.startswith("| default | fgd |")]
+    shares = [float(s) for s in re.findall(rf"({NUMBER}) %", row)]
+    assert len(shares) == 4 and 0 < shares[0] <= 100, out
+
+
+def test_sharing_on_the_trace() -> None:
+    out = run_benchmark(
+        "sharing", "--seeds", "1", "--teams", "2", "--pods", "200", "--nodes", "10",
+        env={"RADIUM_TRACE": trace_dir()},
+    )  # fmt: skip
+    (busy,) = [line for line in out.splitlines() if re.match(r"\| \d+ \(10\) \| \d", line)]
+    assert re.search(rf"\| ({NUMBER})x \|", busy), out
+    table = [line.split("|") for line in out.splitlines() if re.match(r"\| \d+ \(10\) \|", line)]
+    shares = [row for row in table if row[2].strip() in ("radium", "static") and "%" in row[3]]
+    assert len(shares) == 2 and all(numbers(row[3])[0] > 0 for row in shares), out
+    costs = [row for row in table if row[2].strip() in ("radium", "static") and "ms" in row[3]]
+    assert len(costs) == 2 and all(int(row[-3]) > 0 for row in costs), out  # calls

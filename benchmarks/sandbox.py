@@ -150,8 +150,8 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(rounds):
             for name, client in clients.items():
                 calls[name] += timed(client.ping, args.calls // rounds)
-                up = rate(client, UPLOAD, payload, args.mib // rounds)
-                rates[name].append((up, rate(client, DOWNLOAD, [], args.mib // rounds)))
+                up = rate(client, UPLOAD, payload, max(1, args.mib // rounds))
+                rates[name].append((up, rate(client, DOWNLOAD, [], max(1, args.mib // rounds))))
         for client in clients.values():
             client.close()
     finally:

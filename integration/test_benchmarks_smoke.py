@@ -1,0 +1,33 @@
+"""Smoke runs of the benchmarks that need root or daemons: each, at tiny sizes, exits 0 and
+prints its table with figures that parse. No figure is compared with a threshold (see
+tests/test_benchmarks_smoke.py for the others)."""
+
+from __future__ import annotations
+
+import re
+
+from integration.host import need_root
+from tests.test_benchmarks_smoke import NUMBER, run_benchmark
+
+
+def ratios(out: str) -> list[float]:
+    return [float(r) for r in re.findall(rf"ratio\s+({NUMBER})x", out)]
+
+
+def test_sandbox() -> None:
+    need_root()
+    out = run_benchmark("sandbox", "--starts", "2", "--calls", "40", "--mib", "2")
+    found = ratios(out)
+    assert len(found) == 5 and all(r > 0 for r in found), out  # start, p50, p99, in, out
+    assert re.search(rf"argument throughput\s+confined\s+{NUMBER} MiB/s", out), out
+
+
+def test_container_start() -> None:
+    need_root()
+    out = run_benchmark("container_start", "--runs", "1")
+    for title, baseline in (("docker run --rm", "runc"), ("ctr run --rm", "runc.v2")):
+        table = out.split(title + "\n", 1)[1].splitlines()[1:4]
+        assert [line.split()[0] for line in table] == [baseline, "radium-pass", "radium-leased"]
+        for line in table:
+            median, p90, _added, ratio = map(float, line.split()[1:])
+            assert median > 0 and p90 > 0 and ratio > 0, out

@@ -1,6 +1,6 @@
 """Data-plane benchmark: remote calls vs a raw socket and grpcio, over a veth pair, one run.
 
-    sudo .venv/bin/python -m benchmarks.dataplane [--calls 3000] [--loopback] [--smoke]
+    sudo .venv/bin/python -m benchmarks.dataplane [--calls 3000] [--loopback] [--smoke] [--port P]
 
 The acceptor side (``benchmarks/dataplane_server.py``) runs in its own network namespace (or,
 with ``--loopback``, in this one, over 127.0.0.1: no root needed); this process is the client,
@@ -29,7 +29,7 @@ from benchmarks.dataplane_server import CREDENTIAL, LEASE, SIZE
 from integration.netns import Network
 from radium_interposer import wire
 
-PORT = 7501
+PORT = 7501  # the data plane's; the raw echo is at PORT + 1, grpcio's at PORT + 2
 MIB = 1 << 20
 COMPUTE = """
 import sys, time
@@ -63,8 +63,8 @@ def timed(action: Callable[[], Any], count: int, warmup: int = 50) -> list[float
 class Raw:
     """The floor: one request and its answer on a plain TCP socket, no protocol at all."""
 
-    def __init__(self, host: str) -> None:
-        self.sock = socket.create_connection((host, PORT + 1))
+    def __init__(self, host: str, port: int) -> None:
+        self.sock = socket.create_connection((host, port + 1))
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def exchange(self, payload: bytes | memoryview, want: int) -> None:
@@ -87,7 +87,7 @@ def report(name: str, ours: float, base: float, base_name: str, unit: str = "µs
     )
 
 
-def small_calls(host: str, calls: int) -> float:
+def small_calls(host: str, port: int, calls: int) -> float:
     from benchmarks import dpfuncs
 
     payload = b"x" * 32
@@ -96,10 +96,10 @@ def small_calls(host: str, calls: int) -> float:
     call_bytes = frame_size(wire.CALL, call, [payload])
     result_bytes = frame_size(wire.RESULT, {"v": None}, [])
     ours = timed(lambda: dpfuncs.noop(payload), calls)
-    raw = Raw(host)
+    raw = Raw(host, port)
     request = b"q" * call_bytes
     floor = timed(lambda: raw.exchange(request, result_bytes), calls)
-    channel = grpc.insecure_channel(f"{host}:{PORT + 2}")
+    channel = grpc.insecure_channel(f"{host}:{port + 2}")
     unary = channel.unary_unary("/bench.Echo/Call")
     grpc_samples = timed(lambda: unary(request, timeout=10), calls)
     (p50, p99), (r50, r99), (g50, g99) = map(percentiles, (ours, floor, grpc_samples))
@@ -112,8 +112,8 @@ def small_calls(host: str, calls: int) -> float:
     return p50
 
 
-def arrays(host: str, sizes: tuple[tuple[int, int], ...]) -> None:
-    raw = Raw(host)
+def arrays(host: str, port: int, sizes: tuple[tuple[int, int], ...]) -> None:
+    raw = Raw(host, port)
     for size, reps in sizes:
         one_size(raw, size, reps)
 
@@ -180,11 +180,11 @@ def chain(small_p50: float, length: int = 1000) -> None:
           f" overhead beyond worker time {(total - busy) / small_p50:.0f} round trips")  # fmt: skip
 
 
-def compute(host: str, namespace: str | None, side: int) -> None:
+def compute(host: str, port: int, namespace: str | None, side: int) -> None:
     env = {
         "PATH": os.environ["PATH"],
         "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(wire.__file__))),
-        "RADIUM_DP_DIRECT": f"{host}:{PORT}",
+        "RADIUM_DP_DIRECT": f"{host}:{port}",
         "RADIUM_LEASE": LEASE,
         "RADIUM_LEASE_CREDENTIAL": CREDENTIAL,
         "RADIUM_REMOTE": "numpy",
@@ -214,27 +214,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=3000)
     parser.add_argument("--loopback", action="store_true", help="no namespace: over 127.0.0.1")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes (the suite's run)")
+    parser.add_argument("--port", type=int, default=PORT, help="the data plane's; +1, +2 too")
     args = parser.parse_args(argv)
     sizes = SMOKE if args.smoke else FULL
     if args.loopback:
-        return run("127.0.0.1", [], None, args.calls, sizes)
+        return run("127.0.0.1", args.port, [], None, args.calls, sizes)
     if os.geteuid() != 0:
         print("run as root: the acceptor side gets its own network namespace", file=sys.stderr)
         return 2
     network = Network(prefix="10.213.9", bridge="rdmbr9").open()
     try:
         host = network.add_host("rdm-bench")
-        return run(host, network.exec_prefix("rdm-bench"), "rdm-bench", args.calls, sizes)
+        prefix = network.exec_prefix("rdm-bench")
+        return run(host, args.port, prefix, "rdm-bench", args.calls, sizes)
     finally:
         network.close()
 
 
 def run(
-    host: str, prefix: list[str], namespace: str | None, calls: int, sizes: dict[str, Any]
+    host: str,
+    port: int,
+    prefix: list[str],
+    namespace: str | None,
+    calls: int,
+    sizes: dict[str, Any],
 ) -> int:
     """The acceptor side started (in ``namespace`` through ``prefix``), then every figure."""
     server = subprocess.Popen(
-        [*prefix, sys.executable, "-m", "benchmarks.dataplane_server", host, str(PORT)],
+        [*prefix, sys.executable, "-m", "benchmarks.dataplane_server", host, str(port)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     assert server.stdout is not None
@@ -242,7 +249,7 @@ def run(
         if not server.stdout.readline().startswith("ready"):
             raise SystemExit("the acceptor side did not start")
         os.environ.update(
-            RADIUM_DP_DIRECT=f"{host}:{PORT}",
+            RADIUM_DP_DIRECT=f"{host}:{port}",
             RADIUM_LEASE=LEASE,
             RADIUM_LEASE_CREDENTIAL=CREDENTIAL,
         )
@@ -252,10 +259,10 @@ def run(
         install([f"benchmarks.dpfuncs:{name}" for name in remoted])
         where = f"network namespace {namespace} (veth)" if namespace else "this namespace"
         print(f"acceptor in {where} at {host}; numpy {numpy.__version__}")
-        p50 = small_calls(host, calls)
+        p50 = small_calls(host, port, calls)
         chain(p50, sizes["chain"])
-        arrays(host, sizes["arrays"])
-        compute(host, namespace, sizes["side"])
+        arrays(host, port, sizes["arrays"])
+        compute(host, port, namespace, sizes["side"])
         print("tc netem: not available on this kernel (no sch_netem); no delay was emulated")
     finally:
         server.communicate("", timeout=30)

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
+
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Where the Alibaba trace is looked for, in order (benchmarks/traces/README.md).
@@ -53,8 +56,23 @@ def trace_dir() -> str:
     return given or found[0]
 
 
+def three_ports() -> int:
+    """A free loopback port whose next two are free too (the benchmark's raw and grpc echo)."""
+    while True:
+        port = free_port()
+        try:
+            for taken in (port + 1, port + 2):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", taken))
+        except OSError:
+            continue
+        return port
+
+
 def test_dataplane_loopback() -> None:
-    out = run_benchmark("dataplane", "--loopback", "--smoke", "--calls", "60")
+    out = run_benchmark(
+        "dataplane", "--loopback", "--smoke", "--calls", "60", "--port", str(three_ports())
+    )
     ratios = [float(r) for r in re.findall(rf"ratio\s+({NUMBER})x", out)]
     assert len(ratios) == 6 and all(r > 0 for r in ratios), out  # 4 small-call, chain, compute
     shares = [float(s) for s in re.findall(rf"({NUMBER})% of raw throughput", out)]

@@ -26,7 +26,7 @@ import grpc
 import numpy
 
 from benchmarks.dataplane_server import CREDENTIAL, LEASE, SIZE
-from integration.netns import Network
+from integration.netns import Network, in_namespace
 from radium_interposer import wire
 
 PORT = 7501  # the data plane's; the raw echo is at PORT + 1, grpcio's at PORT + 2
@@ -209,6 +209,22 @@ FULL = {"arrays": ((MIB, 40), (256 * MIB, 3)), "chain": 1000, "side": 700}
 SMOKE = {"arrays": ((64 << 10, 2), (MIB, 2)), "chain": 20, "side": 60}
 
 
+#: The acceptor side's namespace: not ``rdm-*``, which integration tests' networks sweep.
+NAMESPACE = "rdmbench-dp"
+
+
+class OwnNetwork(Network):
+    """This benchmark's bridge and namespace only: a plain ``Network`` removes every ``rdm-*``
+    namespace when it opens and closes, the namespaces of integration tests running beside it
+    too (its subnet and bridge are no test's either)."""
+
+    def close(self) -> None:
+        if in_namespace(NAMESPACE):
+            subprocess.run(["ip", "netns", "del", NAMESPACE], check=True, timeout=30)
+        subprocess.run(["ip", "link", "del", self.bridge], capture_output=True, timeout=30)
+        self.hosts.clear()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.dataplane")
     parser.add_argument("--calls", type=int, default=3000)
@@ -222,11 +238,11 @@ def main(argv: list[str] | None = None) -> int:
     if os.geteuid() != 0:
         print("run as root: the acceptor side gets its own network namespace", file=sys.stderr)
         return 2
-    network = Network(prefix="10.213.9", bridge="rdmbr9").open()
+    network = OwnNetwork(prefix="10.213.39", bridge="rdmbr39").open()
     try:
-        host = network.add_host("rdm-bench")
-        prefix = network.exec_prefix("rdm-bench")
-        return run(host, args.port, prefix, "rdm-bench", args.calls, sizes)
+        host = network.add_host(NAMESPACE)
+        prefix = network.exec_prefix(NAMESPACE)
+        return run(host, args.port, prefix, NAMESPACE, args.calls, sizes)
     finally:
         network.close()
 

@@ -4,10 +4,11 @@ tests/test_benchmarks_smoke.py for the others)."""
 
 from __future__ import annotations
 
+import os
 import re
 
 from integration.host import need_root
-from tests.test_benchmarks_smoke import NUMBER, run_benchmark
+from tests.test_benchmarks_smoke import NUMBER, check_dataplane, run_benchmark
 
 
 def ratios(out: str) -> list[float]:
@@ -31,3 +32,12 @@ def test_container_start() -> None:
         for line in table:
             median, p90, _added, ratio = map(float, line.split()[1:])
             assert median > 0 and p90 > 0 and ratio > 0, out
+
+
+def test_dataplane_in_a_namespace() -> None:
+    """Its own bridge and namespace (not ``rdm-*``): the other tests' networks are untouched."""
+    need_root()
+    before = sorted(os.listdir("/var/run/netns")) if os.path.isdir("/var/run/netns") else []
+    check_dataplane(run_benchmark("dataplane", "--smoke", "--calls", "60"))
+    after = sorted(os.listdir("/var/run/netns")) if os.path.isdir("/var/run/netns") else []
+    assert set(before) <= set(after) and "rdmbench-dp" not in after, (before, after)

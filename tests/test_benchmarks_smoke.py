@@ -73,6 +73,11 @@ def test_dataplane_loopback() -> None:
     out = run_benchmark(
         "dataplane", "--loopback", "--smoke", "--calls", "60", "--port", str(three_ports())
     )
+    check_dataplane(out)
+
+
+def check_dataplane(out: str) -> None:
+    """Its figures: ratios to raw and grpcio, shares of raw throughput, the chain, compute."""
     ratios = [float(r) for r in re.findall(rf"ratio\s+({NUMBER})x", out)]
     assert len(ratios) == 6 and all(r > 0 for r in ratios), out  # 4 small-call, chain, compute
     shares = [float(s) for s in re.findall(rf"({NUMBER})% of raw throughput", out)]

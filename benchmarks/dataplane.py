@@ -26,7 +26,7 @@ import grpc
 import numpy
 
 from benchmarks.dataplane_server import CREDENTIAL, LEASE, SIZE
-from integration.netns import Network, in_namespace
+from benchmarks.own_network import OwnNetwork
 from radium_interposer import wire
 
 PORT = 7501  # the data plane's; the raw echo is at PORT + 1, grpcio's at PORT + 2
@@ -213,18 +213,6 @@ SMOKE = {"arrays": ((64 << 10, 2), (MIB, 2)), "chain": 20, "side": 60}
 NAMESPACE = "rdmbench-dp"
 
 
-class OwnNetwork(Network):
-    """This benchmark's bridge and namespace only: a plain ``Network`` removes every ``rdm-*``
-    namespace when it opens and closes, the namespaces of integration tests running beside it
-    too (its subnet and bridge are no test's either)."""
-
-    def close(self) -> None:
-        if in_namespace(NAMESPACE):
-            subprocess.run(["ip", "netns", "del", NAMESPACE], check=True, timeout=30)
-        subprocess.run(["ip", "link", "del", self.bridge], capture_output=True, timeout=30)
-        self.hosts.clear()
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.dataplane")
     parser.add_argument("--calls", type=int, default=3000)
@@ -238,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     if os.geteuid() != 0:
         print("run as root: the acceptor side gets its own network namespace", file=sys.stderr)
         return 2
-    network = OwnNetwork(prefix="10.213.39", bridge="rdmbr39").open()
+    network = OwnNetwork(prefix="10.213.39", bridge="rdmbr39", names=(NAMESPACE,)).open()
     try:
         host = network.add_host(NAMESPACE)
         prefix = network.exec_prefix(NAMESPACE)

@@ -21,14 +21,16 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.own_network import OwnNetwork
 from integration import images
 from integration.dockerd import Dockerd
-from integration.netns import Network
 from integration.radium_env import make_env
 from integration.site import RADIUM_CLI, open_site
 from integration.test_leases import stop_agent
 
 IMAGE = "radium-bench/bookworm:1"
+#: The acceptors' namespaces (this benchmark's own: see benchmarks/own_network.py).
+ACCEPTORS = ("wf-acc-a", "wf-acc-b")
 
 
 def timed(argv: list[str], env: dict[str, str]) -> float:
@@ -59,10 +61,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     root = Path(tempfile.mkdtemp(prefix="radium-workflow-"))
     radium = make_env(root / "radium")
-    network = Network(prefix="10.213.11", bridge="rdmbr11").open()
+    network = OwnNetwork(prefix="10.213.11", bridge="rdmbr11", names=ACCEPTORS).open()
     config = None
     try:
-        with open_site(network, radium, root / "site", ("wf-acc-a", "wf-acc-b")) as site:
+        with open_site(network, radium, root / "site", ACCEPTORS) as site:
             config = radium.client_config(
                 "workflow.toml", site.cluster.client_table(), root / "agent"
             )

@@ -41,3 +41,12 @@ def test_dataplane_in_a_namespace() -> None:
     check_dataplane(run_benchmark("dataplane", "--smoke", "--calls", "60"))
     after = sorted(os.listdir("/var/run/netns")) if os.path.isdir("/var/run/netns") else []
     assert set(before) <= set(after) and "rdmbench-dp" not in after, (before, after)
+
+
+def test_workflow() -> None:
+    """Without pulls (pushing and pulling an image twice would double this file's time)."""
+    need_root()
+    out = run_benchmark("workflow", "--runs", "1", "--pulls", "0")
+    medians = [float(m) for m in re.findall(rf"median\s+({NUMBER}) ms", out)]
+    assert len(medians) == 3 and all(m > 0 for m in medians), out
+    assert len(ratios(out)) == 2 and all(r > 0 for r in ratios(out)), out

@@ -9,7 +9,7 @@ Layout under ``<state_dir>/slots`` (0700, root; no worker ever sees it)::
     <lease>/home/        the worker's only writable directory, owned by the lease's uid (0711)
     <lease>/control/     container mode only: the socket the worker connects back to
 
-A worker is started with the lease's device pinning, under its own uid from the configured
+How a worker is started and ended is :mod:`radium.acceptor.launcher`'s. A worker is started with the lease's device pinning, under its own uid from the configured
 range, locked host-wide while the slot lives (:mod:`radium.acceptor.uids`: another acceptor of
 the host never gets it), and killed on revoke with every process of the lease's own cgroups (or
 its container): never by uid.
@@ -41,20 +41,17 @@ import socket
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Union
-
-import psutil
+from typing import TYPE_CHECKING
 
 from radium.acceptor.container_worker import ContainerWorker
-from radium.acceptor.engines import Docker, Engine
-from radium.acceptor.limits import Cgroups, Share
+from radium.acceptor.engines import Engine
+from radium.acceptor.launcher import Launcher, Worker, worker_pid
+from radium.acceptor.limits import Cgroups
 from radium.acceptor.record import SlotRecord
-from radium.acceptor.sandbox import Sandbox, Tenant
+from radium.acceptor.sandbox import Sandbox
 from radium.acceptor.uids import UidLocks
 from radium.acceptor.usage import Meter
-from radium.acceptor.worker_output import Budget, oom_kills
-from radium.acceptor.workers import ProcessWorker
-from radium.errors import LeaseNotFoundError, RadiumError
+from radium.errors import LeaseNotFoundError
 from radium.pool.model import preemption_notice
 from radium.proto import pool_pb2 as pb
 from radium_interposer.control import Counters
@@ -67,7 +64,6 @@ NOTICE = "notice"
 #: Made before a lease's first worker starts.
 STARTED = "started"
 _LEASE_ID = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
-Worker = Union[ProcessWorker, ContainerWorker]
 
 
 class Slots:
@@ -91,7 +87,8 @@ class Slots:
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
         for directory in (self.root.parent, self.root):
             directory.chmod(0o700)
-        self.backend, self.sandbox, self.limits, self.engine = backend, sandbox, limits, engine
+        #: Starts and ends the workers (their mode, confinement and limits).
+        self.launcher = Launcher(backend, sandbox, limits, engine)
         self.lock = threading.Lock()
         self.workers: dict[str, Worker] = {}  # guarded by lock
         #: lease id -> its worker uid, for every slot (guarded by lock): a grant picks a free
@@ -115,7 +112,7 @@ class Slots:
         self.granting = threading.Condition(self.lock)
         self.meter = Meter()
         #: lease id -> its workers' lines in the log (a tenant's crash loop shares one budget)
-        self.budgets: dict[str, Budget] = {}
+        self.budgets = self.launcher.budgets
         #: lease id -> the counters its worker last answered (heartbeat thread; see usage)
         self.counted: dict[str, Counters] = {}
         #: what the last heartbeat reported, for scrapes (which must not ask workers again)
@@ -147,11 +144,7 @@ class Slots:
         with self.lock:
             self.granted[lease.id] = lease
             self.granting.notify_all()
-        return self._starts_at_grant(lease.image, lease.worker)
-
-    def _starts_at_grant(self, image: str, worker: str) -> bool:
-        """A lease whose worker may be a container (the engine decides) starts it at grant."""
-        return self.backend is not None and bool(image) and worker != "process"
+        return self.launcher.starts_at_grant(lease.image, lease.worker)
 
     def revoke(self, lease_id: str) -> bool:
         """The pool revoked the lease; True when that is all (no slot was made for it),
@@ -169,7 +162,7 @@ class Slots:
         """Make the granted lease's slot, and start its worker if it is to be a container;
         nothing if the lease has ended meanwhile."""
         record = self._slot(lease_id)
-        if record is not None and self._starts_at_grant(record.image, record.worker):
+        if record is not None and self.launcher.starts_at_grant(record.image, record.worker):
             self._worker(record)
 
     def _slot(self, lease_id: str) -> SlotRecord | None:
@@ -231,43 +224,6 @@ class Slots:
         record = self.record(lease_id)
         return record.credential if record and record.credential else None
 
-    def _container_image(self, record: SlotRecord) -> str:
-        """The image to run the worker in, or "" for process mode (and why, logged)."""
-        if not record.image or record.worker == "process":
-            return ""
-        if not isinstance(self.engine, Docker):
-            reason = "this acceptor has no docker engine"
-        else:
-            try:
-                held = self.engine.digest(record.image) is not None
-            except RadiumError as exc:
-                held, reason = False, exc.message
-            else:
-                reason = "" if held else f"{record.image} is not pulled here (radium images add)"
-            if held:
-                return record.image
-        level = logging.WARNING if record.worker == "container" else logging.INFO
-        log.log(level, "lease %s: process-mode worker: %s", record.id, reason)
-        return ""
-
-    def _tenant(self, record: SlotRecord) -> Tenant:
-        assert self.backend is not None
-        devices = list(record.devices)
-        share = Share()  # unconfined workers are not limited either (tests of the probes)
-        if self.sandbox is not None:
-            share = dataclasses.replace(
-                self.backend.share(devices, record.fraction, record.memory_mib),
-                processes=self.sandbox.config.max_processes,
-            )
-        return Tenant(
-            lease_id=record.id,
-            uid=record.uid,
-            home=self._dir(record.id) / "home",
-            env={**self.backend.visible_devices_env(devices), "RADIUM_LEASE_ID": record.id},
-            devices=tuple(self.backend.device_nodes(devices)),
-            share=share,
-        )
-
     def _worker(self, record: SlotRecord) -> Worker:
         """The lease's live worker, started now if it has none (or a dead one).
 
@@ -289,7 +245,7 @@ class Slots:
                 log.warning("lease %s: worker died; starting a new one", record.id)
                 dead.stop()
             (self._dir(record.id) / STARTED).touch()
-            worker, applied = self._start(record)
+            worker, applied = self.launcher.start(record, self._dir(record.id))
             with self.lock:
                 self.workers[record.id] = worker
             with contextlib.suppress(FileNotFoundError):  # a replacement is told again
@@ -301,29 +257,9 @@ class Slots:
             worker.image if isinstance(worker, ContainerWorker) else worker.pid,
             list(record.devices),
             record.uid,
-            ", ".join(applied) or ("unconfined" if self.sandbox is None else "no host limits"),
+            ", ".join(applied) or ("no host limits" if self.launcher.sandbox else "unconfined"),
         )
         return worker
-
-    def _start(self, record: SlotRecord) -> tuple[Worker, list[str]]:
-        """A new worker for the lease, and the host limits put on it (for the log)."""
-        tenant = self._tenant(record)
-        image = self._container_image(record)
-        slot = self._dir(record.id)
-        budget = self.budgets.setdefault(record.id, Budget())
-        if image and isinstance(self.engine, Docker):
-            worker = ContainerWorker(tenant, slot, self.engine, image, self.sandbox, budget=budget)
-            return worker, []
-        applied: list[str] = []
-
-        def join(pid: int) -> None:
-            if self.limits is not None:
-                applied.extend(self.limits.apply(record.id, pid, tenant.share))
-
-        def oom() -> int:  # the report of a worker's end names its memory cap
-            return oom_kills(self.limits._dirs(record.id).values()) if self.limits else 0
-
-        return ProcessWorker(tenant, slot, self.sandbox, join, oom, budget), applied
 
     def _starting(self, lease_id: str) -> threading.Lock:
         with self.lock:
@@ -379,7 +315,8 @@ class Slots:
             # acceptor before the mark has a worker.pid), there is nothing to kill, and the
             # slot holds only what prepare made.
             started = (slot / STARTED).exists() or (slot / "worker.pid").exists()
-            ended = self._end_processes(lease_id, record, worker is None) if started else True
+            lost = worker is None
+            ended = self.launcher.end(lease_id, slot, record, lost) if started else True
             _remove_slot(slot, started)
             with self.lock:
                 self.starting.pop(lease_id, None)
@@ -391,28 +328,7 @@ class Slots:
                 why = "processes of its cgroups outlived it"
                 log.error("lease %s: %s; its uid %d stays held", lease_id, why, uid)
             self.counted.pop(lease_id, None)
-            self.budgets.pop(lease_id, None)
         log.log(logging.INFO if started else logging.DEBUG, "slot of lease %s torn down", lease_id)
-
-    def _end_processes(self, lease_id: str, record: SlotRecord | None, lost: bool) -> bool:
-        """Kill what is left of the lease's worker (``lost``: this acceptor has no hold of it,
-        a restart came between): what runs in its own cgroups, and a container an earlier run
-        of this acceptor left; never every process of its uid, which is the lease's alone only
-        as long as its lock is held. True when nothing of it is left."""
-        if self.sandbox is None:  # unconfined (tests): root workers, the pid is all there is
-            pid = _worker_pid(self._dir(lease_id))
-            if pid is not None:
-                with contextlib.suppress(psutil.Error):
-                    psutil.Process(pid).kill()
-        elif lost and record and self._starts_at_grant(record.image, record.worker):
-            engine = self.engine
-            if isinstance(engine, Docker):  # by the name ContainerWorker gives it
-                engine.remove_container(f"radium-worker-{lease_id}")
-        if self.limits is None:
-            return True  # a process-mode worker's sandbox died with its bubblewrap
-        ended = self.limits.kill(lease_id)
-        self.limits.remove(lease_id)
-        return ended
 
     def _release_uid(self, uid: int) -> None:
         if uid and self.uid_locks is not None:
@@ -445,7 +361,7 @@ class Slots:
         the data-plane counters it answered since the last call (docs/data-plane.md)."""
         report = []
         for lease_id in self.active():  # a lease without a slot has no worker: zeros
-            cpu, rss = self.meter.measure(_worker_pid(self.root / lease_id))
+            cpu, rss = self.meter.measure(worker_pid(self.root / lease_id))
             worker = self._live(lease_id)
             counters = worker.counters() if worker is not None else None
             if counters is not None:
@@ -473,10 +389,3 @@ def _remove_slot(slot: Path, started: bool) -> None:
             slot.rmdir()
             return
     shutil.rmtree(slot, ignore_errors=True)
-
-
-def _worker_pid(slot: Path) -> int | None:
-    try:
-        return int((slot / "worker.pid").read_text().strip())
-    except (OSError, ValueError):
-        return None

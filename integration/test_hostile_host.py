@@ -45,7 +45,7 @@ REPO = Path(__file__).resolve().parent.parent
 UNPROTECTED = """
 import contextlib, os, subprocess, sys
 import psutil
-from radium.acceptor import slots, uids
+from radium.acceptor import launcher, uids
 from radium.cli import main
 
 
@@ -55,8 +55,8 @@ def take(self):  # the lowest uid this acceptor does not hold: no lock, no look 
     return uid
 
 
-def end_processes(self, lease_id, record, lost):  # the worker's pid, then its uid's every process
-    pid = slots._worker_pid(self._dir(lease_id))
+def end_processes(self, lease_id, slot, record, lost):  # the worker's pid, then its uid's all
+    pid = launcher.worker_pid(slot)
     if pid is not None:
         with contextlib.suppress(psutil.Error):
             psutil.Process(pid).kill()
@@ -78,7 +78,7 @@ class Popen(subprocess.Popen):
 
 
 uids.UidLocks.take = take
-slots.Slots._end_processes = end_processes
+launcher.Launcher.end = end_processes
 subprocess.Popen = Popen
 sys.exit(main())
 """

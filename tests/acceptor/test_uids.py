@@ -201,7 +201,7 @@ def test_a_container_worker_left_by_a_dead_acceptor_is_removed_by_name(tmp_path:
     first.uid_locks.close()  # the acceptor dies
     again = sandboxed_slots(tmp_path / "a", locks)
     engine = Engine()
-    again.engine = engine
+    again.launcher.engine = engine
     again.teardown("l-c")
     assert engine.removed == ["radium-worker-l-c"]
     assert again.uids == {}

@@ -9,10 +9,11 @@ Layout under ``<state_dir>/slots`` (0700, root; no worker ever sees it)::
     <lease>/home/        the worker's only writable directory, owned by the lease's uid (0711)
     <lease>/control/     container mode only: the socket the worker connects back to
 
-How a worker is started and ended is :mod:`radium.acceptor.launcher`'s. A worker is started with the lease's device pinning, under its own uid from the configured
-range, locked host-wide while the slot lives (:mod:`radium.acceptor.uids`: another acceptor of
-the host never gets it), and killed on revoke with every process of the lease's own cgroups (or
-its container): never by uid.
+How a worker is started and ended is :mod:`radium.acceptor.launcher`'s. A worker is started
+with the lease's device pinning, under its own uid from the configured range, locked host-wide
+while the slot lives (:mod:`radium.acceptor.uids`: another acceptor of the host never gets it),
+and killed on revoke with every process of the lease's own cgroups (or its container): never by
+uid.
 A grant is kept in memory: a lease's slot is made, and its process-mode worker started, on its
 first data-plane connection, so a lease that never calls (or a pool churning through thousands a
 second) costs no directory and no sandbox; the first call pays the start once

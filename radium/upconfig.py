@@ -193,6 +193,7 @@ def _pick(free: Callable[[int], bool], taken: set[int]) -> int:
 
 @functools.cache
 def _ephemeral_start() -> int:
+    """Where the kernel's ephemeral ports (any outgoing connection's) begin."""
     try:
         with open("/proc/sys/net/ipv4/ip_local_port_range") as ports:
             return int(ports.read().split()[0])

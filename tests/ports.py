@@ -8,22 +8,14 @@ use"). Each port is handed out once per process, so two servers of one test neve
 
 from __future__ import annotations
 
-import functools
 import random
 import socket
+
+from radium.upconfig import _ephemeral_start  # the same rule as radium up's own ports
 
 #: The lowest port handed out.
 LOWEST = 10_000
 _given: set[int] = set()
-
-
-@functools.cache
-def _ephemeral_start() -> int:
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as ports:
-            return int(ports.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768  # Linux's default
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -14,7 +14,7 @@ import shutil
 import stat
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, Mapping
 
 from radium.config import Config
 from radium.errors import NoBundleError, NoPythonError, RadiumError, SpecError, UnsafePathError
@@ -77,13 +77,14 @@ class Mounter:
 
 def prestart(state: State, config: Config) -> None:
     """The lease (through the node agent), then :func:`mount_bundle`; nothing kept on failure."""
-    host_dir = make_runtime_dir(state, config)
+    spec = load_spec(state.bundle)  # read once: the runtime dir's owner, then the mounts
+    host_dir = make_runtime_dir(state, config, spec)
     leased = False
     try:
         if config.agent.enabled:
             # Before joining the container's mount namespace: the agent lives in the host's.
             leased = _acquire(state, config, host_dir)
-        mount_bundle(state, config, host_dir)
+        mount_bundle(state, config, host_dir, spec)
     except BaseException:
         shutil.rmtree(host_dir, ignore_errors=True)
         if leased:
@@ -91,22 +92,24 @@ def prestart(state: State, config: Config) -> None:
         raise
 
 
-def make_runtime_dir(state: State, config: Config) -> Path:
+def make_runtime_dir(state: State, config: Config, spec: Mapping[str, Any] | None = None) -> Path:
     """The container's host directory (mounted at hook.runtime_target), created if need be:
     reachable by the container's own user only (:mod:`radium.hooks.rundir`)."""
     if state.pid <= 0:
         raise SpecError("OCI state has no container pid", hint="run radium-hook as a prestart hook")
-    owner = rundir.container_owner(load_spec(state.bundle))
+    owner = rundir.container_owner(load_spec(state.bundle) if spec is None else spec)
     return Path(rundir.make(config.hook.state_dir, state.container_id, owner))
 
 
-def mount_bundle(state: State, config: Config, host_dir: Path) -> None:
+def mount_bundle(
+    state: State, config: Config, host_dir: Path, spec: Mapping[str, Any] | None = None
+) -> None:
     """Detect the image, pick its bundle, mount bundle, runtime dir and ``.pth``.
 
     It joins the container's mount namespace, so it runs in a process of its own: the hook, or
     a child of the node agent's mount helper (a process with threads cannot join one).
     """
-    spec = load_spec(state.bundle)
+    spec = load_spec(state.bundle) if spec is None else spec
     rootfs = Path(rootfs_path(state, spec))
     selection_rules = rules.load_rules(config.bundles.rules)
     mounts.enter_mount_namespace(state.pid)

@@ -68,6 +68,8 @@ def without_numpy(dtype: str, shape: Tuple[int, ...], buffer: Any, scalar: bool)
     memoryview shaped like it (``.shape``, ``.format``, ``.tolist()``, ``.tobytes()``,
     ``view[i, j]``), over ``buffer`` itself."""
     code = _STRUCT_CODES.get(dtype[1:])
+    if dtype[:1] in _NATIVE and (dtype[1:2] in ("c", "S", "U") or dtype[1:] == "f2"):
+        return _items(dtype, shape, memoryview(buffer).cast("B"), scalar)
     if code is None or dtype[:1] not in _NATIVE:
         raise DecodeError(f"arrays of dtype {dtype} need numpy on this side")
     raw = memoryview(buffer).cast("B")
@@ -111,3 +113,35 @@ def _empty_lists(shape: Tuple[int, ...]) -> List[Any]:
     if not shape or shape[0] == 0:
         return []
     return [_empty_lists(shape[1:]) for _ in range(shape[0])]
+
+
+def _items(dtype: str, shape: Tuple[int, ...], raw: memoryview, scalar: bool) -> Any:
+    """Half floats, complex numbers and strings (``f2``, ``c8``, ``c16``, ``S<n>``, ``U<n>``) as
+    numpy's ``item()`` gives them (strings without their trailing NULs), in nested lists up to
+    LIST_ITEMS (a memoryview cannot hold them)."""
+    kind, size = dtype[1], dtype[2:]
+    if not size.isdigit() or (kind == "c" and size not in ("8", "16")):
+        raise DecodeError(f"arrays of dtype {dtype} need numpy on this side")
+    width, count = int(size) * (4 if kind == "U" else 1), _product(shape)
+    if raw.nbytes != count * width:
+        raise DecodeError(f"an array of shape {list(shape)} and dtype {dtype} does not match")
+    if count + _product(shape[:-1]) > LIST_ITEMS:
+        raise DecodeError(f"an array of {count} values of dtype {dtype} needs numpy on this side")
+    if width == 0:
+        flat: List[Any] = [b"" if kind == "S" else ""] * count
+    elif kind == "f":
+        flat = [value for (value,) in struct.iter_unpack("e", raw)]
+    elif kind == "c":
+        parts = raw.cast("f" if size == "8" else "d").tolist()
+        flat = [complex(re, im) for re, im in zip(parts[::2], parts[1::2])]
+    else:
+        chunks = (raw[i * width : (i + 1) * width].tobytes() for i in range(count))
+        codec = "utf-32-le" if sys.byteorder == "little" else "utf-32-be"
+        flat = [c.rstrip(b"\0") if kind == "S" else c.decode(codec).rstrip("\0") for c in chunks]
+    if scalar or not shape:
+        if count != 1:
+            raise DecodeError(f"a scalar of {count} values")
+        return flat[0]
+    for size_ in reversed(shape[1:]):  # nest: the innermost rows first
+        flat = [flat[i : i + size_] for i in range(0, len(flat), size_)] if size_ else flat
+    return flat if count else _empty(shape)

@@ -13,7 +13,7 @@ import itertools
 import threading
 from typing import Any, Callable, Dict, List, Optional
 
-from radium_interposer import codec, file_service, wire
+from radium_interposer import client_objects, codec, file_service, wire
 from radium_interposer.client import Connection, forward_output, state
 from radium_interposer.naming import error_meta
 
@@ -48,7 +48,7 @@ def lookup(callback_id: Any) -> Callable[..., Any]:
 
 def held() -> bool:
     """Whether the worker holds any of our callables (then calls are not pipelined)."""
-    return bool(_table)
+    return bool(_table) or client_objects.held()
 
 
 def drop(ids: Any) -> None:
@@ -57,6 +57,7 @@ def drop(ids: Any) -> None:
         for callback_id in ids if isinstance(ids, list) else []:
             if isinstance(callback_id, int):
                 _table.pop(callback_id, None)
+    client_objects.drop(ids)  # our files and objects share the ids and their release
 
 
 def raised(token: Any) -> Optional[BaseException]:
@@ -82,6 +83,8 @@ def serve(conn: Connection, frame: wire.Frame) -> None:
             result = file_service.use_file(meta, frame.buffers)
         elif op == "fs":
             result = file_service.use_fs(meta)
+        elif op == "fo":  # a file object of the program, passed to a remote call
+            result = client_objects.use_file(meta, frame.buffers)
         elif op == "callback":
             function = lookup(meta.get("cb"))
             args = proxy.decode(meta.get("a", []), frame.buffers)
@@ -91,7 +94,8 @@ def serve(conn: Connection, frame: wire.Frame) -> None:
             result = function(*args, **kwargs)
         else:
             raise ValueError(f"the worker may call back or use a file, not {op!r}")
-        reply, kind = {"v": codec.encode(result, buffers, proxy.refer_for(conn))}, wire.RESULT
+        refer = proxy.refer_for(conn, buffers)  # the program's own library objects: pickled
+        reply, kind = {"v": codec.encode(result, buffers, refer)}, wire.RESULT
     # KeyboardInterrupt too: it goes to the worker, and comes back here as itself.
     except BaseException as exc:
         reply, buffers, kind = error_meta(exc), [], wire.ERROR
@@ -99,6 +103,12 @@ def serve(conn: Connection, frame: wire.Frame) -> None:
     finally:
         conn.serving.pop()
     conn.answer(kind, frame.call_id, reply, buffers)
+
+
+def keep(error: BaseException) -> str:
+    """A token for one of our exceptions sent to the worker (exits.node): raised back, it
+    comes back as this very object."""
+    return _keep(error)
 
 
 def _keep(error: BaseException) -> str:

@@ -17,7 +17,7 @@ import sys
 import threading
 from typing import Any, Dict, Optional, Tuple
 
-from radium_interposer import proxy, structs
+from radium_interposer import proxy, scalar_proxies, structs
 from radium_interposer.errors import RemoteError
 
 #: Stand-ins (and shipped local classes) by remote import path.
@@ -107,8 +107,9 @@ def stand_in(path: str, exception: Any = 0) -> type:
             namespace: Dict[str, Any] = {"__radium_path__": path, "__module__": _module(path)}
             if exception:
                 found = RemoteType(name, _exception_bases(exception), namespace)
-            else:
-                found = RemoteType(name, (proxy.Remote,), {**namespace, "__slots__": ()})
+            else:  # numpy's scalar types: proxies that print without a round trip
+                base = scalar_proxies.bases(path)
+                found = RemoteType(name, base, {**namespace, "__slots__": ()})
             _stand_ins[path] = found
         return found
 

@@ -20,7 +20,7 @@ import threading
 import weakref
 from typing import Any, Dict, List, Optional, Sequence
 
-from radium_interposer import RUNTIME_DIR, handshake, structs, wire
+from radium_interposer import RUNTIME_DIR, client_warnings, handshake, peer, structs, wire
 from radium_interposer.errors import RemoteError, WorkerGone, rebuild_error
 
 LIMITS = wire.Limits(max_meta=16 << 20)
@@ -122,6 +122,7 @@ class Connection:
                     meta["rel"] = releases
                 if self.serving:  # made by a callback: the worker runs it before answering that
                     meta["in"] = self.serving[-1]
+                peer.describe(self, meta)  # has it numpy, its settings: said once per connection
                 self.call_id += 1
                 self._queue(wire.encode(wire.CALL, self.call_id, meta, buffers))
                 if not wait:
@@ -153,6 +154,15 @@ class Connection:
                 raise WorkerGone(self.broken)
             self.unsynced = 0
         forward_output(frame.meta)
+        if "ps" in frame.meta:  # the program's random state after shipped code drew from it
+            from radium_interposer import program_state  # it imports this module
+
+            program_state.after_call(self, frame.meta["ps"])
+        if "tw" in frame.meta:  # the worker's changes to the program's own tensors (mirrored)
+            from radium_interposer import tensor_sync
+
+            tensor_sync.apply(frame.meta["tw"], frame.buffers)
+        client_warnings.raise_pending(frame)  # a remote warning the filters made an error
         if frame.type == wire.ERROR:
             raise rebuild_error(frame.meta)
         return frame
@@ -191,6 +201,9 @@ class Connection:
 
 
 def forward_output(meta: Dict[str, Any]) -> None:
+    if "w" in meta:  # warnings, each replayed at its place in the call's stderr
+        client_warnings.forward(meta)
+        return
     for key, stream in (("out", sys.stdout), ("err", sys.stderr)):
         text = meta.get(key)
         if text and isinstance(text, str):

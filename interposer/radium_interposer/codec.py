@@ -19,7 +19,7 @@ import importlib
 import sys
 from typing import Any, Callable, Dict, List, Optional
 
-from radium_interposer import arrays, structs
+from radium_interposer import arrays, scalars, structs
 
 Tree = Any
 Buffers = List[Any]
@@ -29,13 +29,20 @@ Refer = Callable[[Any], Optional[Dict[str, Any]]]
 Resolve = Callable[[Dict[str, Any]], Any]
 
 SCALARS = (type(None), bool, int, float, str)
+_BUILTINS = frozenset(
+    (*SCALARS, bytes, bytearray, complex, slice, list, tuple, dict, set, frozenset)
+)
 #: How this side names a class to the other (its import path there), or None if it cannot.
 #: The interposer replaces it with one that ships the user's own classes first.
 class_ref: Callable[[type], Optional[str]] = structs.class_path
 #: A result is "plain" (sent back by value) when it has at most this many nodes and bytes.
 PLAIN_NODES = 4096
 PLAIN_BYTES = 1 << 18
-REFERENCES = frozenset(("h", "p", "a", "m", "cls", "cb"))
+REFERENCES = frozenset(("h", "p", "a", "m", "cls", "cb", "co"))
+#: How this side sends an exception by value (an ``ex`` node, exits.node), or None: it does not.
+#: Only the client does (the body's exception to a remote ``__exit__``); the worker's stay
+#: remote as handles, and the client refuses an ``ex`` node (docs/data-plane.md, "Values").
+exception_node: Optional[Callable[[BaseException, Callable[[Any], Any]], Any]] = None
 
 
 class EncodeError(TypeError):
@@ -63,6 +70,8 @@ def importing(name: str) -> Any:
 
 #: Set by the interposer when numpy itself is remoted: then this side has no numpy of its own.
 numpy_is_remote = False
+#: How this side loads a ``pk`` (pickled) node: set by the worker only; the client refuses them.
+unpickle: Optional[Callable[[Dict[str, Any], Buffers], Any]] = None
 
 
 def _numpy() -> Any:
@@ -81,8 +90,11 @@ def _array(obj: Any, buffers: Buffers) -> Dict[str, Any]:
     if obj.dtype.hasobject or obj.dtype.fields is not None:
         raise EncodeError(f"arrays of dtype {obj.dtype} cannot cross the data plane")
     scalar = isinstance(obj, np.generic)
-    array = np.ascontiguousarray(obj)
-    buffers.append(memoryview(array).cast("B") if array.nbytes else b"")
+    # asarray keeps a 0-d array (and makes one of a scalar); ascontiguousarray would make it
+    # shape (1,). A flat byte view: memoryview refuses some dtypes (datetime64, longdouble).
+    array = np.asarray(obj)
+    array = array if array.flags.c_contiguous else np.ascontiguousarray(array)
+    buffers.append(memoryview(array.reshape(-1).view(np.uint8)) if array.nbytes else b"")
     node = {"$": "nd", "dt": array.dtype.str, "sh": list(array.shape), "i": len(buffers) - 1}
     if scalar:
         node["sc"] = 1
@@ -91,9 +103,11 @@ def _array(obj: Any, buffers: Buffers) -> Dict[str, Any]:
 
 def encode(obj: Any, buffers: Buffers, refer: Refer) -> Tree:
     """``obj`` as a tree; bytes and arrays are appended to ``buffers`` (not copied)."""
-    if isinstance(obj, SCALARS):
-        return obj
     kind = type(obj)
+    # Not np.float64 / np.str_ (subclasses of float / str): they keep their type. By the real
+    # type: a remote np.float64's proxy says it is a float to isinstance() (scalar_proxies).
+    if kind in SCALARS or (issubclass(kind, SCALARS) and not is_array(obj)):
+        return obj
     if kind is list:
         return [encode(item, buffers, refer) for item in obj]
     if kind is tuple:
@@ -124,6 +138,8 @@ def encode(obj: Any, buffers: Buffers, refer: Refer) -> Tree:
         path = class_ref(obj)
         if path is not None:  # a class by its import path: resolved by the other side
             return {"$": "cls", "p": path, "e": structs.exception_kind(obj)}
+    if exception_node is not None and isinstance(obj, BaseException):
+        return exception_node(obj, lambda part: encode(part, buffers, refer))
     node = structs.encode(obj, lambda part: encode(part, buffers, refer), _path_of)
     if node is not None:
         return node
@@ -163,6 +179,14 @@ def decode(tree: Tree, buffers: Buffers, resolve: Resolve, modules: Modules = lo
         return arrays.decode(tree, buffers[tree["i"]], _own_numpy(modules))
     if tag in REFERENCES:
         return resolve(tree)
+    if tag == "ex" and modules is not loaded:  # the client never makes one on the worker's word
+        from radium_interposer import exits
+
+        return exits.rebuild(tree, lambda part: decode(part, buffers, resolve, modules))
+    if tag == "pk":  # the client's library object, pickled: only a worker loads it
+        if unpickle is None:
+            raise DecodeError("a pickled value is refused: this side never unpickles")
+        return unpickle(tree, buffers)
     if tag in structs.TAGS:
         return structs.decode(
             tree,
@@ -202,6 +226,9 @@ def is_plain(obj: Any, budget: Optional[List[int]] = None) -> bool:
     budget[0] -= 1
     if budget[0] < 0:
         return False
+    if type(obj) not in _BUILTINS and is_array(obj):  # np.float64 is a float, np.str_ a str
+        budget[1] -= obj.nbytes
+        return scalars.plain(obj) and budget[1] >= 0
     if isinstance(obj, (str, bytes, bytearray)):
         budget[1] -= len(obj)
         return budget[1] >= 0
@@ -216,9 +243,7 @@ def is_plain(obj: Any, budget: Optional[List[int]] = None) -> bool:
         return class_ref(obj) is not None
     if structs.plain(obj):
         return all(is_plain(part, budget) for part in _parts(obj))
-    np = _numpy()
-    # A numpy scalar is a value (e.g. ``a.sum()``); arrays stay remote until fetched.
-    return np is not None and isinstance(obj, np.generic) and not obj.dtype.hasobject
+    return False
 
 
 def _parts(obj: Any) -> List[Any]:

@@ -14,6 +14,11 @@ from radium_interposer import codec, structs
 class RemoteError(Exception):
     """An error raised on the worker whose exception type does not exist in this process."""
 
+    def __str__(self) -> str:
+        # The text the worker's own class made, when it formats it itself (rebuild_error).
+        text = self.__dict__.get("_radium_str")
+        return text if isinstance(text, str) else super().__str__()
+
 
 class WorkerGone(RemoteError):
     """The connection to the lease's worker broke: it crashed, or the lease ended."""
@@ -67,21 +72,39 @@ def rebuild_error(meta: Dict[str, Any]) -> BaseException:
         own: BaseException = kind(*args)
         return own
     if isinstance(kind, type) and issubclass(kind, Exception):
-        message_has_tb = len(args) == 1 and isinstance(args[0], str) and bool(remote_tb)
-        if message_has_tb:
-            args = [f"{args[0]}\n\nRemote traceback:\n{remote_tb}"]
         try:
             error: BaseException = kind(*args)
         except Exception:
             pass
         else:
-            if not message_has_tb and remote_tb:
-                error.__cause__ = RemoteTraceback(remote_tb)
-            return error
+            text = _remote_str(meta, type(error).__name__)
+            if isinstance(error, RemoteError) and "error" in meta and text != str(error):
+                # A stand-in, whose class formats its message itself on the worker (numpy's
+                # AxisError from its args): str(e) is the text the worker's class made.
+                error.__dict__["_radium_str"] = text
+            return with_remote_traceback(error, remote_tb)
     name = qualname.rpartition(".")[2]
     local = type(name, (RemoteError,), {"__module__": module or "radium_interposer"})
-    fallback: BaseException = local(f"{meta.get('error', name)}\n\nRemote traceback:\n{remote_tb}")
-    return fallback
+    return with_remote_traceback(local(str(meta.get("error", name))), remote_tb)
+
+
+def _remote_str(meta: Dict[str, Any], name: str) -> str:
+    """``str(e)`` as the worker had it: ERROR's ``error`` is ``"<type name>: <str(e)>"``."""
+    text = str(meta.get("error", ""))
+    return text[len(name) + 2 :] if text.startswith(f"{name}: ") else text
+
+
+def with_remote_traceback(error: BaseException, remote_tb: str) -> BaseException:
+    """``error`` with where it happened on the worker kept beside its message, never in it (so
+    ``str(e)`` and ``e.args`` are the remote ones): a note (Python 3.11+), printed after the
+    message, else a ``RemoteTraceback`` as its cause, printed before it."""
+    if remote_tb:
+        add_note = getattr(error, "add_note", None)
+        if add_note is not None:
+            add_note(f"\nRemote traceback:\n{remote_tb.rstrip()}")
+        else:
+            error.__cause__ = RemoteTraceback(remote_tb)
+    return error
 
 
 #: Where the interposer's own modules live: their frames are not the program's.

@@ -19,7 +19,7 @@ import sys
 import types
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
-from radium_interposer import codec, main_module, proxy, received
+from radium_interposer import client_warnings, codec, exits, main_module, proxy, received
 from radium_interposer.after_import import find_spec_then
 from radium_interposer.client import state
 from radium_interposer.errors import RemoteError, hide_our_frames
@@ -87,6 +87,7 @@ class RemoteModule(types.ModuleType):
 class _RemoteLoader(importlib.abc.Loader):
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
         reply = proxy.request("import", m=spec.name)
+        client_warnings.import_filters(reply.get("wf"))  # its own warnings' filters
         return RemoteModule(spec.name, reply["dir"], reply.get("all"))
 
     def exec_module(self, module: types.ModuleType) -> None:
@@ -132,6 +133,9 @@ def _ensure_shipped(module: types.ModuleType) -> None:
     name = module.__name__
     if name in _shipped:
         return
+    from radium_interposer import user_modules
+
+    user_modules.sync()  # the program's modules: this one, and those it imports, found there
     path = getattr(module, "__file__", None)
     source = b""
     if path:
@@ -174,6 +178,9 @@ def _stand_in(local: Any, where: Callable[[], str]) -> Any:
 
     def call(*args: Any, **kwargs: Any) -> Any:
         path = where()
+        from radium_interposer import user_modules
+
+        user_modules.refresh()  # `config.lr = ...` set since: seen by this call, as here
         return proxy.invoke({"$": "p", "p": path}, args, kwargs, path, context=_context())
 
     return main_module.stand_in(local, call)
@@ -266,6 +273,7 @@ def install(entries: Sequence[str], environment: Sequence[str] = ()) -> RemoteFi
     main_module.watch(functions, remote_main_function)
     codec.numpy_is_remote = finder.covers("numpy")
     codec.class_ref = _class_ref  # the user's classes are shipped, remote ones named
+    codec.exception_node = exits.node  # a `with` body's exception, to a remote __exit__
     received.remoted = finder.covers  # what a worker's module references may import
     sys.meta_path.insert(0, finder)
     hide_our_frames()

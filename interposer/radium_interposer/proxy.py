@@ -15,7 +15,16 @@ import os
 import types
 from typing import Any, Dict, List, Optional, Tuple
 
-from radium_interposer import callbacks, codec, received
+from radium_interposer import (
+    callbacks,
+    client_objects,
+    codec,
+    pickled,
+    program_state,
+    received,
+    tensor_sync,
+)
+from radium_interposer import client_warnings as warns
 from radium_interposer.client import Connection, state
 
 #: Call sites that returned a remote object, with its type: their calls are pipelined.
@@ -40,7 +49,7 @@ def invoke(
     user's own functions, the program's ``context``: argv and allowed environment)."""
     conn = state.connection()
     buffers: List[Any] = []
-    refer = refer_for(conn)
+    refer = refer_for(conn, buffers)
     meta: Dict[str, Any] = {"op": "call", "f": function, "r": state.new_id()}
     meta["a"] = [codec.encode(arg, buffers, refer) for arg in args]
     if kwargs:
@@ -53,19 +62,44 @@ def invoke(
     # While the worker holds one of our callables, every call waits: a callback's effects here
     # (a list it appends to) must have happened when the call returns, as they would locally.
     # A call that may name a file waits too: a missing file raises at the call, as locally.
-    predicted = _returns_remote.get(site) if pipeline and not callbacks.held() else None
-    if predicted is not None and _may_name_a_file(args, kwargs):
-        predicted = None
+    # While the program's random state is synced, every call waits too: the program may draw
+    # here between two calls, after the worker's draws (program_state).
+    program_state.before_call(conn, meta)
+    if tensor_sync.tracking():  # the program's own tensors the worker mirrors: their changes
+        meta["tw"] = tensor_sync.changed(buffers)
+    synced = callbacks.held() or program_state.syncing() or tensor_sync.tracking()
+    site = _typed(site, args)
+    predicted = _returns_remote.get(site) if pipeline and not synced else None
+    if predicted is not None and (_may_name_a_file(args, kwargs) or site in warns.sites):
+        predicted = None  # a call site that warns waits: its warnings are raised at its line
     if predicted is not None:
         meta["nr"] = 1
         conn.request(meta, buffers, wait=False)
+        warns.pipelined(meta["r"], site)
         return make({"$": "h", "id": meta["r"]}, predicted, conn)
-    frame = conn.request(meta, buffers)
+    try:
+        frame = conn.request(meta, buffers)
+    finally:
+        warns.learn(site)  # whether its answer carried a warning of its own
     assert frame is not None
     result = decode(frame.meta.get("v"), frame.buffers)
-    if isinstance(result, Remote) and pipeline:
+    # A numpy scalar that came with its value (sv) is used here (printed, compared): its call
+    # site keeps waiting, as when scalars came by value (docs/remoting.md, "numpy scalars").
+    if isinstance(result, Remote) and pipeline and "sv" not in result._rd_ref:
         _returns_remote[site] = object.__getattribute__(result, "_rd_type")
     return result
+
+
+def _typed(site: str, args: Tuple[Any, ...]) -> str:
+    """The call site with the types its arguments bring: a result's type may follow them
+    (``a.view(Sub)``, an operand of a subclass), so a type predicted for one combination is
+    never given to another's result."""
+    kinds = [
+        object.__getattribute__(arg, "_rd_type") if isinstance(arg, Remote)
+        else f"{arg.__module__}.{arg.__qualname__}" if isinstance(arg, type) else ""
+        for arg in args
+    ]  # fmt: skip
+    return f"{site}|{','.join(kinds)}" if any(kinds) else site
 
 
 def _cwd() -> Optional[str]:
@@ -84,17 +118,21 @@ def _may_name_a_file(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> bool:
     )
 
 
-def refer_for(conn: Connection) -> codec.Refer:
+def refer_for(conn: Connection, buffers: Optional[List[Any]] = None) -> codec.Refer:
     """How arguments sent on ``conn`` refer to what is not a value: remote objects by handle,
-    the user's top-level functions shipped, library functions by path, other callables as
-    callbacks."""
+    the user's top-level functions shipped, library functions by path, this process's own
+    library objects by pickle (with ``buffers``), other callables as callbacks."""
 
     def refer(obj: Any) -> Optional[Dict[str, Any]]:
         ref = reference(obj, conn)
         if ref is None:
             from radium_interposer import shipping
 
-            ref = shipping.callable_ref(obj) or callbacks.reference(obj)
+            # The program's files and numpy-protocol objects by reference: before callbacks.
+            ref = client_objects.reference(obj) or shipping.callable_ref(obj)
+            if ref is None and buffers is not None:
+                ref = pickled.reference(obj, buffers)  # before callbacks: a module is callable
+            ref = ref or callbacks.reference(obj)
         return ref
 
     return refer
@@ -131,6 +169,10 @@ def _resolve(node: Dict[str, Any]) -> Any:
         return classes.local_or_stand_in(str(node["p"]), node.get("e") or 0)
     if tag == "cb":  # one of our callables, handed back
         return callbacks.lookup(node.get("id"))
+    if tag == "co":  # one of our files or objects, handed back
+        return client_objects.lookup(node.get("id"))
+    if tag == "p":  # a worker's function: np.concatenate itself when numpy is remoted
+        return client_objects.by_path(node)
     return make(node, str(node.get("t", "")), None)
 
 
@@ -258,11 +300,14 @@ class Remote:
         _call("operator.delitem", self, key)
 
     def __enter__(self) -> Any:
-        return invoke({"$": "a", "o": self._rd_ref, "n": "__enter__"}, (), {}, "", False)
+        from radium_interposer import exits  # marks where its body's calls begin
 
-    def __exit__(self, *exc_info: Any) -> None:
-        # The local exception cannot cross; the remote context manager sees a clean exit.
-        invoke({"$": "a", "o": self._rd_ref, "n": "__exit__"}, (None, None, None), {}, "", False)
+        return exits.enter_remote(self._rd_ref)
+
+    def __exit__(self, *exc_info: Any) -> bool:
+        from radium_interposer import exits  # the body's exception crosses to the manager
+
+        return exits.exit_remote(self._rd_ref, *exc_info)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
         import numpy

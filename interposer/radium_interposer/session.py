@@ -15,7 +15,7 @@ import socket
 import threading
 from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
-from radium_interposer import codec, wire
+from radium_interposer import client_streams, codec, wire
 
 LIMITS = wire.Limits(max_meta=16 << 20)
 #: The top bit marks call ids chosen by the worker (callbacks), apart from the client's.
@@ -37,6 +37,8 @@ class Session:
         self.reader: Any = sock.makefile("rb", buffering=1 << 16)
         self.out: List[str] = []
         self.err: List[str] = []
+        #: Warnings the calls raised (worker_warnings), sent with the output as ``w``.
+        self.warned: List[Dict[str, Any]] = []
         #: Frames that arrived while a callback waited, not sent by that callback: run later.
         self.deferred: Deque[wire.Frame] = collections.deque()
         #: Calls in progress (callbacks may use the connection only then).
@@ -51,6 +53,9 @@ class Session:
         self.calls = 0
         #: The lease's preemption notice was raised at one of this connection's calls.
         self.noticed = False
+        #: The last pipelined calls that raised (result id, error): a remote ``__exit__`` after
+        #: them sees the first of its body's as the body's exception (exits.clean_exit).
+        self.failed: Deque[Tuple[Any, BaseException]] = collections.deque(maxlen=64)
 
     def serve(self) -> None:
         """Run the client's calls until it closes the connection (or breaks the protocol)."""
@@ -78,10 +83,14 @@ class Session:
             self.prefix = frame.meta["r"] >> 32
         self.calls += 1
         self.running += 1
+        warned = len(self.warned)
         try:
             self.handle(self, frame)
         finally:
             self.running -= 1
+        if frame.meta.get("nr"):  # a pipelined call's warnings come later: say whose they are
+            for item in self.warned[warned:]:
+                item.setdefault("r", frame.meta.get("r"))
         if "rel" in frame.meta:  # freed after the call ran (it may have used them)
             self.release(_ids(frame.meta["rel"]))
 
@@ -102,6 +111,9 @@ class Session:
         if self.err:
             meta["err"] = "".join(self.err)
             self.err.clear()
+        if self.warned:
+            meta["w"] = list(self.warned)
+            self.warned.clear()
 
     def ask(self, meta: Dict[str, Any], buffers: List[Any]) -> wire.Frame:
         """A call to the client: its RESULT frame; its ERROR raised as the client's exception."""
@@ -153,6 +165,7 @@ class ClientCallable:
         self.__qualname__ = name
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        client_streams.settle()  # the program's files as the local run has them, for the callback
         session = self._sessions.current()
         if session is None or session.prefix != self._id >> 32:
             session = self._arrived

@@ -11,6 +11,8 @@ import sys
 import types
 from typing import Any, Dict, List
 
+from radium_interposer import nested
+
 ROOT = "radium_shipped"
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
@@ -41,5 +43,9 @@ def define(client_module: str, names: Dict[str, Any], defs: List[Dict[str, Any]]
         padding = "\n" * max(0, int(definition.get("line", 1)) - 1)
         filename = str(definition.get("file") or f"<radium: shipped from {client_module}>")
         code = compile(padding + str(definition["src"]), filename, "exec")
-        exec(code, module.__dict__)
+        qualname = definition.get("q")
+        if isinstance(qualname, str):
+            nested.define(module, qualname, code)  # a class's own class or function
+        else:
+            exec(code, module.__dict__)
     return module.__name__

@@ -17,7 +17,6 @@ Everything lands in ``radium_shipped.<module>`` on the worker (:mod:`radium_inte
 
 from __future__ import annotations
 
-import ast
 import inspect
 import os
 import sys
@@ -28,7 +27,17 @@ import types
 import weakref
 from typing import Any, Dict, List, Optional, Tuple
 
-from radium_interposer import classes, codec, proxy, structs
+from radium_interposer import (
+    classes,
+    codec,
+    nested,
+    pickled,
+    program_state,
+    proxy,
+    shipped,
+    structs,
+    user_modules,
+)
 from radium_interposer.client import state
 from radium_interposer.errors import RemoteError
 
@@ -45,8 +54,9 @@ class ShipError(RemoteError):
 
 def local_class(mcs: type, name: str, bases: Tuple[type, ...], namespace: Dict[str, Any]) -> type:
     """The local side of a class statement on remote bases: its name and origin, no body (the
-    body runs on the worker; a method left here would run here)."""
-    kept = {key: value for key, value in namespace.items() if key in _KEPT}
+    body runs on the worker; a method left here would run here). Its classes on remote bases
+    (``class Inner(nn.Module)`` in its body) stay: bodiless too, the worker's ``Outer.Inner``."""
+    kept = {k: v for k, v in namespace.items() if k in _KEPT or nested.is_inner(k, v, namespace)}
     return type.__new__(mcs, name, bases, {**kept, "__slots__": ()})
 
 
@@ -62,16 +72,45 @@ def ship_function(function: Any) -> str:
 
 def _ship(obj: Any) -> str:
     with _lock:
-        path = _known(obj)
+        path = _known(obj) or _in_flight.get(id(obj))
         if path is not None:
+            return path
+        if nested.local_message(obj) is not None:
+            raise ShipError(nested.local_message(obj))
+        # Already there without shipping it alone: in its module (one of the program's own,
+        # shipped whole) or in its shipped outer class.
+        path = user_modules.import_path(obj) or nested.in_outer(obj, _outer_path)
+        if path is not None:
+            _remember(obj, path, path)
             return path
         module = sys.modules.get(obj.__module__)
         if module is None:
             raise ShipError(f"{obj.__qualname__}: its module {obj.__module__} is not loaded")
         batch = _Batch(module)
         batch.add(obj)
-        batch.send()
+        # Their paths while they are sent: one that refers to itself (a recursive function,
+        # through its split stand-in) is named by its path, not shipped again and again.
+        where = f"{shipped.ROOT}.{module.__name__}"
+        _in_flight.update((id(o), nested.worker_path(where, o.__qualname__)) for o in batch.objects)
+        try:
+            batch.send()
+        finally:
+            for done in batch.objects:
+                _in_flight.pop(id(done), None)
         return _shipped[obj]
+
+
+def _outer_path(outer: type) -> Optional[str]:
+    """Where a class holding a nested one is on the worker: known, or (on remote bases, so it
+    must be there to exist at all) shipped now; None for a plain class not sent yet."""
+    known = _known(outer)
+    if known is None and isinstance(outer, classes.RemoteType):
+        return _ship(outer)
+    return known
+
+
+#: The worker paths of the definitions being sent, by id (their batch keeps them alive).
+_in_flight: Dict[int, str] = {}
 
 
 def _known(obj: Any) -> Optional[str]:
@@ -112,6 +151,8 @@ def class_ref(cls: type) -> Optional[str]:
         try:
             return _ship(cls)
         except ShipError:
+            if isinstance(cls, classes.RemoteType):
+                raise  # its body is nowhere else: its reason, not a vaguer error later
             return None
     return structs.class_path(cls)
 
@@ -123,7 +164,7 @@ def callable_ref(obj: Any) -> Optional[Dict[str, Any]]:
     if getattr(obj, "__radium_remote__", False):  # a split-file function: its own code, shipped
         obj = getattr(obj, "__wrapped__", obj)
     if isinstance(obj, types.FunctionType) and is_users(obj):
-        if obj.__qualname__ != obj.__name__ or obj.__name__ == "<lambda>" or obj.__closure__:
+        if "<locals>" in obj.__qualname__ or obj.__name__ == "<lambda>" or obj.__closure__:
             return None
         try:
             return {"$": "p", "p": _ship(obj)}
@@ -161,54 +202,102 @@ class _Batch:
                 f"({exc}); define it in a file"
             ) from None
         source = textwrap.dedent("".join(lines))
-        for name in sorted(_names(source)):
+        for name in sorted(program_state.global_names(source)):  # not its locals
             self._bind(name, obj)
         self.defs.append({"src": source, "line": line, "file": filename})
         self.objects.append(obj)
 
     def _bind(self, name: str, owner: Any) -> None:
-        """A global the definition refers to: its definition, or its value, for the worker."""
+        """A global the definition refers to: its definition, or its value, for the worker.
+        Watched from now on: sent again once it appears or is rebound (program_state)."""
         namespace = vars(self.module)
-        if name in self.names or name not in namespace or namespace[name] is owner:
+        if name not in namespace:
+            program_state.watch(self.module.__name__, name)  # assigned later (in __main__)
             return
         value = namespace[name]
-        if is_users(value) and getattr(value, "__module__", None) == self.module.__name__:
+        if name in self.names or value is owner:
+            return
+        program_state.note(value, owner)
+        program_state.watch(self.module.__name__, name, value)
+        if (
+            is_users(value)
+            and getattr(value, "__module__", None) == self.module.__name__
+            and _known(value) is None
+        ):
             self.add(value)  # the module's own: defined there too, first
             return
-        self.names[name] = value
+        self.names[name] = value  # shipped ones too: by path (a name rebound to one of them)
 
     def send(self) -> None:
         buffers: List[Any] = []
         tree: Dict[str, List[Any]] = {"k": [], "v": []}
+        unsent: Dict[str, str] = {}
         for name, value in self.names.items():
             try:
-                encoded = codec.encode(value, buffers, _refer)
-            except (codec.EncodeError, ShipError):
-                continue  # used on the worker, it is a NameError there, naming it
+                encoded = codec.encode(value, buffers, _globals_refer(buffers))
+            except (codec.EncodeError, ShipError) as exc:
+                # Bound there to a stand-in that raises this at any use: never a bare NameError.
+                unsent[name] = pickled.why_unsent(self.module.__name__, name, value, exc)
+                continue
             tree["k"].append(name)
             tree["v"].append(encoded)
+        for definition, obj in zip(self.defs, self.objects):
+            if "." in obj.__qualname__:  # nested in a class: defined apart (nested.py)
+                definition["q"] = obj.__qualname__
         meta = {"op": "ship", "mod": self.module.__name__, "defs": self.defs,
                 "g": {"$": "d", **tree}}  # fmt: skip
+        if unsent:
+            meta["x"] = unsent
         frame = state.connection().request(meta, buffers)
         assert frame is not None
         namespace = str(frame.meta["ns"])
         for obj in self.objects:
-            path = f"{namespace}.{obj.__qualname__}"
-            _shipped[obj] = path
-            if isinstance(obj, classes.RemoteType):
-                obj.__radium_path__ = path  # type: ignore[attr-defined]
-                classes.register(path, obj)
+            path = nested.worker_path(namespace, obj.__qualname__)
+            _remember(obj, path, f"{namespace}.{obj.__qualname__}")
+
+
+def _remember(obj: Any, path: str, known_as: str) -> None:
+    """``obj`` is at ``path`` on the worker, and its instances' type is named ``known_as``."""
+    _shipped[obj] = path
+    if isinstance(obj, classes.RemoteType):
+        obj.__radium_path__ = path  # type: ignore[attr-defined]
+        classes.register(path, obj)
+        classes.register(known_as, obj)
+        for name, inner in nested.inner_classes(obj):  # defined there by its body
+            if _known(inner) is None:
+                _remember(inner, f"{path}.{name}", f"{known_as}.{name}")
 
 
 def _refer(obj: Any) -> Optional[Dict[str, Any]]:
     """References in a shipped module's globals: modules by name, remote objects, library
     functions and classes by path."""
     if isinstance(obj, types.ModuleType):
+        user_modules.refer(obj)  # the program's own modules first, so the worker has them
         return {"$": "m", "n": obj.__name__}
     ref = proxy.reference(obj)
     return ref if ref is not None else callable_ref(obj)
 
 
-def _names(source: str) -> set:  # type: ignore[type-arg]
-    """Every name a definition's source mentions (a superset of the globals it uses)."""
-    return {node.id for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Name)}
+def _globals_refer(buffers: List[Any]) -> codec.Refer:
+    """How a shipped module's globals refer to what is not a value: as :func:`_refer`, and
+    this process's own library objects (a torch.device, a tensor of its torch) by pickle."""
+
+    def refer(obj: Any) -> Optional[Dict[str, Any]]:
+        ref = _refer(obj) or program_state.bound_method_ref(obj)
+        return ref or pickled.reference(obj, buffers)
+
+    return refer
+
+
+#: The owner of globals sent again: none (a global bound to None is sent like any other).
+_RESEND = object()
+
+
+def resend(module: types.ModuleType, names: List[str]) -> None:
+    """Send again globals of ``module`` that shipped code uses and that appeared or were rebound
+    since they were sent (before the program's next call: program_state)."""
+    with _lock:
+        batch = _Batch(module)
+        for name in names:
+            batch._bind(name, _RESEND)
+        batch.send()

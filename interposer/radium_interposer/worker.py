@@ -27,7 +27,23 @@ import types
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from radium_interposer import client_files, codec, names, shipped, wire, worker_files
+from radium_interposer import (
+    client_files,
+    codec,
+    exits,
+    names,
+    peer,
+    pickled,
+    scalars,
+    shipped,
+    shipped_modules,
+    wire,
+    worker_files,
+    worker_objects,
+    worker_pickled,
+    worker_state,
+    worker_warnings,
+)
 from radium_interposer.control import COUNTER_NAMES, READY, Counters, serve
 from radium_interposer.errors import LeasePreempted
 from radium_interposer.handles import Failure, HandleTable
@@ -86,6 +102,8 @@ class Worker:
             if not isinstance(callback_id, int) or session is None:
                 raise ValueError("a client callable needs an integer id, in a call")
             return ClientCallable(self.sessions, session, callback_id, str(node.get("n", "?")))
+        if tag == "co":  # the client program's file or numpy-protocol object
+            return worker_objects.resolve(node, self.resolve, getattr(self.local, "session", None))
         return importlib.import_module(str(node["n"]))
 
     def decode(self, tree: Any, buffers: List[Any]) -> Any:
@@ -98,6 +116,9 @@ class Worker:
             return {"$": "m", "n": obj.__name__}
         if isinstance(obj, ClientCallable):  # back to the client as its own callable
             return obj.reference()
+        back = worker_objects.back_reference(obj)
+        if back is not None:
+            return back
         if handle is None:
             handle = self.table.put_new(obj)
         else:
@@ -110,7 +131,9 @@ class Worker:
         buffers: List[Any] = []
         if codec.is_plain(obj):
             return {"v": codec.encode(obj, buffers, lambda _: None)}, buffers
-        return {"v": self.refer(obj, handle)}, buffers
+        node = self.refer(obj, handle)
+        scalars.describe(obj, node)  # a numpy scalar to a client without numpy: its text rides
+        return {"v": node}, buffers
 
     def outgoing(self, obj: Any, buffers: List[Any]) -> Any:
         """A callback's argument: plain values by value, containers by structure, the rest
@@ -125,7 +148,7 @@ class Worker:
         if kind is dict:
             keys = [self.outgoing(key, buffers) for key in obj]
             return {"$": "d", "k": keys, "v": [self.outgoing(v, buffers) for v in obj.values()]}
-        return self.refer(obj)
+        return worker_objects.path_reference(obj) or self.refer(obj)
 
     def value(self, obj: Any) -> Reply:
         """``fetch``: the object as a local value; arrays and array-likes as raw buffers."""
@@ -144,7 +167,10 @@ class Worker:
         function = self.decode(meta["f"], buffers)
         args = self.decode(meta.get("a", []), buffers)
         kwargs = self.decode(meta.get("k", {"$": "d", "k": [], "v": []}), buffers)
-        result = function(*args, **kwargs)
+        try:  # ndarray.tofile into a client file; its writes sent before the call returns
+            result = worker_objects.adapt(function, args)(*args, **kwargs)
+        finally:
+            worker_objects.settle()
         handle = meta.get("r")
         if meta.get("nr") or meta.get("keep"):
             return {"v": self.refer(result, handle)}, []
@@ -162,7 +188,8 @@ class Worker:
                 with contextlib.suppress(Exception):
                     directory[name] = directory_entry(getattr(module, name))
         exported = getattr(module, "__all__", None)
-        return {"dir": directory, "all": list(exported) if exported is not None else None}, []
+        reply = {"dir": directory, "all": list(exported) if exported is not None else None}
+        return {**reply, "wf": worker_warnings.filters_of(module.__name__)}, []
 
     def op_methods(self, meta: Dict[str, Any], buffers: List[Any]) -> Reply:
         kind = type(self.decode(meta["o"], buffers))
@@ -189,7 +216,11 @@ class Worker:
         return names.find(meta.get("m", "")), []  # find refuses what is not a module name
 
     def op_define(self, meta: Dict[str, Any], buffers: List[Any]) -> Reply:
-        """Load the client's source of module ``m`` (shipped because the worker lacked it)."""
+        """Load the client's source of module ``m`` (shipped because the worker lacked it);
+        with ``mods``: register the program's own modules, imported when needed."""
+        if "mods" in meta:
+            self.shipped.update(shipped_modules.register(meta["mods"], buffers, self.decode))
+            return {}, []
         name, source = str(meta["m"]), bytes(buffers[0])
         parent = name.rpartition(".")[0]
         if parent and parent not in sys.modules:
@@ -212,11 +243,12 @@ class Worker:
         names = self.decode(meta.get("g", {"$": "d", "k": [], "v": []}), buffers)
         if not isinstance(names, dict):
             raise ValueError("ship: g must be a mapping of names")
+        names.update(pickled.placeholders(meta.get("x")))  # globals the client could not send
         defs = meta.get("defs", [])
         if not isinstance(defs, list) or not all(isinstance(d, dict) for d in defs):
             raise ValueError("ship: defs must be a list of definitions")
         where = shipped.define(str(meta["mod"]), names, defs)
-        heads = [str(d.get("src", "")).lstrip().split("\n", 1)[0].rstrip(":") for d in defs]
+        heads = [_head(str(d.get("src", ""))) for d in defs]
         log.info("defined in %s: %s", where, "; ".join(heads))
         return {"ns": where}, []
 
@@ -247,12 +279,14 @@ class Worker:
         session = Session(sock, self.handle, self.table.release)
         self.local.session = session
         self.local.stdout, self.local.stderr = session.out, session.err
+        self.local.warned = session.warned  # worker_warnings: this connection's calls' warnings
         try:
             session.serve()
         except (wire.ProtocolError, OSError) as exc:
             log.warning("connection dropped: %s", exc)
         finally:
             self.local.session = self.local.stdout = self.local.stderr = None
+            self.local.warned = None
             session.closed = True
             sock.close()
             log.info("connection closed after %d calls", session.calls)
@@ -267,7 +301,9 @@ class Worker:
         try:
             if operation is None:
                 raise ValueError(f"unknown operation {meta.get('op')!r}")
+            peer.receive(meta)  # what the client says of itself (cl): numpy, its settings
             self._tell_notice(session, meta)
+            worker_state.begin(session, meta, frame.buffers)  # the program's state (ps, tw)
             reply, buffers = operation(meta, frame.buffers)
             kind = wire.RESULT
         # SystemExit and KeyboardInterrupt too: the tenant's code ends its call, not the worker.
@@ -276,6 +312,7 @@ class Worker:
             if meta.get("nr"):
                 if isinstance(meta.get("r"), int):
                     self.table.put(meta["r"], Failure(exc))
+                    session.failed.append((meta["r"], exc))  # a `with` body's, for exits
                 reply, buffers = {}, []
             else:
                 reply, buffers, kind = error_meta(exc), [], wire.ERROR
@@ -283,6 +320,7 @@ class Worker:
             received = sum(len(b) for b in frame.buffers)
             frame.buffers = []
         sent = 0
+        worker_state.end(session, meta, reply, buffers)
         if not meta.get("nr"):  # a pipelined call's output waits for the next answer
             session.answer(kind, frame.call_id, reply, buffers)
             sent = sum(memoryview(b).nbytes for b in buffers)
@@ -296,6 +334,12 @@ class Worker:
     def counters(self) -> Counters:
         with self.stats_lock:
             return dict(self.stats)
+
+
+def _head(source: str) -> str:
+    """A definition's first line past its decorators, for the log: ``def evaluate(model)``."""
+    lines = [line.strip() for line in source.splitlines() if line.strip()]
+    return next((line for line in lines if not line.startswith("@")), "").rstrip(":")
 
 
 def apply_context(context: Any) -> None:
@@ -335,10 +379,14 @@ def main(argv: Optional[List[str]] = None) -> int:
         level=logging.INFO, format=f"%(asctime)s worker[{args.lease}] %(levelname)s %(message)s"
     )
     worker = Worker()
+    # The client's own library objects (tag pk): only a worker unpickles.
+    codec.unpickle = functools.partial(worker_pickled.load, table=worker.table)
     worker_files.install()  # before any library keeps the real open
     client_files.connect(worker.sessions.call_current)
     sys.stdout = Capture(sys.stdout, "stdout", worker.local)
     sys.stderr = Capture(sys.stderr, "stderr", worker.local)
+    worker_warnings.install(worker.local)  # each warning to its call's program
+    exits.local = worker.local  # a remote __exit__ sees the failures of its body's calls
     if args.control_socket:
         control = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         control.connect(args.control_socket)

@@ -106,9 +106,17 @@ def _adapt_numpy(datasource: types.ModuleType) -> None:
     datasource.open = _datasource_open(datasource.open)  # type: ignore[attr-defined]
 
 
+def _adapt_fromfile(numpy: types.ModuleType) -> None:
+    # np.fromfile(f) with the program's file object f reads through it (no descriptor here).
+    from radium_interposer.client_arrays import fromfile_adapted
+
+    numpy.fromfile = fromfile_adapted(numpy.fromfile)  # type: ignore[attr-defined]
+
+
 _ADAPTERS: Dict[str, Callable[[types.ModuleType], None]] = {
     "torch.serialization": _adapt_torch,
     "numpy.lib._datasource": _adapt_numpy,
+    "numpy": _adapt_fromfile,
 }
 
 

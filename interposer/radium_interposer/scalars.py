@@ -1,0 +1,72 @@
+"""numpy scalars on the way back to a client: by value to a client that has numpy of its own,
+as remote objects to one that has not (docs/remoting.md, "numpy scalars").
+
+A client without numpy (numpy remoted, or never imported) cannot hold an ``np.float64``: sent by
+value it would become a Python ``float`` (no ``.dtype``, another ``repr``). So it gets a handle,
+and its proxy is an instance of the stand-in ``numpy.float64``. The handle carries ``sv``, what
+the scalar is as Python text and number (``repr``, ``str``, ``item()``), so that printing it or
+``float()``/``int()``/``bool()`` on it cost no round trip, as a plain value did before.
+
+The worker learns whether its client has numpy from the client's ``cl`` key
+(:mod:`radium_interposer.peer`); it is per connection, and each connection is served by one
+thread, so it is kept per thread here.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Any, Dict
+
+#: What the client served by this thread told about itself; ``numpy``: it has numpy of its own.
+#: A client that never said (an older interposer) is taken to have it, as before.
+peer = threading.local()
+#: Python types of ``item()`` that ``sv`` carries (JSON numbers and booleans).
+_NUMBERS = (bool, int, float)
+#: Longest ``str``/``repr`` carried in ``sv`` (longer ones are asked for when needed).
+_TEXT = 4096
+
+
+def peer_has_numpy() -> bool:
+    """Whether the client of the call this thread runs has numpy of its own."""
+    return bool(getattr(peer, "numpy", True))
+
+
+def _numpy() -> Any:
+    np = sys.modules.get("numpy")
+    return None if np is None or getattr(np, "__radium_remote__", False) else np
+
+
+def plain(obj: Any) -> bool:
+    """Whether a numpy value (array or scalar) is sent by value as a result: a scalar of a
+    dtype that crosses, to a client that has numpy. Arrays stay remote until fetched."""
+    np = _numpy()
+    return (
+        np is not None
+        and isinstance(obj, np.generic)
+        and not obj.dtype.hasobject
+        and peer_has_numpy()
+    )
+
+
+def describe(obj: Any, node: Dict[str, Any]) -> None:
+    """Add ``sv`` to the handle ``node`` of a numpy scalar sent to a client without numpy."""
+    np = _numpy()
+    if np is None or not isinstance(obj, np.generic) or peer_has_numpy():
+        return
+    value: Dict[str, Any] = {}
+    text, shown = str(obj), repr(obj)
+    if len(text) <= _TEXT and len(shown) <= _TEXT:
+        value["s"], value["r"] = text, shown
+        formatted = format(obj, "")  # f"{x}": numpy formats its floats as Python's, not as str
+        if formatted != text and len(formatted) <= _TEXT:
+            value["f"] = formatted
+    # Only where item() is exact (not longdouble); datetime64 & co. are asked for when needed.
+    kind = obj.dtype.kind
+    if kind in "biufcU" and (kind == "U" or obj.dtype.itemsize <= (16 if kind == "c" else 8)):
+        item = obj.item()
+        if type(item) in _NUMBERS or (type(item) is str and len(item) <= _TEXT):
+            value["v"] = item  # a str: hash(x) is the str's, as numpy's (dict keys)
+        elif type(item) is complex:
+            value["c"] = [item.real, item.imag]
+    node["sv"] = value

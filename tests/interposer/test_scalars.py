@@ -1,0 +1,202 @@
+"""numpy scalars and 0-d arrays keep their type on the way, in both directions: by value to and
+from a side that has numpy (an ``np.float64`` stays one, a 0-d array stays 0-d), as remote
+objects to a program without numpy, which prints and converts them as numpy would
+(docs/remoting.md, "numpy scalars")."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from radium_interposer import arrays, codec
+from tests.interposer.harness import WorkerHarness
+
+#: One value of each dtype that crosses: (constructor source, as the program writes it).
+SCALARS = [
+    "np.bool_(True)",
+    "np.int8(-8)",
+    "np.int16(-16)",
+    "np.int32(-32)",
+    "np.int64(-64)",
+    "np.uint8(8)",
+    "np.uint16(16)",
+    "np.uint32(32)",
+    "np.uint64(2**64 - 1)",
+    "np.float16(0.1)",
+    "np.float32(0.1)",
+    "np.float64(0.1)",
+    "np.longdouble(1) / 3",
+    "np.complex64(1 + 2j)",
+    "np.complex128(3 - 4j)",
+    "np.clongdouble(1 + 1j) / 3",
+    "np.datetime64('2020-01-02T03:04')",
+    "np.timedelta64(5, 's')",
+    "np.str_('héllo')",
+    "np.bytes_(b'ab')",
+]
+
+#: How a program shows a value: everything a type change would alter.
+SHOW = """
+def show(x):
+    parts = [type(x).__name__, type(x).__module__, str(x.dtype), repr(x), str(x), f"{x}"]
+    parts += [isinstance(x, np.generic), isinstance(x, np.number), isinstance(x, np.floating)]
+    parts += [isinstance(x, t) for t in (bool, int, float, complex, str, bytes)]  # float64: float
+    if x.dtype.kind in "biuf":
+        parts += [float(x), int(x), bool(x), f"{x:.3f}", repr(x + 1), x > 0]
+        parts += [hash(x) == hash(x.item())]
+    if x.dtype.kind == "f":
+        parts += [repr(round(x, 2)), round(x), repr(-x)]
+    if x.dtype.kind == "c":
+        parts += [complex(x), repr(x * 2), repr(x.real)]
+    parts += [repr(x.item()), x.ndim, x.shape]
+    print(*parts)
+"""
+
+PROGRAM = f"""
+import numpy as np
+{SHOW}
+for x in [{", ".join(SCALARS)}]:
+    show(x)
+a = np.arange(6.0)
+show(a.sum())
+show(a[2])
+q, r = divmod(a.sum(), np.float64(4))  # a remote tuple of scalars, unpacked
+print(repr(q), repr(r))
+m, e = np.frexp(np.float64(8))
+print(repr(m), repr(e), type(e) is np.int32, [repr(v) for v in np.frexp(np.float32(3))])
+print({{"héllo": 1, 0.5: 2}}.get(np.str_("héllo")), {{0.5: 2}}[np.float64(0.5)])  # same hash
+z = np.array(2.5)
+print(repr(z), z.shape, z.ndim, repr(z[()]), repr(z + 1), type(z[()]) is np.float64)
+"""
+
+
+def test_numpy_scalars_print_and_convert_as_locally_without_numpy(harness: WorkerHarness) -> None:
+    out = harness.same_as_local(PROGRAM, remote="numpy")
+    assert "float64 numpy float64 np.float64(0.1) 0.1 0.1 True True True" in out
+
+
+def _local_and_remote(
+    harness: WorkerHarness, source: str, remote: str
+) -> subprocess.CompletedProcess[str]:
+    """The program run by the Python that has numpy, remoted and locally: the same output."""
+    path = harness.root / "app.py"
+    path.write_text(textwrap.dedent(source))
+    remoted = harness.program(path, remote, python=sys.executable)
+    assert remoted.returncode == 0, remoted.stderr
+    local = subprocess.run(
+        [sys.executable, str(path)],
+        env={"PATH": os.environ["PATH"]},
+        capture_output=True,
+        text=True,
+        cwd=harness.root,
+    )
+    assert local.returncode == 0, local.stderr
+    assert remoted.stdout == local.stdout
+    return remoted
+
+
+FUNCTIONS = f"""
+import os
+import sys
+import numpy as np
+{SHOW}
+
+
+def seen(x):
+    '''What the worker received: computed there.'''
+    return type(x).__name__, str(x.dtype), repr(x), x.shape, os.getpid()
+
+
+def scalar(source):
+    return eval(source, {{"np": np}})
+
+
+def zero_d(source):
+    return np.asarray(eval(source, {{"np": np}}))
+
+
+if __name__ == "__main__":
+    for source in [{", ".join(repr(s) for s in SCALARS)}]:
+        x = eval(source)
+        *what, pid = seen(x)
+        print(*what)
+        *what, pid = seen(np.asarray(x))  # a 0-d array stays 0-d
+        print(*what)
+        show(scalar(source))
+        z = np.asarray(zero_d(source))
+        print(repr(z), z.shape, type(z).__name__)
+    print("det", repr(np.linalg.det(np.eye(3) * 2)), repr(np.linalg.norm(np.ones(4))))
+    print("remote", pid != os.getpid(), file=sys.stderr)  # differs from the local run
+"""
+
+
+def test_scalars_and_0d_arrays_cross_both_ways_to_a_client_with_numpy(
+    harness: WorkerHarness,
+) -> None:
+    remote = "numpy.linalg,app:seen,app:scalar,app:zero_d"
+    remoted = _local_and_remote(harness, FUNCTIONS, remote)
+    assert "float64 float64 np.float64(0.1) ()" in remoted.stdout
+    assert "det np.float64(7.999999999999998) np.float64(2.0)" in remoted.stdout
+    assert "remote True" in remoted.stderr
+
+
+@pytest.mark.parametrize("source", [*SCALARS, "np.array(3.5)", "np.array([[1, 2], [3, 4]]).T"])
+def test_the_codec_keeps_scalars_scalars_and_0d_arrays_0d(source: str) -> None:
+    value = eval(source)
+    buffers: list[object] = []
+    tree = codec.encode(value, buffers, lambda _: None)
+    back = codec.decode(tree, [bytes(b) for b in buffers], lambda _: None, codec.importing)
+    assert type(back) is type(value)
+    assert back.dtype == value.dtype
+    assert np.shape(back) == np.shape(value)
+    assert repr(back) == repr(value)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        np.array([[0.1, 2], [3, 4]], "f2"),
+        np.array([1 + 2j, 3j], "c8"),
+        np.array([[1 - 1j]], "c16"),
+        np.array(["ab", "c", ""]),
+        np.array([b"x\x00y", b""]),
+        np.array("only"),
+        np.float16(0.5),
+        np.complex128(2j),
+        np.zeros((2, 0), "U3"),
+    ],
+)
+def test_a_side_without_numpy_reads_half_floats_complex_and_strings_as_item_gives(
+    value: np.ndarray,
+) -> None:
+    array = np.asarray(value)
+    got = arrays.without_numpy(
+        array.dtype.str, array.shape, array.tobytes(), isinstance(value, np.generic)
+    )
+    assert got == array.tolist()
+
+
+def test_what_cannot_cross_is_refused_naming_its_dtype() -> None:
+    with pytest.raises(codec.EncodeError, match="dtype object"):
+        codec.encode(np.array(None, dtype=object), [], lambda _: None)
+    with pytest.raises(codec.EncodeError, match=r"dtype \[\('a', '<i4'\)\]"):
+        codec.encode(np.zeros((), [("a", "<i4")])[()], [], lambda _: None)
+    with pytest.raises(codec.DecodeError, match="<M8"):
+        arrays.without_numpy("<M8[D]", (), b"\0" * 8, True)
+
+
+def test_a_scalar_proxy_takes_only_text_and_numbers_from_the_worker() -> None:
+    from radium_interposer import scalar_proxies
+
+    proxy = object.__new__(scalar_proxies.ScalarProxy)
+    object.__setattr__(proxy, "_rd_ref", {"$": "h", "id": 1, "sv": {"r": 5, "v": [1], "c": [1]}})
+    assert scalar_proxies._text(proxy, "r") is None
+    assert scalar_proxies._number(proxy) is None
+    object.__setattr__(proxy, "_rd_ref", {"$": "h", "id": 1, "sv": {"s": "0.5", "c": [1.0, 2]}})
+    assert str(proxy) == "0.5"
+    assert scalar_proxies._number(proxy) == 1 + 2j

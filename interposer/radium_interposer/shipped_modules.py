@@ -121,7 +121,7 @@ def _set_values(name: str, values: Any) -> None:
 
 class _quiet:
     """Drops what a module's top level prints while it runs here (the worker's streams are
-    per-call captures: :class:`radium_interposer.worker.Capture`)."""
+    per-call captures: :class:`radium_interposer.worker_context.Capture`)."""
 
     def __enter__(self) -> None:
         self.saved = [(s, getattr(s.local, s.stream, None)) for s in _captures()]

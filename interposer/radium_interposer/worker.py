@@ -4,39 +4,30 @@ Started by the acceptor (one process per lease, never shared), it receives authe
 connections as descriptors on its control socket and serves each in its own thread. Objects
 that stay remote live in one handle table for the whole worker, so a client's threads, forked
 children and subprocesses (all holding the same lease) share them. Stdlib only (numpy when
-present), so the same code runs on an acceptor host or inside the tenant's image.
+present), so the same code runs on an acceptor host or inside the tenant's image. The
+operations that give it the client's code are :mod:`radium_interposer.worker_definitions`.
 Spec: docs/data-plane.md.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
-import hashlib
 import importlib
-import importlib.util
-import io
 import logging
-import os
 import socket
 import sys
 import threading
 import time
 import types
-import warnings
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional
 
 from radium_interposer import (
     client_files,
     codec,
     exits,
-    names,
     peer,
-    pickled,
     scalars,
-    shipped,
-    shipped_modules,
     wire,
     worker_files,
     worker_objects,
@@ -47,38 +38,24 @@ from radium_interposer import (
 from radium_interposer.control import COUNTER_NAMES, READY, Counters, serve
 from radium_interposer.errors import LeasePreempted
 from radium_interposer.handles import Failure, HandleTable
-from radium_interposer.naming import directory_entry, error_meta, resolve_path
+from radium_interposer.naming import error_meta, resolve_path
 from radium_interposer.session import ClientCallable, Session, Sessions
+from radium_interposer.worker_context import Capture, apply_context
+from radium_interposer.worker_definitions import Definitions, Reply
 
 log = logging.getLogger("radium.worker")
 LIMITS = wire.Limits(max_meta=16 << 20)
-Reply = Tuple[Dict[str, Any], List[Any]]
 #: Operations a preemption notice is raised at.
 NOTICED_OPS = ("call", "fetch", "methods")
 
 
-class Capture(io.TextIOBase):
-    """sys.stdout/stderr of the worker: output of a call goes back to the caller's terminal."""
+class Worker(Definitions):
+    """One lease's calls, each operation ``op`` of a frame run by the method ``op_<op>``."""
 
-    def __init__(self, real: Any, stream: str, local: threading.local) -> None:
-        self.real, self.stream, self.local = real, stream, local
-
-    def write(self, text: str) -> int:
-        sink = getattr(self.local, self.stream, None)
-        if sink is None:
-            return int(self.real.write(text))
-        sink.append(text)
-        return len(text)
-
-    def flush(self) -> None:
-        self.real.flush()
-
-
-class Worker:
     def __init__(self) -> None:
+        super().__init__()
         self.table = HandleTable()
         self.local = threading.local()
-        self.shipped: Dict[str, str] = {}
         self.stats: Dict[str, Any] = dict.fromkeys(COUNTER_NAMES, 0)
         self.stats["busy_seconds"] = 0.0
         self.stats_lock = threading.Lock()
@@ -179,18 +156,6 @@ class Worker:
     def op_fetch(self, meta: Dict[str, Any], buffers: List[Any]) -> Reply:
         return self.value(self.decode(meta["o"], buffers))
 
-    def op_import(self, meta: Dict[str, Any], buffers: List[Any]) -> Reply:
-        module = importlib.import_module(str(meta["m"]))
-        directory: Dict[str, Any] = {}
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            for name in dir(module):
-                with contextlib.suppress(Exception):
-                    directory[name] = directory_entry(getattr(module, name))
-        exported = getattr(module, "__all__", None)
-        reply = {"dir": directory, "all": list(exported) if exported is not None else None}
-        return {**reply, "wf": worker_warnings.filters_of(module.__name__)}, []
-
     def op_methods(self, meta: Dict[str, Any], buffers: List[Any]) -> Reply:
         kind = type(self.decode(meta["o"], buffers))
         names = [n for n in dir(kind) if not n.startswith("__") and callable(getattr(kind, n, 0))]
@@ -199,58 +164,6 @@ class Worker:
     def op_retain(self, meta: Dict[str, Any], buffers: List[Any]) -> Reply:
         self.table.retain(list(meta.get("ids", [])))
         return {}, []
-
-    def op_ensure(self, meta: Dict[str, Any], buffers: List[Any]) -> Reply:
-        """Whether the worker has module ``m`` (its own copy, or the client's shipped source)."""
-        name = str(meta["m"])
-        if self.shipped.get(name) == meta.get("sha"):
-            return {"have": True}, []
-        try:
-            native = name not in self.shipped and importlib.util.find_spec(name) is not None
-        except ImportError:
-            native = False
-        return {"have": native}, []
-
-    def op_find(self, meta: Dict[str, Any], buffers: List[Any]) -> Reply:
-        """Whether module ``m`` can be imported here, else the closest names that can."""
-        return names.find(meta.get("m", "")), []  # find refuses what is not a module name
-
-    def op_define(self, meta: Dict[str, Any], buffers: List[Any]) -> Reply:
-        """Load the client's source of module ``m`` (shipped because the worker lacked it);
-        with ``mods``: register the program's own modules, imported when needed."""
-        if "mods" in meta:
-            self.shipped.update(shipped_modules.register(meta["mods"], buffers, self.decode))
-            return {}, []
-        name, source = str(meta["m"]), bytes(buffers[0])
-        parent = name.rpartition(".")[0]
-        if parent and parent not in sys.modules:
-            try:
-                importlib.import_module(parent)
-            except ImportError:
-                package = types.ModuleType(parent)
-                package.__path__ = []
-                sys.modules[parent] = package
-        module = types.ModuleType(name)
-        module.__file__ = f"<radium: shipped {meta.get('file', name)}>"
-        exec(compile(source, module.__file__, "exec"), module.__dict__)
-        sys.modules[name] = module
-        self.shipped[name] = hashlib.sha256(source).hexdigest()
-        log.info("loaded shipped module %s (%d bytes)", name, len(source))
-        return {}, []
-
-    def op_ship(self, meta: Dict[str, Any], buffers: List[Any]) -> Reply:
-        """Define the client's classes and functions (source) with what they refer to."""
-        names = self.decode(meta.get("g", {"$": "d", "k": [], "v": []}), buffers)
-        if not isinstance(names, dict):
-            raise ValueError("ship: g must be a mapping of names")
-        names.update(pickled.placeholders(meta.get("x")))  # globals the client could not send
-        defs = meta.get("defs", [])
-        if not isinstance(defs, list) or not all(isinstance(d, dict) for d in defs):
-            raise ValueError("ship: defs must be a list of definitions")
-        where = shipped.define(str(meta["mod"]), names, defs)
-        heads = [_head(str(d.get("src", ""))) for d in defs]
-        log.info("defined in %s: %s", where, "; ".join(heads))
-        return {"ns": where}, []
 
     def op_stats(self, meta: Dict[str, Any], buffers: List[Any]) -> Reply:
         with self.stats_lock:
@@ -334,28 +247,6 @@ class Worker:
     def counters(self) -> Counters:
         with self.stats_lock:
             return dict(self.stats)
-
-
-def _head(source: str) -> str:
-    """A definition's first line past its decorators, for the log: ``def evaluate(model)``."""
-    lines = [line.strip() for line in source.splitlines() if line.strip()]
-    return next((line for line in lines if not line.startswith("@")), "").rstrip(":")
-
-
-def apply_context(context: Any) -> None:
-    """The client program's argv and allowed environment, for its own functions to see."""
-    if not isinstance(context, dict):
-        raise ValueError("ctx must be a mapping")
-    argv, env = context.get("argv", []), context.get("env", {})
-    if not isinstance(argv, list) or not all(isinstance(arg, str) for arg in argv):
-        raise ValueError("ctx.argv must be a list of strings")
-    if not isinstance(env, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) and k and "=" not in k and "\0" not in k + v
-        for k, v in env.items()
-    ):
-        raise ValueError("ctx.env must map variable names to strings")
-    sys.argv[:] = argv
-    os.environ.update(env)
 
 
 def serve_connection(worker: Worker, fd: int) -> None:

@@ -227,6 +227,6 @@ def test_calls_that_may_name_a_file_are_not_pipelined(
 ) -> None:
     """They wait, so a missing file raises at the call; device and mode strings keep
     pipelining."""
-    from radium_interposer import proxy
+    from radium_interposer import calls
 
-    assert proxy._may_name_a_file(args, kwargs) is named
+    assert calls._may_name_a_file(args, kwargs) is named

@@ -1,0 +1,104 @@
+"""The one function that calls the worker, :func:`invoke`, and when it pipelines a call.
+
+Once a call site (a function, or a method of a type) has returned a remote object, its later
+calls are *pipelined*: sent without waiting, the proxy for the result made at once, so chains
+of array operations cost one round trip at the end rather than one per call. Proxies
+(:mod:`radium_interposer.proxy`, which re-exports ``invoke``) call through here.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, List, Optional, Tuple
+
+from radium_interposer import callbacks, codec, program_state, tensor_sync
+from radium_interposer import client_warnings as warns
+from radium_interposer.client import state
+
+#: Call sites that returned a remote object, with its type: their calls are pipelined.
+_returns_remote: Dict[str, str] = {}
+
+
+def invoke(
+    function: Dict[str, Any],
+    args: Tuple[Any, ...],
+    kwargs: Dict[str, Any],
+    site: str,
+    pipeline: bool = True,
+    context: Optional[Dict[str, Any]] = None,
+) -> Any:
+    """Call ``function`` (a reference tree) on the worker with these arguments (and, for the
+    user's own functions, the program's ``context``: argv and allowed environment)."""
+    # Not at the top: proxy imports this module. Its functions are looked up on the module at
+    # each call, as before, so what a test puts in their place (proxy.decode) is used.
+    from radium_interposer import proxy
+
+    conn = state.connection()
+    buffers: List[Any] = []
+    refer = proxy.refer_for(conn, buffers)
+    meta: Dict[str, Any] = {"op": "call", "f": function, "r": state.new_id()}
+    meta["a"] = [codec.encode(arg, buffers, refer) for arg in args]
+    if kwargs:
+        meta["k"] = codec.encode(kwargs, buffers, refer)
+    if context is not None and context != conn.context:
+        meta["ctx"] = conn.context = context
+    cwd = _cwd()  # where the program's relative paths are, for remote code that opens them
+    if cwd is not None and cwd != conn.cwd:
+        meta["cwd"] = conn.cwd = cwd
+    # While the worker holds one of our callables, every call waits: a callback's effects here
+    # (a list it appends to) must have happened when the call returns, as they would locally.
+    # A call that may name a file waits too: a missing file raises at the call, as locally.
+    # While the program's random state is synced, every call waits too: the program may draw
+    # here between two calls, after the worker's draws (program_state).
+    program_state.before_call(conn, meta)
+    if tensor_sync.tracking():  # the program's own tensors the worker mirrors: their changes
+        meta["tw"] = tensor_sync.changed(buffers)
+    synced = callbacks.held() or program_state.syncing() or tensor_sync.tracking()
+    site = _typed(site, args, proxy.Remote)
+    predicted = _returns_remote.get(site) if pipeline and not synced else None
+    if predicted is not None and (_may_name_a_file(args, kwargs) or site in warns.sites):
+        predicted = None  # a call site that warns waits: its warnings are raised at its line
+    if predicted is not None:
+        meta["nr"] = 1
+        conn.request(meta, buffers, wait=False)
+        warns.pipelined(meta["r"], site)
+        return proxy.make({"$": "h", "id": meta["r"]}, predicted, conn)
+    try:
+        frame = conn.request(meta, buffers)
+    finally:
+        warns.learn(site)  # whether its answer carried a warning of its own
+    assert frame is not None
+    result = proxy.decode(frame.meta.get("v"), frame.buffers)
+    # A numpy scalar that came with its value (sv) is used here (printed, compared): its call
+    # site keeps waiting, as when scalars came by value (docs/remoting.md, "numpy scalars").
+    if isinstance(result, proxy.Remote) and pipeline and "sv" not in result._rd_ref:
+        _returns_remote[site] = object.__getattribute__(result, "_rd_type")
+    return result
+
+
+def _typed(site: str, args: Tuple[Any, ...], remote: type) -> str:
+    """The call site with the types its arguments bring: a result's type may follow them
+    (``a.view(Sub)``, an operand of a subclass), so a type predicted for one combination is
+    never given to another's result. ``remote`` is the proxy class (proxy.Remote)."""
+    kinds = [
+        object.__getattribute__(arg, "_rd_type") if isinstance(arg, remote)
+        else f"{arg.__module__}.{arg.__qualname__}" if isinstance(arg, type) else ""
+        for arg in args
+    ]  # fmt: skip
+    return f"{site}|{','.join(kinds)}" if any(kinds) else site
+
+
+def _cwd() -> Optional[str]:
+    try:
+        return os.getcwd()
+    except OSError:  # removed under us: the worker keeps the last one it was told
+        return None
+
+
+def _may_name_a_file(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> bool:
+    """A path, or a string that looks like one (a directory or a suffix: "ckpt.pt"). Device,
+    dtype and mode strings ("cuda:0", "mean", "ij,jk->ik") do not, and keep pipelining."""
+    return any(
+        isinstance(a, os.PathLike) or (isinstance(a, str) and ("/" in a or "." in a))
+        for a in (*args, *kwargs.values())
+    )

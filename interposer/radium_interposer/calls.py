@@ -9,9 +9,10 @@ of array operations cost one round trip at the end rather than one per call. Pro
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any, Dict, List, Optional, Tuple
 
-from radium_interposer import callbacks, codec, program_state, tensor_sync
+from radium_interposer import callbacks, codec, guarded, nested, program_state, tensor_sync
 from radium_interposer import client_warnings as warns
 from radium_interposer.client import state
 
@@ -31,8 +32,7 @@ def invoke(
     user's own functions, the program's ``context``: argv and allowed environment)."""
     # Not at the top: proxy imports this module. Its functions are looked up on the module at
     # each call, as before, so what a test puts in their place (proxy.decode) is used.
-    from radium_interposer import proxy
-
+    proxy = sys.modules["radium_interposer.proxy"]
     conn = state.connection()
     buffers: List[Any] = []
     refer = proxy.refer_for(conn, buffers)
@@ -58,10 +58,13 @@ def invoke(
     predicted = _returns_remote.get(site) if pipeline and not synced else None
     if predicted is not None and (_may_name_a_file(args, kwargs) or site in warns.sites):
         predicted = None  # a call site that warns waits: its warnings are raised at its line
+    where = guarded.program_frame() if predicted is not None else None
+    if predicted is not None and guarded.in_try(where):
+        predicted = None  # its error must reach the try's handler (guarded)
     if predicted is not None:
         meta["nr"] = 1
         conn.request(meta, buffers, wait=False)
-        warns.pipelined(meta["r"], site)
+        warns.pipelined(meta["r"], site, where)
         return proxy.make({"$": "h", "id": meta["r"]}, predicted, conn)
     try:
         frame = conn.request(meta, buffers)
@@ -82,7 +85,7 @@ def _typed(site: str, args: Tuple[Any, ...], remote: type) -> str:
     never given to another's result. ``remote`` is the proxy class (proxy.Remote)."""
     kinds = [
         object.__getattribute__(arg, "_rd_type") if isinstance(arg, remote)
-        else f"{arg.__module__}.{arg.__qualname__}" if isinstance(arg, type) else ""
+        else nested.type_name(arg) if isinstance(arg, type) else ""  # two local classes: two
         for arg in args
     ]  # fmt: skip
     return f"{site}|{','.join(kinds)}" if any(kinds) else site

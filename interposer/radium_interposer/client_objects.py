@@ -1,11 +1,13 @@
 """The program's own objects that cross by reference (docs/remoting.md, "Your files and array
 objects, passed by reference"): its open file objects and its objects that implement numpy's
-protocols (``__array__``, ``__array_function__``, ``__array_ufunc__``).
+protocols (``__array__``, ``__array_function__``, ``__array_ufunc__``), and its iterators (a
+generator, a ``map``: "Your iterators").
 
 Such an object stays here, in a table under an id (a fresh one each time it crosses, like a
 callback), and the worker gets a stand-in: a file-like object whose methods ask this side to
 run them on the very file (``op: "fo"``), or an object whose protocol methods are callbacks of
-this object's bound methods. The worker lets go of an id as of a callback's (``cbrel``). The
+this object's bound methods, or an iterator whose ``next()`` is a callback of this one's. The
+worker lets go of an id as of a callback's (``cbrel``). The
 worker can act only on what the program passed, and only through the methods listed here.
 """
 
@@ -34,7 +36,8 @@ _NOT_IMPLEMENTED = {"$": "p", "p": "builtins.NotImplemented"}
 
 
 def reference(obj: Any) -> Optional[Dict[str, Any]]:
-    """A file object or a protocol object as a ``co`` reference; None for anything else."""
+    """A file object, a protocol object or an iterator as a ``co`` reference; None for anything
+    else."""
     if obj is NotImplemented:  # a protocol method's answer: the worker's own NotImplemented
         return _NOT_IMPLEMENTED
     node: Dict[str, Any]
@@ -46,23 +49,41 @@ def reference(obj: Any) -> Optional[Dict[str, Any]]:
         kind = type(obj)
         if pickled.is_library_object(obj):  # an installed library's: by value (pickled)
             return None
-        found = _own(kind, PROTOCOLS)
-        if not found:
-            return None
-        found.update(_own(kind, OPERATORS))
         from radium_interposer import callbacks
 
-        node = {
-            "$": "co",
-            "t": structs.class_path(kind),
-            "q": f"{kind.__module__}.{kind.__qualname__}",
-            "m": {k: None if v is None else callbacks.reference(getattr(obj, k))
-                  for k, v in found.items()},
-        }  # fmt: skip
+        found = _own(kind, PROTOCOLS)
+        if found:
+            found.update(_own(kind, OPERATORS))
+            node = {
+                "$": "co",
+                "t": structs.class_path(kind),
+                "q": f"{kind.__module__}.{kind.__qualname__}",
+                "m": {k: None if v is None else callbacks.reference(getattr(obj, k))
+                      for k, v in found.items()},
+            }  # fmt: skip
+        elif _is_iterator(obj):
+            # Iterated by callback, one item a round trip: consumed only as the worker asks,
+            # so what it leaves stays for the program (a generator's items need not exist yet).
+            node = {"$": "co", "q": f"{kind.__module__}.{kind.__qualname__}",
+                    "n": callbacks.reference(obj.__next__)}  # fmt: skip
+        else:
+            return None
     node["id"] = object_id = state.new_id()
     with _lock:
         _held[object_id] = obj
     return node
+
+
+def _is_iterator(obj: Any) -> bool:
+    """An iterator: its class has ``__next__``, and ``__iter__`` gives the object itself (a
+    generator, ``map``, ``zip``, an ``itertools`` object, the program's own iterator class)."""
+    kind = type(obj)
+    if not hasattr(kind, "__next__") or not hasattr(kind, "__iter__"):
+        return False
+    try:
+        return iter(obj) is obj
+    except Exception:  # its __iter__ fails: not one to pass by reference
+        return False
 
 
 def _own(kind: type, names: Any) -> Dict[str, Any]:

@@ -48,11 +48,11 @@ _pipelined: Dict[Any, Tuple[str, Where]] = {}
 MAX_PIPELINED = 4096
 
 
-def pipelined(result_id: int, site: str) -> None:
-    """A pipelined call was sent (its line found now: about a microsecond)."""
+def pipelined(result_id: int, site: str, frame: Optional[FrameType] = None) -> None:
+    """A pipelined call was sent from the program's ``frame`` (found now if not given)."""
     if len(_pipelined) >= MAX_PIPELINED:
         _pipelined.pop(next(iter(_pipelined)))
-    _pipelined[result_id] = (site, _program_frame())
+    _pipelined[result_id] = (site, _program_frame(frame))
 
 
 def learn(site: str) -> None:
@@ -185,11 +185,12 @@ def _seed(filename: str, lineno: int, line: Any) -> None:
     linecache.cache[filename] = (sum(map(len, lines)), None, lines, filename)
 
 
-def _program_frame() -> Where:
+def _program_frame(frame: Optional[FrameType] = None) -> Where:
     """Where the program made the remote call: its first frame outside the interposer."""
-    frame: Optional[FrameType] = sys._getframe(1)
-    while frame is not None and frame.f_code.co_filename.startswith(_OURS):
-        frame = frame.f_back
+    if frame is None:
+        frame = sys._getframe(1)
+        while frame is not None and frame.f_code.co_filename.startswith(_OURS):
+            frame = frame.f_back
     if frame is None:
         return "sys", 1, "sys", None  # what warnings.warn says when there is no frame
     name = frame.f_globals.get("__name__")

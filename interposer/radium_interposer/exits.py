@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable, Dict, List, Optional
 
-from radium_interposer import codec
+from radium_interposer import codec, guarded
 
 Tree = Any
 #: The text that stands in for args that cannot cross: at most this many characters.
@@ -32,6 +32,7 @@ def enter_remote(ref: Dict[str, Any]) -> Any:
     from radium_interposer.client import state
 
     entered = proxy.invoke({"$": "a", "o": ref, "n": "__enter__"}, (), {}, "", False)
+    guarded.entered()  # its body's calls keep pipelining: failures reach the exit below
     _starts().append(state.new_id())  # ids only grow: the body's calls have larger ones
     return entered
 
@@ -49,6 +50,7 @@ def exit_remote(ref: Dict[str, Any], kind: Any, value: Any, traceback: Any) -> b
 
     starts = _starts()
     start = starts.pop() if starts else None
+    guarded.left()
     method = proxy.make({"$": "a", "o": ref, "n": "__exit__"}, "", None)
     if kind is None and start is not None:
         answer = proxy.invoke(_CLEAN_EXIT, (method, start), {}, "", False)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib
 import traceback
 import types
-from typing import Any, Dict
+from typing import Any, Dict, List
 
 from radium_interposer import codec, structs
 from radium_interposer.errors import LeasePreempted
@@ -53,6 +53,18 @@ def directory_entry(value: Any) -> Any:
     if isinstance(value, codec.SCALARS):
         return ["v", value]
     return "f"
+
+
+def method_names(kind: type) -> List[str]:
+    """The attributes of ``kind`` the client may reach as methods without a round trip (the
+    ``methods`` operation): its callables, but not its classes (``dtype.type`` is
+    ``np.int64``): the client asks for those, to get the class itself, with its identity."""
+    names = []
+    for name in dir(kind):
+        value = getattr(kind, name, 0)
+        if not name.startswith("__") and callable(value) and not isinstance(value, type):
+            names.append(name)
+    return names
 
 
 def error_meta(error: BaseException) -> Dict[str, Any]:

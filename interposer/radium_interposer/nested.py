@@ -31,6 +31,14 @@ def worker_path(namespace: str, qualname: str) -> str:
     return f"{namespace}.{HOLDER}.{qualname}"
 
 
+def type_name(kind: type) -> str:
+    """How the worker names its object's type to the client: by the path of a shipped class
+    defined apart (two classes of one function share a qualname, never a path), else
+    ``module.qualname``."""
+    path = kind.__dict__.get("__radium_path__")
+    return path if isinstance(path, str) else f"{kind.__module__}.{kind.__qualname__}"
+
+
 def local_message(obj: Any) -> Optional[str]:
     """Why a definition cannot be shipped because it is local to a function (else None)."""
     qualname = str(getattr(obj, "__qualname__", ""))
@@ -80,8 +88,10 @@ def inner_classes(cls: type) -> List[Tuple[str, type]]:
     ]
 
 
-def define(module: types.ModuleType, qualname: str, code: Any) -> None:
-    """Run one nested definition's code (the worker) and keep it at its path."""
+def define(module: types.ModuleType, qualname: str, code: Any, key: str = "") -> None:
+    """Run one nested definition's code (the worker) and keep it at its path: under ``key``
+    (a local class's own, ``f.<locals3>.Sub``), else its qualname."""
+    key = key or qualname
     scope: Dict[str, Any] = {}
     exec(code, module.__dict__, scope)  # a class body's names stay out of the module
     if not scope:
@@ -90,12 +100,12 @@ def define(module: types.ModuleType, qualname: str, code: Any) -> None:
     made = getattr(made, "__func__", made)  # a staticmethod or classmethod's function
     _rename(made, qualname)
     node = module.__dict__.setdefault(HOLDER, types.SimpleNamespace())
-    *outer, name = qualname.split(".")
+    *outer, name = key.split(".")
     for part in outer:
         node = vars(node).setdefault(part, types.SimpleNamespace())
     setattr(node, name, made)
     if isinstance(made, type):  # how this side names the class: the path that resolves
-        made.__radium_path__ = worker_path(module.__name__, qualname)  # type: ignore[attr-defined]
+        made.__radium_path__ = worker_path(module.__name__, key)  # type: ignore[attr-defined]
 
 
 def _rename(obj: Any, qualname: str) -> None:

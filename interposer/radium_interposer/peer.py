@@ -11,18 +11,18 @@ import, when libraries read them) and with a later ``import`` when they changed.
 
 from __future__ import annotations
 
-import weakref
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from radium_interposer import scalars, settings
 
-#: Per connection of this client: what it last told the worker (numpy, settings).
-_told: weakref.WeakKeyDictionary[Any, Tuple[bool, Dict[str, str]]] = weakref.WeakKeyDictionary()
+#: The attribute of a connection holding what it last told the worker (numpy, settings): an
+#: attribute, not a weak dictionary, as it is read on every request.
+_TOLD = "radium_told"
 
 
 def describe(conn: Any, meta: Dict[str, Any]) -> None:
     """Add ``cl`` to a request's metadata when the worker must hear something new."""
-    told = _told.get(conn)
+    told: Optional[Tuple[bool, Dict[str, str]]] = getattr(conn, _TOLD, None)
     has_numpy = scalars._numpy() is not None
     if told is not None and told[0] == has_numpy and meta.get("op") != "import":
         return  # the common case: a call on a connection that said it all
@@ -34,7 +34,7 @@ def describe(conn: Any, meta: Dict[str, Any]) -> None:
         fresh = settings.collect()
         if fresh != env:  # the worker only ever sets variables: nothing new, nothing to say
             tell["env"] = env = fresh
-    _told[conn] = (has_numpy, env)
+    setattr(conn, _TOLD, (has_numpy, env))
     if tell:
         meta["cl"] = tell
 

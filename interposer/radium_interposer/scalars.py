@@ -55,12 +55,10 @@ def describe(obj: Any, node: Dict[str, Any]) -> None:
     if np is None or not isinstance(obj, np.generic) or peer_has_numpy():
         return
     value: Dict[str, Any] = {}
-    text, shown = str(obj), repr(obj)
-    if len(text) <= _TEXT and len(shown) <= _TEXT:
-        value["s"], value["r"] = text, shown
-        formatted = format(obj, "")  # f"{x}": numpy formats its floats as Python's, not as str
-        if formatted != text and len(formatted) <= _TEXT:
-            value["f"] = formatted
+    try:
+        _texts(obj, value)
+    except Exception:  # printing it raises (a datetime64 of generic units): when it is printed
+        value.clear()
     # Only where item() is exact (not longdouble); datetime64 & co. are asked for when needed.
     kind = obj.dtype.kind
     if kind in "biufcU" and (kind == "U" or obj.dtype.itemsize <= (16 if kind == "c" else 8)):
@@ -70,3 +68,13 @@ def describe(obj: Any, node: Dict[str, Any]) -> None:
         elif type(item) is complex:
             value["c"] = [item.real, item.imag]
     node["sv"] = value
+
+
+def _texts(obj: Any, value: Dict[str, Any]) -> None:
+    """``str``, ``repr`` and ``format`` of a scalar, when short enough to send along."""
+    text, shown = str(obj), repr(obj)
+    if len(text) <= _TEXT and len(shown) <= _TEXT:
+        value["s"], value["r"] = text, shown
+        formatted = format(obj, "")  # f"{x}": numpy formats its floats as Python's, not as str
+        if formatted != text and len(formatted) <= _TEXT:
+            value["f"] = formatted

@@ -45,7 +45,8 @@ def define(client_module: str, names: Dict[str, Any], defs: List[Dict[str, Any]]
         code = compile(padding + str(definition["src"]), filename, "exec")
         qualname = definition.get("q")
         if isinstance(qualname, str):
-            nested.define(module, qualname, code)  # a class's own class or function
+            key = definition.get("k")  # a class defined in a function: a path of its own
+            nested.define(module, qualname, code, key if isinstance(key, str) else qualname)
         else:
             exec(code, module.__dict__)
     return module.__name__

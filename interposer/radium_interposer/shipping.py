@@ -25,11 +25,12 @@ import textwrap
 import threading
 import types
 import weakref
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from radium_interposer import (
     classes,
     codec,
+    local_defs,
     nested,
     pickled,
     program_state,
@@ -75,11 +76,14 @@ def _ship(obj: Any) -> str:
         path = _known(obj) or _in_flight.get(id(obj))
         if path is not None:
             return path
-        if nested.local_message(obj) is not None:
-            raise ShipError(nested.local_message(obj))
+        if local_defs.is_local(obj):  # a class runs there unless it uses the function's locals
+            why = local_defs.refusal(obj) if isinstance(obj, type) else nested.local_message(obj)
+            if why is not None:
+                raise ShipError(why)
         # Already there without shipping it alone: in its module (one of the program's own,
         # shipped whole) or in its shipped outer class.
-        path = user_modules.import_path(obj) or nested.in_outer(obj, _outer_path)
+        whole = isinstance(obj, type)
+        path = user_modules.import_path(obj) or nested.in_outer(obj, _outer_path(whole))
         if path is not None:
             _remember(obj, path, path)
             return path
@@ -91,7 +95,7 @@ def _ship(obj: Any) -> str:
         # Their paths while they are sent: one that refers to itself (a recursive function,
         # through its split stand-in) is named by its path, not shipped again and again.
         where = f"{shipped.ROOT}.{module.__name__}"
-        _in_flight.update((id(o), nested.worker_path(where, o.__qualname__)) for o in batch.objects)
+        _in_flight.update((id(o), nested.worker_path(where, batch.key(o))) for o in batch.objects)
         try:
             batch.send()
         finally:
@@ -100,13 +104,24 @@ def _ship(obj: Any) -> str:
         return _shipped[obj]
 
 
-def _outer_path(outer: type) -> Optional[str]:
-    """Where a class holding a nested one is on the worker: known, or (on remote bases, so it
-    must be there to exist at all) shipped now; None for a plain class not sent yet."""
-    known = _known(outer)
-    if known is None and isinstance(outer, classes.RemoteType):
-        return _ship(outer)
-    return known
+def _outer_path(whole: bool) -> Callable[[type], Optional[str]]:
+    """Where the class holding a nested definition is on the worker: known, or shipped now.
+    One on remote bases must be there to exist at all; a plain one goes ``whole`` for a nested
+    class, so that it is its attribute there and ``Outer.Inner`` in shipped code is that same
+    class, not a second one (not for a nested function). None: not there (it goes alone)."""
+
+    def place(outer: type) -> Optional[str]:
+        known = _known(outer)
+        if known is not None or isinstance(outer, classes.RemoteType):
+            return known or _ship(outer)
+        if not whole or not is_users(outer):
+            return None
+        try:
+            return _ship(outer)
+        except RemoteError:  # no source, or its body fails there: the nested class alone
+            return None
+
+    return place
 
 
 #: The worker paths of the definitions being sent, by id (their batch keeps them alive).
@@ -188,6 +203,12 @@ class _Batch:
         self.names: Dict[str, Any] = {}
         self.objects: List[Any] = []
         self.seen: set = set()  # type: ignore[type-arg]
+        self.keys: Dict[int, str] = {}  # local classes' own paths (local_defs.unique_key)
+
+    def key(self, obj: Any) -> str:
+        """Where the worker keeps ``obj`` in its namespace: its qualname, one of its own for a
+        class defined in a function."""
+        return self.keys.get(id(obj)) or str(obj.__qualname__)
 
     def add(self, obj: Any) -> None:
         if id(obj) in self.seen or _known(obj) is not None:
@@ -205,6 +226,8 @@ class _Batch:
         for name in sorted(program_state.global_names(source)):  # not its locals
             self._bind(name, obj)
         self.defs.append({"src": source, "line": line, "file": filename})
+        if local_defs.is_local(obj):
+            self.keys[id(obj)] = self.defs[-1]["k"] = local_defs.unique_key(obj.__qualname__)
         self.objects.append(obj)
 
     def _bind(self, name: str, owner: Any) -> None:
@@ -252,7 +275,7 @@ class _Batch:
         assert frame is not None
         namespace = str(frame.meta["ns"])
         for obj in self.objects:
-            path = nested.worker_path(namespace, obj.__qualname__)
+            path = nested.worker_path(namespace, self.key(obj))
             _remember(obj, path, f"{namespace}.{obj.__qualname__}")
 
 
@@ -263,9 +286,11 @@ def _remember(obj: Any, path: str, known_as: str) -> None:
         obj.__radium_path__ = path  # type: ignore[attr-defined]
         classes.register(path, obj)
         classes.register(known_as, obj)
-        for name, inner in nested.inner_classes(obj):  # defined there by its body
-            if _known(inner) is None:
-                _remember(inner, f"{path}.{name}", f"{known_as}.{name}")
+    # Defined there by its body (a plain outer class's too): objects of them made there are
+    # instances of the program's nested classes here.
+    for name, inner in nested.inner_classes(obj) if isinstance(obj, type) else ():
+        if _known(inner) is None:
+            _remember(inner, f"{path}.{name}", f"{known_as}.{name}")
 
 
 def _refer(obj: Any) -> Optional[Dict[str, Any]]:

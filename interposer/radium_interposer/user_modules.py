@@ -65,6 +65,11 @@ def own(module: Any, libraries: Tuple[str, ...]) -> Optional[Tuple[str, bool]]:
     return None if str(origin).startswith(libraries) else (str(origin), package)
 
 
+#: Module sources per ``define`` frame: a frame carries at most 64 buffers, and the module's
+#: values may add a few (``_values``).
+_PER_FRAME = 48
+
+
 def refer(module: Optional[types.ModuleType]) -> None:
     """Before shipped code refers to ``module``: the program's modules are on the worker, and
     when ``module`` is one of them, its values are this program's (:func:`_values`)."""
@@ -82,6 +87,9 @@ def refer(module: Optional[types.ModuleType]) -> None:
             if found is None or source is None:
                 _foreign[name] = id(loaded)
                 continue
+            if len(buffers) == _PER_FRAME:  # a frame holds at most 64 buffers (the wire's)
+                state.connection().request({"op": "define", "mods": mods}, buffers)
+                mods, buffers = [], []
             mods.append({"m": name, "file": found[0], "pkg": found[1], "s": len(buffers)})
             buffers.append(source)
             _sent[name] = id(loaded)

@@ -26,6 +26,7 @@ from radium_interposer import (
     client_files,
     codec,
     exits,
+    nested,
     peer,
     scalars,
     wire,
@@ -38,7 +39,7 @@ from radium_interposer import (
 from radium_interposer.control import COUNTER_NAMES, READY, Counters, serve
 from radium_interposer.errors import LeasePreempted
 from radium_interposer.handles import Failure, HandleTable
-from radium_interposer.naming import error_meta, resolve_path
+from radium_interposer.naming import error_meta, method_names, resolve_path
 from radium_interposer.session import ClientCallable, Session, Sessions
 from radium_interposer.worker_context import Capture, apply_context
 from radium_interposer.worker_definitions import Definitions, Reply
@@ -100,8 +101,7 @@ class Worker(Definitions):
             handle = self.table.put_new(obj)
         else:
             self.table.put(handle, obj)
-        kind = type(obj)
-        return {"$": "h", "id": handle, "t": f"{kind.__module__}.{kind.__qualname__}"}
+        return {"$": "h", "id": handle, "t": nested.type_name(type(obj))}
 
     def result(self, obj: Any, handle: Optional[int]) -> Reply:
         """A call's result: by value when small and plain, else left remote as a handle."""
@@ -158,8 +158,7 @@ class Worker(Definitions):
 
     def op_methods(self, meta: Dict[str, Any], buffers: List[Any]) -> Reply:
         kind = type(self.decode(meta["o"], buffers))
-        names = [n for n in dir(kind) if not n.startswith("__") and callable(getattr(kind, n, 0))]
-        return {"methods": names}, []
+        return {"methods": method_names(kind)}, []
 
     def op_retain(self, meta: Dict[str, Any], buffers: List[Any]) -> Reply:
         self.table.retain(list(meta.get("ids", [])))

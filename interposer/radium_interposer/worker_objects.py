@@ -4,8 +4,9 @@ docs/remoting.md, "Your files and array objects, passed by reference").
 A file object of the program becomes a :mod:`client_streams` file; an object of the program
 that implements numpy's protocols becomes an instance of a stand-in class with the same
 protocol methods, each a callback of the program's object, so numpy here dispatches to it as
-numpy there would. Both go back to the client as the program's own object, and their ids are
-let go of (``cbrel``) when they die here. Functions the worker passes to such a method
+numpy there would; an iterator of the program becomes a :class:`ClientIterator`. All go back
+to the client as the program's own object, and their ids are let go of (``cbrel``) when they
+die here. Functions the worker passes to such a method
 (``numpy.concatenate``) go by path, so the program sees its own remoted ``np.concatenate``.
 """
 
@@ -56,6 +57,30 @@ class ClientObject:
         self._rd_release(self._rd_id)
 
 
+class ClientIterator:
+    """An iterator of the client program (a generator, a ``map``): ``next()`` calls the
+    program's ``next()`` back, and its StopIteration ends the iteration here. No
+    ``__getitem__`` nor ``__len__``: numpy tells it from a sequence as it does a generator."""
+
+    __slots__ = ("__weakref__", "_rd_id", "_rd_name", "_rd_next", "_rd_release")
+    _rd_id: int
+    _rd_next: Callable[[], Any]
+    _rd_name: str
+    _rd_release: Callable[[int], None]
+
+    def __iter__(self) -> ClientIterator:
+        return self
+
+    def __next__(self) -> Any:
+        return self._rd_next()
+
+    def __repr__(self) -> str:
+        return f"<client iterator {self._rd_name}>"
+
+    def __del__(self) -> None:
+        self._rd_release(self._rd_id)
+
+
 def _forward(name: str) -> Callable[..., Any]:
     def method(self: ClientObject, *args: Any, **kwargs: Any) -> Any:
         return self._rd_methods[name](*args, **kwargs)  # a callback: it settles the files
@@ -95,6 +120,11 @@ def resolve(node: Dict[str, Any], resolve_reference: Callable[[Any], Any], sessi
     if isinstance(about, dict):
         kind = ClientTextFile if about.get("text") else ClientBinaryFile
         return kind(object_id, about, release)
+    if "n" in node:  # an iterator: each next() a callback of the program's own
+        iterator: ClientIterator = object.__new__(ClientIterator)
+        iterator._rd_id, iterator._rd_release = object_id, release
+        iterator._rd_next, iterator._rd_name = resolve_reference(node["n"]), str(node.get("q"))
+        return iterator
     methods = node.get("m")
     if not isinstance(methods, dict) or not set(methods) <= METHODS:
         raise ValueError("a client object is a file or has numpy protocol methods")
@@ -106,7 +136,7 @@ def resolve(node: Dict[str, Any], resolve_reference: Callable[[Any], Any], sessi
 
 def back_reference(obj: Any) -> Optional[Dict[str, Any]]:
     """The program's own object, for one of these going back to the client; else None."""
-    if isinstance(obj, ClientObject):
+    if isinstance(obj, (ClientObject, ClientIterator)):
         return {"$": "co", "id": obj._rd_id}
     if isinstance(obj, (ClientBinaryFile, ClientTextFile)):
         return {"$": "co", "id": obj._id}

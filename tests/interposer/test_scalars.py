@@ -80,6 +80,53 @@ def test_numpy_scalars_print_and_convert_as_locally_without_numpy(harness: Worke
     assert "float64 numpy float64 np.float64(0.1) 0.1 0.1 True True True" in out
 
 
+#: Every scalar type numpy names, its aliases (``long``, ``double``, ``intp``) and abstract
+#: types (``floating``) included.
+SCALAR_TYPES = sorted(
+    name
+    for name, value in vars(np).items()
+    if isinstance(value, type) and issubclass(value, np.generic)
+)
+
+#: One class per remote class, whichever way the program reaches it: the module's attribute, an
+#: alias, ``dtype.type`` (a class attribute of the remote dtype's class), an element's type.
+SCALAR_TYPES_PROGRAM = f"""
+import numpy as np
+
+ABSTRACT = [np.generic, np.number, np.integer, np.signedinteger, np.unsignedinteger, np.inexact,
+            np.floating, np.complexfloating, np.flexible, np.character]
+for name in {SCALAR_TYPES!r}:
+    t = getattr(np, name)
+    row = [name, t.__name__, t is getattr(np, t.__name__), isinstance(t, type)]
+    row += [issubclass(t, kind) for kind in ABSTRACT]
+    try:
+        d = np.dtype(t)
+    except TypeError as e:  # an abstract type
+        row.append(f"TypeError {{e}}")
+    else:
+        row += [d.type is t, np.zeros(2, dtype=t).dtype.type is t, str(d)]
+        if d.kind in "biufcmM":
+            row.append(type(np.zeros(2, dtype=t)[0]) is t)
+    print(*row)
+a = np.zeros(3, dtype=np.int64)
+print(a.dtype.type is np.int64, issubclass(np.ones(2).dtype.type, np.floating))
+print([p.dtype.type is np.int64 for p in np.array_split(np.arange(6).reshape(2, 3), 2)])
+print(repr(a.dtype.type(5)), type(a.dtype) is np.dtypes.Int64DType, np.dtype("f4").type.__name__)
+try:
+    print(np.zeros(1, dtype=np.datetime64)[0])
+except ValueError as e:  # it cannot be printed: raised where the program prints it, as here
+    print("ValueError", e)
+"""
+
+
+def test_a_remote_scalar_type_is_one_class_whichever_path_reaches_it(
+    harness: WorkerHarness,
+) -> None:
+    out = harness.same_as_local(SCALAR_TYPES_PROGRAM, remote="numpy")
+    assert "int64 int64 True True True True True True False False False False False False " in out
+    assert "\nTrue True\n[True, True]\nnp.int64(5) True float32\n" in out
+
+
 def _local_and_remote(
     harness: WorkerHarness, source: str, remote: str
 ) -> subprocess.CompletedProcess[str]:

@@ -212,6 +212,40 @@ def test_a_class_nested_in_a_class_crosses_under_its_qualified_name(
     ]
 
 
+NESTED_IN_A_PLAIN_CLASS = """
+import numpy as np
+
+
+class Kinds:
+    class Tagged(np.ndarray):
+        def __array_finalize__(self, obj):
+            self.tag = getattr(obj, "tag", "new")
+
+        def same(self, other):  # on the worker: the global Kinds there holds this very class
+            return isinstance(other, Kinds.Tagged) and type(self) is Kinds.Tagged
+
+        def plain(self):
+            return self.view(Kinds.Plain)
+
+    class Plain(np.ndarray):
+        pass
+
+
+a = np.arange(3).view(Kinds.Tagged)  # the nested class first: Kinds goes whole
+b = a + 1
+print(type(b).__qualname__, type(b) is Kinds.Tagged, a.same(b), a.same(np.arange(2)))
+p = a.plain()  # made there: an instance of the program's Kinds.Plain here too
+print(type(p).__qualname__, type(p) is Kinds.Plain, isinstance(p, Kinds.Plain))
+"""
+
+
+def test_a_class_nested_in_a_plain_class_is_that_class_s_attribute_on_the_worker(
+    harness: WorkerHarness,
+) -> None:
+    out = harness.same_as_local(NESTED_IN_A_PLAIN_CLASS, remote="numpy")
+    assert out.splitlines() == ["Kinds.Tagged True True False", "Kinds.Plain True True"]
+
+
 NESTED_MODULES = """
 import torch
 from torch import nn
@@ -270,28 +304,82 @@ def test_a_module_nested_in_a_module_on_remote_bases(harness: WorkerHarness) -> 
 
 
 IN_A_FUNCTION = """
+import dataclasses
+
 import numpy as np
 
 
 def make():
-    class Local(np.ndarray):
+    class ArraySubclass(np.ndarray):
         pass
 
-    return Local
+    return ArraySubclass
 
 
-np.arange(3).view(make())
+class TestX:
+    def test_x(self):
+        class ArraySubclass(np.ndarray):
+            def double(self):
+                return self * 2
+
+        a = np.arange(3).view(ArraySubclass)
+        print(type(a).__name__, type(a).__qualname__, isinstance(a, ArraySubclass), repr(a))
+        print(repr(a.double()), type(a.double()) is ArraySubclass)
+        return ArraySubclass
+
+
+c1, c2 = make(), make()
+a1, a2 = np.zeros(2).view(c1), np.zeros(2).view(c2)
+print(c1 is c2, type(a1) is c1, type(a2) is c2, isinstance(a1, c2), isinstance(a2, c1))
+print(type(a1[:1]) is c1, type(a2[:1]) is c2, type(a1 + 1) is c1)
+TestX().test_x()
+
+
+def point(x):
+    @dataclasses.dataclass
+    class Point:
+        x: int
+
+    return Point(x)
+
+
+held = np.array([point(3), point(4)], dtype=object)
+print(held[0].x + held[1].x)  # a plain class of a function's crosses too
 """
 
 
-def test_a_class_nested_in_a_function_fails_in_one_clear_line(harness: WorkerHarness) -> None:
-    done = harness.script(IN_A_FUNCTION, remote="numpy")
+def test_a_class_defined_in_a_function_runs_on_the_worker(harness: WorkerHarness) -> None:
+    out = harness.same_as_local(IN_A_FUNCTION, remote="numpy")
+    assert out.splitlines()[:2] == ["False True True False False", "True True True"]
+    assert "ArraySubclass TestX.test_x.<locals>.ArraySubclass True ArraySubclass([0, 1, 2])" in out
+
+
+USES_THE_FUNCTION_S_VARIABLES = """
+import numpy as np
+
+
+def make(scale, offset):
+    class Scaled(np.ndarray):
+        def scaled(self):
+            return self * scale + offset
+
+    return Scaled
+
+
+np.arange(3).view(make(2, 1))
+"""
+
+
+def test_a_local_class_using_its_function_s_variables_fails_in_one_clear_line(
+    harness: WorkerHarness,
+) -> None:
+    done = harness.script(USES_THE_FUNCTION_S_VARIABLES, remote="numpy")
     assert done.returncode == 1
     last = done.stderr.strip().splitlines()[-1]
     assert last == (
-        "radium_interposer.shipping.ShipError: make.<locals>.Local: a class defined inside a "
-        "function cannot run on the worker (it exists only while that function runs); define "
-        "it at the top level of its module or in a class"
+        "radium_interposer.shipping.ShipError: make.<locals>.Scaled: a class defined inside a "
+        "function cannot run on the worker when it uses that function's variables (offset, "
+        "scale); pass them as arguments, or define the class at the top level of its module"
     ), done.stderr
 
 
@@ -382,3 +470,30 @@ def test_a_module_of_the_program_on_remote_bases_runs_there_under_its_own_name(
         "True True True",
     ]
     assert "loaded shipped module netdefs " in harness.log()
+
+
+MANY_MODULES = """
+import numpy as np
+
+import parts
+
+
+def shifted(row):  # shipped: its module's modules go to the worker first
+    return row + parts.total()[0]
+
+
+print(np.apply_along_axis(shifted, 0, np.zeros(2)).tolist())
+"""
+
+
+def test_a_program_with_more_modules_than_a_frame_carries(harness: WorkerHarness) -> None:
+    # 70 modules of its own: more sources than one frame's 64 buffers (sent in several).
+    files = {f"parts/m{i}.py": f"VALUE = {i}\n" for i in range(70)}
+    imports = "".join(f"from parts import m{i}\n" for i in range(70))
+    files["parts/__init__.py"] = imports + (
+        "\n\ndef total():\n    return [sum(globals()[f'm{i}'].VALUE for i in range(70))]\n"
+    )
+    _write(harness.root, files)
+    out = harness.same_as_local(MANY_MODULES, remote="numpy")
+    assert out == "[2415.0, 2415.0]\n"
+    assert "def shifted(" in harness.log()  # it ran there, with the modules it uses

@@ -1,0 +1,118 @@
+"""Whether the program makes a call where an error must surface at once: then the call is
+not pipelined.
+
+A pipelined call's error (and its warnings) surface at the next use of its result. Inside a
+``try`` body that use is often past the handler (``try: return np.linalg.inv(m)`` /
+``except LinAlgError:``), and inside the body of a local ``with`` past its exit
+(``with pytest.raises(...)``, ``with warnings.catch_warnings(record=True)``): the handler or
+manager would never see what it is written for. A call made there waits for its answer
+instead, as locally. The body of a *remote* ``with`` (``torch.no_grad()``, ``np.errstate``)
+keeps pipelining: its manager gets the body's failed calls at its exit
+(:mod:`radium_interposer.exits`), which tells this module where it was entered.
+
+Python 3.11+ code objects say which instructions a handler covers (``co_exceptiontable``);
+on older Pythons every call site stays pipelined (docs/remoting.md, "Chains are pipelined").
+"""
+
+from __future__ import annotations
+
+import dis
+import os
+import sys
+import threading
+from types import CodeType, FrameType
+from typing import Dict, List, Optional, Tuple
+
+__all__ = ["entered", "in_try", "left", "program_frame"]
+
+_OURS = os.path.dirname(os.path.abspath(__file__)) + os.sep
+#: An exception table entry: its range, its handler, and its kind: TRY, PASS (a cleanup that
+#: hands the exception on from its handler's code), or a ``with``'s: where it was entered.
+Entry = Tuple[int, int, int, int]
+TRY, PASS = -1, -2
+#: Per thread, the remote ``with`` statements now open: (frame id, entering instruction).
+_open = threading.local()
+#: How many handlers deep a call is followed out (deeper is taken as inside a ``try``).
+_NESTING = 16
+#: Each code object's exception table, read once. A plain dict (a weak one costs a microsecond
+#: a call): it holds the program's code objects, which its functions hold anyway.
+_tables: Dict[CodeType, Tuple[Entry, ...]] = {}
+_SUPPORTED = sys.version_info >= (3, 11)
+
+
+def entered() -> None:
+    """A remote context manager was entered by the program's ``with`` (called by exits)."""
+    frame = program_frame()
+    if frame is not None:
+        _opened().append((id(frame), frame.f_lasti))
+
+
+def left() -> None:
+    """The innermost remote ``with`` of this thread is being left."""
+    opened = _opened()
+    if opened:
+        opened.pop()
+
+
+def in_try(frame: Optional[FrameType]) -> bool:
+    """Whether the program's ``frame`` (:func:`program_frame`) is making its call inside a
+    ``try`` body or the body of a local ``with`` (also through handlers and remote ``with``
+    bodies nested in them)."""
+    if frame is None or not _SUPPORTED:
+        return False
+    entries = _tables.get(frame.f_code)
+    if entries is None:
+        entries = _tables[frame.f_code] = _read(frame.f_code)
+    if not entries:
+        return False
+    offset, opened = frame.f_lasti, _opened()
+    for _ in range(_NESTING):
+        # The table maps each instruction to its innermost handler only: a remote ``with``'s
+        # exit or an ``except`` block's cleanup hands the exception on from its own code,
+        # which the enclosing handler (if any) covers in turn.
+        entry = next((e for e in entries if e[0] <= offset < e[1]), None)
+        if entry is None:
+            return False
+        if entry[3] == TRY or (entry[3] >= 0 and (id(frame), entry[3]) not in opened):
+            return True
+        offset = entry[2]
+    return True
+
+
+def program_frame() -> Optional[FrameType]:
+    """The program's frame making the current remote call: its first outside the interposer."""
+    frame: Optional[FrameType] = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(_OURS):
+        frame = frame.f_back
+    return frame
+
+
+def _opened() -> List[Tuple[int, int]]:
+    opened: Optional[List[Tuple[int, int]]] = getattr(_open, "stack", None)
+    if opened is None:
+        opened = _open.stack = []
+    return opened
+
+
+def _read(code: CodeType) -> Tuple[Entry, ...]:
+    """The exception table with each entry's kind: a ``try``'s handler starts by taking the
+    exception (PUSH_EXC_INFO); a ``with``'s goes on to its exit (WITH_EXCEPT_START) and is
+    known by the BEFORE_WITH before its first range; anything else passes the exception on."""
+    bytecode = dis.Bytecode(code)
+    ops = {ins.offset: ins.opname for ins in bytecode}
+    offsets: List[int] = sorted(ops)
+    following = dict(zip(offsets, offsets[1:]))
+    table = list(getattr(bytecode, "exception_entries", ()))
+    first: Dict[int, int] = {}
+    for entry in table:
+        first[entry.target] = min(first.get(entry.target, entry.start), entry.start)
+    entries = []
+    for entry in table:
+        kind = PASS
+        if ops.get(entry.target) == "PUSH_EXC_INFO":
+            kind = TRY
+            if ops.get(following.get(entry.target, -1)) == "WITH_EXCEPT_START":
+                openers = [o for o in offsets if o < first[entry.target]]
+                kind = next((o for o in reversed(openers) if ops[o] == "BEFORE_WITH"), TRY)
+        entries.append((entry.start, entry.end, entry.target, kind))
+    return tuple(entries)

@@ -1,0 +1,77 @@
+"""A call made inside a ``try`` body is not pipelined, so its error is raised inside the body
+and the program's handler sees it, as locally (docs/remoting.md, "Chains are pipelined")."""
+
+from __future__ import annotations
+
+from radium_interposer import guarded
+from tests.interposer.harness import WorkerHarness
+
+
+def here() -> bool:
+    """Whether the caller is where a remote call would wait (its frame, as invoke finds it)."""
+    return guarded.in_try(guarded.program_frame().f_back)  # type: ignore[union-attr]
+
+
+def test_which_calls_are_inside_a_try_body() -> None:
+    def where() -> list[bool]:
+        seen = [here()]
+        try:
+            seen.append(here())
+            raise ValueError
+        except ValueError:
+            seen.append(here())  # the handler itself: not guarded any more
+        with open("/dev/null"):
+            seen.append(here())  # a local with: its exit must see the errors
+        try:
+            with open("/dev/null"):
+                seen.append(here())  # a with body inside a try body
+            try:
+                raise KeyError
+            except KeyError:
+                seen.append(here())  # a handler inside a try body
+        finally:
+            seen.append(here())
+        seen.extend(here() for _ in range(1))
+        return seen
+
+    assert where() == [False, True, False, True, True, True, False, False]
+
+
+def test_an_error_in_a_try_body_is_caught_by_its_handler_as_locally(
+    harness: WorkerHarness,
+) -> None:
+    out = harness.same_as_local(
+        """
+        import warnings
+
+        import numpy as np
+
+        def invert(m):
+            try:
+                return np.linalg.inv(m)
+            except np.linalg.LinAlgError as e:
+                print("caught:", e)
+                return None
+
+        for m in ([[1.0, 2.0], [3.0, 4.0]], [[0.0, 0.0], [0.0, 0.0]]) * 2:
+            print(invert(np.array(m)))
+        with np.errstate(divide="ignore"):
+            print(np.array([1.0]) / 0)
+        with np.errstate(divide="raise"):
+            try:
+                np.array([1.0]) / 0
+                print("not raised")
+            except FloatingPointError as e:
+                print("FloatingPointError:", e)
+        x = np.arange(6.0)
+        for degree in (2, 2, 30):  # the third call warns, at a site pipelined by then
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                fitted = np.polyfit(x, x * x, degree)
+            print(degree, [w.category.__name__ for w in caught])
+        """,
+        "numpy",
+    )
+    assert out.count("caught: Singular matrix") == 2
+    assert "FloatingPointError: divide by zero encountered in divide" in out
+    assert "30 ['RankWarning']" in out

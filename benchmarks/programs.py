@@ -34,13 +34,20 @@ import time
 from pathlib import Path
 
 from tests.interposer.harness import BARE_PYTHON, WorkerHarness
-from tests.programs.test_corpus import PROGRAMS, functions_of, remote_for
+from tests.programs.test_corpus import (
+    PROGRAMS,
+    WITH_FUNCTIONS,
+    functions_of,
+    name_of,
+    remote_for,
+)
 
 #: Runs the program as __main__ (what shipping needs) with its frameworks imported before the
 #: clock starts, so only the program's own work is timed; remoted, with the worker's counters.
 RUNNER = """
-import json, runpy, sys, time
+import json, os, runpy, sys, time
 remote = sys.argv[2] == "remote"
+sys.path.insert(0, os.path.dirname(os.path.abspath(sys.argv[1])))  # as `python FILE` does
 crossed = {"bytes_in": 0, "bytes_out": 0}  # whole frames, as this client sends and reads them
 if remote:
     import radium_interposer.boot
@@ -126,7 +133,7 @@ def function_mode(root: Path, runs: int, programs: list[Path]) -> None:
     print(f"{'program':<26} {'local':>8} {'module':>8} {'ratio':>6} {'calls':>6}"
           f" {'function':>9} {'ratio':>6} {'calls':>6}")  # fmt: skip
     try:
-        for program in (p for p in programs if functions_of(p)):
+        for program in (p for p in programs if p in WITH_FUNCTIONS):
             plain = {"PATH": os.environ["PATH"]}
             local = _warm([sys.executable, "-c", RUNNER, str(program), "local",
                            remote_for(program), str(runs)], plain, root)  # fmt: skip
@@ -136,7 +143,7 @@ def function_mode(root: Path, runs: int, programs: list[Path]) -> None:
             functions = json.dumps({program.stem: functions_of(program)})
             split = _warm([BARE_PYTHON, "-c", RUNNER, str(program), "remote",
                            remote_for(program), str(runs), functions], env, root)  # fmt: skip
-            print(f"{program.stem:<26} {local['seconds']:8.3f} {module['seconds']:8.3f} "
+            print(f"{name_of(program):<26} {local['seconds']:8.3f} {module['seconds']:8.3f} "
                   f"{module['seconds'] / local['seconds']:6.2f} {module['calls']:6d} "
                   f"{split['seconds']:9.3f} {split['seconds'] / local['seconds']:6.2f} "
                   f"{split['calls']:6d}")  # fmt: skip
@@ -163,12 +170,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="benchmarks.programs")
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--callbacks", type=int, default=5000, metavar="N")
-    parser.add_argument("--programs", help="these corpus programs only (comma-separated stems)")
+    parser.add_argument("--programs", help="these corpus programs only (comma-separated names)")
     args = parser.parse_args(argv)
     programs = PROGRAMS
     if args.programs:
         wanted = args.programs.split(",")
-        programs = [p for p in PROGRAMS if p.stem in wanted]
+        programs = [p for p in PROGRAMS if name_of(p) in wanted]
         if len(programs) != len(wanted):
             parser.error(f"--programs: not all of {wanted} are in tests/programs")
     root = Path(tempfile.mkdtemp(prefix="radium-programs-"))
@@ -190,10 +197,10 @@ def main(argv: list[str] | None = None) -> int:
                                     remote_for(program), runs], env, root)  # fmt: skip
             used = json.loads(stderr.strip().splitlines()[-1])
             warm = used["seconds"]
-            ratios["torch" if program.name.startswith("torch") else "numpy"].append(
+            ratios["torch" if name_of(program).startswith("torch") else "numpy"].append(
                 warm / warm_local
             )
-            print(f"{program.stem:<26} {local:12.2f} {remote:7.2f} {remote / local:6.2f} "
+            print(f"{name_of(program):<26} {local:12.2f} {remote:7.2f} {remote / local:6.2f} "
                   f"{warm_local:12.3f} {warm:7.3f} {warm / warm_local:6.2f} {used['calls']:7d} "
                   f"{used['calls'] / warm:8.0f} {used['bytes_in'] / 1024:7.1f} "
                   f"{used['bytes_out'] / 1024:8.1f}")  # fmt: skip

@@ -126,14 +126,16 @@ def callback_cost(harness: WorkerHarness, root: Path, n: int) -> None:
 
 
 def function_mode(root: Path, runs: int, programs: list[Path]) -> None:
-    """What a split file of the program's own functions brings: they run whole on the worker."""
-    (root / "function-mode").mkdir()
-    harness = WorkerHarness(root / "function-mode")
+    """What a split file of the program's own functions brings: they run whole on the worker.
+    Each program gets a worker of its own, as each would get its lease: the main-program
+    functions of two programs shipped to one worker share its ``radium_shipped.__main__``."""
     print("\nfunction mode (module mode + the program's functions in the split file), warm:")
     print(f"{'program':<26} {'local':>8} {'module':>8} {'ratio':>6} {'calls':>6}"
           f" {'function':>9} {'ratio':>6} {'calls':>6}")  # fmt: skip
-    try:
-        for program in (p for p in programs if p in WITH_FUNCTIONS):
+    for program in (p for p in programs if p in WITH_FUNCTIONS):
+        (root / "function-mode" / name_of(program)).mkdir(parents=True)
+        harness = WorkerHarness(root / "function-mode" / name_of(program))
+        try:
             plain = {"PATH": os.environ["PATH"]}
             local = _warm([sys.executable, "-c", RUNNER, str(program), "local",
                            remote_for(program), str(runs)], plain, root)  # fmt: skip
@@ -147,8 +149,8 @@ def function_mode(root: Path, runs: int, programs: list[Path]) -> None:
                   f"{module['seconds'] / local['seconds']:6.2f} {module['calls']:6d} "
                   f"{split['seconds']:9.3f} {split['seconds'] / local['seconds']:6.2f} "
                   f"{split['calls']:6d}")  # fmt: skip
-    finally:
-        harness.close()
+        finally:
+            harness.close()
 
 
 def _warm(argv: list[str], env: dict[str, str], cwd: Path) -> dict[str, float]:

@@ -19,7 +19,7 @@ from integration.radium_env import RadiumEnv
 from integration.test_leases import radium_run, stop_agent
 from tests.interposer import test_callbacks, test_files
 from tests.interposer.test_remoting import TRAINING
-from tests.programs.test_corpus import PROGRAMS, remote_for
+from tests.programs.test_corpus import PROGRAMS, name_of, remote_for
 
 RADIUM_CLI = str(Path(sys.executable).parent / "radium")
 #: Debian's python3, without numpy: the local process of ``radium exec``.
@@ -199,14 +199,12 @@ def test_callbacks_and_the_program_s_own_files_work_from_a_torchless_container(
     ]  # fmt: skip
 
 
-@pytest.mark.parametrize(
-    "program", [p for p in PROGRAMS if p.name.startswith("torch")], ids=lambda p: p.stem
-)
-def test_the_corpus_torch_programs_run_in_a_torchless_container(
+@pytest.mark.parametrize("program", PROGRAMS, ids=name_of)
+def test_the_corpus_programs_run_in_a_container_without_torch_or_numpy(
     cluster: PoolCluster, dp_dockerd: Dockerd, tmp_path: Path, program: Path
 ) -> None:
-    """Each torch program of the corpus, unmodified, in a container without torch or numpy
-    and without a network, prints what it prints here with torch."""
+    """Each program of the corpus (a file, or a directory of its own modules), unmodified, in
+    a container without torch or numpy and without a network, prints what it prints here."""
     done = radium_run(
         dp_dockerd, "RADIUM_GPUS=1", "--rm", "-e", f"RADIUM_REMOTE={remote_for(program)}",
         "-v", f"{program.parent}:/programs:ro", "-v", f"{tmp_path}:/work", "-w", "/work",

@@ -44,7 +44,7 @@ sites: Set[str] = set()
 Where = Tuple[str, int, Optional[str], Optional[Dict[str, Any]]]
 #: The call site and the program's line of recent pipelined calls, by result id: their
 #: warnings arrive with a later answer (tagged ``r``) and are raised at their own line.
-_pipelined: Dict[Any, Tuple[str, Where]] = {}
+_pipelined: Dict[Any, Tuple[str, Any]] = {}
 MAX_PIPELINED = 4096
 
 
@@ -52,7 +52,10 @@ def pipelined(result_id: int, site: str, frame: Optional[FrameType] = None) -> N
     """A pipelined call was sent from the program's ``frame`` (found now if not given)."""
     if len(_pipelined) >= MAX_PIPELINED:
         _pipelined.pop(next(iter(_pipelined)))
-    _pipelined[result_id] = (site, _program_frame(frame))
+    if frame is None:
+        _pipelined[result_id] = (site, _program_frame())
+    else:  # its line is worked out only if a warning comes (f_lineno costs a microsecond)
+        _pipelined[result_id] = (site, (frame.f_code, frame.f_lasti, frame.f_globals))
 
 
 def learn(site: str) -> None:
@@ -127,7 +130,7 @@ def _replay(item: Dict[str, Any]) -> None:
         late = _pipelined.get(item.get("r")) if "r" in item else None
         if late is not None:  # a pipelined call's: at its line, and its site waits from now on
             sites.add(late[0])
-            filename, lineno, module, globals_ = late[1]
+            filename, lineno, module, globals_ = _where(late[1])
         else:
             filename, lineno, module, globals_ = _program_frame()
             _pending.at_call = True
@@ -183,6 +186,15 @@ def _seed(filename: str, lineno: int, line: Any) -> None:
     lines.extend("\n" for _ in range(lineno - len(lines)))
     lines[lineno - 1] = line[:MAX_TEXT].rstrip("\n") + "\n"
     linecache.cache[filename] = (sum(map(len, lines)), None, lines, filename)
+
+
+def _where(noted: Any) -> Where:
+    """A pipelined call's place, from what :func:`pipelined` noted (code, offset, globals)."""
+    if len(noted) == 4:
+        return noted  # type: ignore[no-any-return]
+    code, offset, globals_ = noted
+    line = next((ln for start, end, ln in code.co_lines() if start <= offset < end), None)
+    return code.co_filename, line or code.co_firstlineno, str(globals_.get("__name__")), globals_
 
 
 def _program_frame(frame: Optional[FrameType] = None) -> Where:

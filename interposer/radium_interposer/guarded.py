@@ -34,9 +34,9 @@ TRY, PASS = -1, -2
 _open = threading.local()
 #: How many handlers deep a call is followed out (deeper is taken as inside a ``try``).
 _NESTING = 16
-#: Each code object's exception table, read once. A plain dict (a weak one costs a microsecond
-#: a call): it holds the program's code objects, which its functions hold anyway.
-_tables: Dict[CodeType, Tuple[Entry, ...]] = {}
+#: Each code object's exception table, read once, by the code's id (with the code itself, so
+#: the id is not reused): it holds the program's code objects, which its functions hold anyway.
+_tables: Dict[int, Tuple[CodeType, Tuple[Entry, ...]]] = {}
 _SUPPORTED = sys.version_info >= (3, 11)
 
 
@@ -60,9 +60,11 @@ def in_try(frame: Optional[FrameType]) -> bool:
     bodies nested in them)."""
     if frame is None or not _SUPPORTED:
         return False
-    entries = _tables.get(frame.f_code)
-    if entries is None:
-        entries = _tables[frame.f_code] = _read(frame.f_code)
+    code = frame.f_code
+    known = _tables.get(id(code))  # by id: hashing a code object hashes all of its bytecode
+    if known is None or known[0] is not code:
+        known = _tables[id(code)] = (code, _read(code))
+    entries = known[1]
     if not entries:
         return False
     offset, opened = frame.f_lasti, _opened()

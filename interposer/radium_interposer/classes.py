@@ -60,7 +60,7 @@ class RemoteType(type):
     def __instancecheck__(cls, obj: Any) -> bool:
         if type.__instancecheck__(cls, obj):
             return True
-        if not isinstance(obj, proxy.Remote) or obj._rd_ref.get("$") != "h":
+        if not isinstance(obj, proxy.Remote) or obj._rd_ref.get("$") not in ("h", "sv"):
             return False
         return _remote_check("isinstance", obj, object.__getattribute__(obj, "_rd_type"), cls)
 

@@ -38,7 +38,7 @@ class_ref: Callable[[type], Optional[str]] = structs.class_path
 #: A result is "plain" (sent back by value) when it has at most this many nodes and bytes.
 PLAIN_NODES = 4096
 PLAIN_BYTES = 1 << 18
-REFERENCES = frozenset(("h", "p", "a", "m", "cls", "cb", "co"))
+REFERENCES = frozenset(("h", "p", "a", "m", "cls", "cb", "co", "sv"))
 #: How this side sends an exception by value (an ``ex`` node, exits.node), or None: it does not.
 #: Only the client does (the body's exception to a remote ``__exit__``); the worker's stay
 #: remote as handles, and the client refuses an ``ex`` node (docs/data-plane.md, "Values").

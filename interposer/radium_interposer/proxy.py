@@ -80,7 +80,14 @@ def _resolve(node: Dict[str, Any]) -> Any:
         return client_objects.lookup(node.get("id"))
     if tag == "p":  # a worker's function: np.concatenate itself when numpy is remoted
         return client_objects.by_path(node)
+    if tag == "sv" and not _small_scalar(node):  # held here, only ever sent back
+        raise codec.DecodeError("a numpy scalar from the worker is not a dtype and its bytes")
     return make(node, str(node.get("t", "")), None)
+
+
+def _small_scalar(node: Dict[str, Any]) -> bool:
+    kind, raw = node.get("dt"), node.get("b")
+    return isinstance(kind, str) and len(kind) <= 32 and isinstance(raw, str) and len(raw) <= 512
 
 
 def make(
@@ -89,7 +96,7 @@ def make(
     """The proxy of a remote object: an instance of its class's stand-in (plain for paths and
     methods, which have no class of their own here)."""
     cls: type = Remote
-    if ref["$"] == "h" and type_name:
+    if ref["$"] in ("h", "sv") and type_name:
         from radium_interposer import classes
 
         cls = classes.for_instances(type_name)

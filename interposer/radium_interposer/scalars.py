@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import sys
 import threading
-from typing import Any, Dict
+from typing import Any, Dict, Optional
+
+from radium_interposer import nested
 
 #: What the client served by this thread told about itself; ``numpy``: it has numpy of its own.
 #: A client that never said (an older interposer) is taken to have it, as before.
@@ -47,6 +49,41 @@ def plain(obj: Any) -> bool:
         and not obj.dtype.hasobject
         and peer_has_numpy()
     )
+
+
+#: The largest numpy scalar sent by value (its bytes, as hex, in the tree): a ``U`` string
+#: longer than this stays remote as a handle.
+MAX_BYTES = 256
+
+
+def by_value(obj: Any) -> Optional[Dict[str, Any]]:
+    """A numpy scalar result for a client without numpy, as an ``sv`` node: its dtype, its bytes
+    and its text (``sv``). A scalar is immutable and small, so the client holds it as a proxy
+    whose reference is this node and sends it back by value: no handle is made or released.
+    None for anything else (then it is a handle, or a value for a client with numpy)."""
+    np = _numpy()
+    if np is None or not isinstance(obj, np.generic) or peer_has_numpy():
+        return None
+    dtype = obj.dtype
+    if dtype.hasobject or dtype.fields is not None or dtype.itemsize > MAX_BYTES:
+        return None
+    node = {"$": "sv", "dt": dtype.str, "b": np.asarray(obj).tobytes().hex(),
+            "t": nested.type_name(type(obj))}  # fmt: skip
+    describe(obj, node)
+    return node
+
+
+def load(node: Dict[str, Any]) -> Any:
+    """The numpy scalar an ``sv`` node holds (sent back by the client)."""
+    np = _numpy()
+    raw, kind = node.get("b"), node.get("dt")
+    if np is None or not isinstance(raw, str) or not isinstance(kind, str):
+        raise ValueError("sv: a numpy scalar needs numpy here, its dtype and its bytes")
+    dtype = np.dtype(kind)
+    data = bytes.fromhex(raw)
+    if dtype.hasobject or dtype.fields is not None or len(data) != dtype.itemsize:
+        raise ValueError(f"sv: {len(data)} bytes are not one {dtype}")
+    return np.frombuffer(data, dtype=dtype)[0]
 
 
 def describe(obj: Any, node: Dict[str, Any]) -> None:

@@ -80,6 +80,8 @@ class Worker(Definitions):
             if not isinstance(callback_id, int) or session is None:
                 raise ValueError("a client callable needs an integer id, in a call")
             return ClientCallable(self.sessions, session, callback_id, str(node.get("n", "?")))
+        if tag == "sv":  # a numpy scalar the client holds by value (scalars.by_value)
+            return scalars.load(node)
         if tag == "co":  # the client program's file or numpy-protocol object
             return worker_objects.resolve(node, self.resolve, getattr(self.local, "session", None))
         return importlib.import_module(str(node["n"]))
@@ -108,8 +110,8 @@ class Worker(Definitions):
         buffers: List[Any] = []
         if codec.is_plain(obj):
             return {"v": codec.encode(obj, buffers, lambda _: None)}, buffers
-        node = self.refer(obj, handle)
-        scalars.describe(obj, node)  # a numpy scalar to a client without numpy: its text rides
+        # A numpy scalar to a client without numpy: by value with its text, no handle.
+        node = scalars.by_value(obj) or self.refer(obj, handle)
         return {"v": node}, buffers
 
     def outgoing(self, obj: Any, buffers: List[Any]) -> Any:

@@ -13,7 +13,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from radium_interposer import arrays, codec
+from radium_interposer import arrays, codec, proxy, scalars
 from tests.interposer.harness import WorkerHarness
 
 #: One value of each dtype that crosses: (constructor source, as the program writes it).
@@ -247,3 +247,28 @@ def test_a_scalar_proxy_takes_only_text_and_numbers_from_the_worker() -> None:
     object.__setattr__(proxy, "_rd_ref", {"$": "h", "id": 1, "sv": {"s": "0.5", "c": [1.0, 2]}})
     assert str(proxy) == "0.5"
     assert scalar_proxies._number(proxy) == 1 + 2j
+
+
+@pytest.mark.parametrize(
+    "node",
+    [
+        {"$": "sv", "dt": "<f8", "b": "00" * 100_000, "t": "numpy.float64"},
+        {"$": "sv", "dt": ["<f8"], "b": "00" * 8, "t": "numpy.float64"},
+        {"$": "sv", "dt": "<f8", "t": "numpy.float64"},
+    ],
+    ids=["huge", "not-a-dtype", "no-bytes"],
+)
+def test_a_numpy_scalar_from_the_worker_is_a_dtype_and_a_few_bytes_or_refused(
+    node: dict[str, object],
+) -> None:
+    """The client holds a scalar's node only to send it back: it never reads the bytes, and a
+    node that is not a short dtype and a few bytes is refused at once."""
+    with pytest.raises(codec.DecodeError, match="not a dtype and its bytes"):
+        proxy.decode(node, [])
+
+
+def test_the_worker_loads_a_numpy_scalar_only_as_one_value_of_its_dtype() -> None:
+    assert scalars.load({"dt": "<f4", "b": np.float32(0.1).tobytes().hex()}) == np.float32(0.1)
+    for bad in ({"dt": "|O", "b": "00" * 8}, {"dt": "<f8", "b": "00" * 4}, {"dt": "<f8"}):
+        with pytest.raises(ValueError, match="sv:"):
+            scalars.load(bad)

@@ -83,12 +83,15 @@ def _typed(site: str, args: Tuple[Any, ...], remote: type) -> str:
     """The call site with the types its arguments bring: a result's type may follow them
     (``a.view(Sub)``, an operand of a subclass), so a type predicted for one combination is
     never given to another's result. ``remote`` is the proxy class (proxy.Remote)."""
-    kinds = [
-        object.__getattribute__(arg, "_rd_type") if isinstance(arg, remote)
-        else nested.type_name(arg) if isinstance(arg, type) else ""  # two local classes: two
-        for arg in args
-    ]  # fmt: skip
-    return f"{site}|{','.join(kinds)}" if any(kinds) else site
+    kinds, typed = "", False  # a string built in a loop: this runs on every call
+    for arg in args:
+        if isinstance(arg, remote):
+            kinds, typed = kinds + object.__getattribute__(arg, "_rd_type") + ",", True
+        elif isinstance(arg, type):  # two local classes of one name: two kinds
+            kinds, typed = kinds + nested.type_name(arg) + ",", True
+        else:
+            kinds += ","
+    return f"{site}|{kinds}" if typed else site
 
 
 def _cwd() -> Optional[str]:

@@ -23,7 +23,6 @@ import io
 import os
 import pickle
 import sys
-import sysconfig
 import threading
 import types
 import weakref
@@ -40,22 +39,15 @@ _NOT_PICKLED = (
 )  # fmt: skip
 
 
-@functools.lru_cache(maxsize=1)
-def _installed() -> Tuple[str, ...]:
-    """Where installed libraries live (site- and dist-packages): not the standard library, whose
-    objects (a ``random.Random``, a lock) are state a copy would silently fork."""
-    paths = {sysconfig.get_paths()[key] for key in ("purelib", "platlib")}
-    paths.update(p for p in sys.path if p.endswith(("site-packages", "dist-packages")))
-    return tuple(sorted(paths))
-
-
 def is_library_object(obj: Any) -> bool:
     """An instance of an installed library's class (torch, numpy, ...), or of the user's class
     on such a base (a ``Net(nn.Module)``, a ``Dataset``): not Radium's, not a function, class,
     module or file, not a plain user class (whose callable instances are called back)."""
     if isinstance(obj, _NOT_PICKLED):
         return False
-    installed = _installed()
+    from radium_interposer import code_origin  # it imports classes, which import proxy
+
+    installed = code_origin.installed()
     for cls in type(obj).__mro__[:-1]:  # not object
         module_name = str(getattr(cls, "__module__", "") or "")
         if module_name.split(".")[0] in ("radium_interposer", "radium", "builtins"):

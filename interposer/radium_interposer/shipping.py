@@ -18,9 +18,7 @@ Everything lands in ``radium_shipped.<module>`` on the worker (:mod:`radium_inte
 from __future__ import annotations
 
 import inspect
-import os
 import sys
-import sysconfig
 import textwrap
 import threading
 import types
@@ -40,6 +38,7 @@ from radium_interposer import (
     user_modules,
 )
 from radium_interposer.client import state
+from radium_interposer.code_origin import is_users as is_users  # its callers name it here
 from radium_interposer.errors import RemoteError
 
 #: What a local class written on remote bases keeps of its body here.
@@ -132,28 +131,6 @@ def _known(obj: Any) -> Optional[str]:
     if isinstance(obj, type) and classes.path_of(obj) is not None:
         return classes.path_of(obj)
     return _shipped.get(obj)
-
-
-def is_users(obj: Any) -> bool:
-    """A class or function of the user's own code: not yet shipped, and from ``__main__`` or a
-    file outside the standard library and the installed packages."""
-    if isinstance(obj, classes.RemoteType):
-        return classes.path_of(obj) is None  # stand-ins have a path from the start
-    if not isinstance(obj, (type, types.FunctionType)):
-        return False
-    module = sys.modules.get(getattr(obj, "__module__", None) or "")
-    if module is None or module.__name__ == "__main__":
-        return module is not None
-    path = getattr(module, "__file__", None)
-    return bool(path) and not str(path).startswith(_libraries())
-
-
-def _libraries() -> Tuple[str, ...]:
-    """Where installed code lives: the standard library and every site/dist-packages."""
-    paths = {sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")}
-    paths.update(p for p in sys.path if p.endswith(("site-packages", "dist-packages")))
-    paths.add(os.path.dirname(os.path.dirname(os.path.abspath(classes.__file__))))  # the bundle
-    return tuple(sorted(paths))
 
 
 def class_ref(cls: type) -> Optional[str]:

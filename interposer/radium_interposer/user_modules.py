@@ -73,10 +73,10 @@ _PER_FRAME = 48
 def refer(module: Optional[types.ModuleType]) -> None:
     """Before shipped code refers to ``module``: the program's modules are on the worker, and
     when ``module`` is one of them, its values are this program's (:func:`_values`)."""
-    from radium_interposer.shipping import _libraries
+    from radium_interposer import code_origin  # shipping imports this module
 
     with _lock:
-        libraries = _libraries()
+        libraries = code_origin.libraries()
         mods: List[Dict[str, Any]] = []
         buffers: List[Any] = []
         for name, loaded in list(sys.modules.items()):
@@ -180,12 +180,12 @@ def _read(path: str) -> Optional[bytes]:
 def import_path(obj: Any) -> Optional[str]:
     """``module.qualname`` of a function or class of one of the program's own modules other
     than ``__main__``, once that module is on the worker; None for anything else."""
-    from radium_interposer.shipping import _libraries
+    from radium_interposer import code_origin  # shipping imports this module
 
     name = getattr(obj, "__module__", None)
     module = sys.modules.get(name or "")
     qualname = getattr(obj, "__qualname__", "")
-    if module is None or "<locals>" in qualname or own(module, _libraries()) is None:
+    if module is None or "<locals>" in qualname or own(module, code_origin.libraries()) is None:
         return None
     if not _leads_to(module, qualname, obj):
         return None

@@ -51,9 +51,10 @@ def invoke(
     # While the program's random state is synced, every call waits too: the program may draw
     # here between two calls, after the worker's draws (program_state).
     program_state.before_call(conn, meta)
-    if tensor_sync.tracking():  # the program's own tensors the worker mirrors: their changes
+    tracking = tensor_sync.tracking()
+    if tracking:  # the program's own tensors the worker mirrors: their changes
         meta["tw"] = tensor_sync.changed(buffers)
-    synced = callbacks.held() or program_state.syncing() or tensor_sync.tracking()
+    synced = tracking or program_state.syncing() or callbacks.held()
     site = _typed(site, args, proxy.Remote)
     predicted = _returns_remote.get(site) if pipeline and not synced else None
     if predicted is not None and (_may_name_a_file(args, kwargs) or site in warns.sites):
@@ -101,10 +102,21 @@ def _cwd() -> Optional[str]:
         return None
 
 
+#: Types of arguments that never name a file (checked first: most arguments are these).
+_NOT_PATHS = frozenset((int, float, bool, type(None), complex, bytes))
+
+
 def _may_name_a_file(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> bool:
     """A path, or a string that looks like one (a directory or a suffix: "ckpt.pt"). Device,
     dtype and mode strings ("cuda:0", "mean", "ij,jk->ik") do not, and keep pipelining."""
-    return any(
-        isinstance(a, os.PathLike) or (isinstance(a, str) and ("/" in a or "." in a))
-        for a in (*args, *kwargs.values())
-    )
+    for values in (args, kwargs.values()) if kwargs else (args,):
+        for a in values:  # a loop, not any(): this runs for every pipelined call
+            kind = type(a)
+            if kind in _NOT_PATHS:
+                continue
+            if isinstance(a, str):
+                if "/" in a or "." in a:
+                    return True
+            elif isinstance(a, os.PathLike):
+                return True
+    return False

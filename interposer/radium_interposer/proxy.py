@@ -96,13 +96,21 @@ def make(
     """The proxy of a remote object: an instance of its class's stand-in (plain for paths and
     methods, which have no class of their own here)."""
     cls: type = Remote
-    if ref["$"] in ("h", "sv") and type_name:
-        from radium_interposer import classes
-
-        cls = classes.for_instances(type_name)
+    if type_name and ref["$"] in ("h", "sv"):
+        cls = _proxy_class(type_name)
     proxy: Remote = object.__new__(cls)
     Remote.__init__(proxy, ref, type_name, conn, owner)
     return proxy
+
+
+def _proxy_class(type_name: str) -> type:
+    # classes imports this module: bound at the first proxy made, not imported at each (this
+    # runs for every pipelined call).
+    global _proxy_class
+    from radium_interposer import classes
+
+    _proxy_class = classes.for_instances
+    return _proxy_class(type_name)
 
 
 def request(op: str, **fields: Any) -> Dict[str, Any]:
@@ -137,13 +145,19 @@ class Remote:
         # A method proxy keeps its object's proxy alive: the object must outlive the call.
         object.__setattr__(self, "_rd_owner", owner)
         if ref["$"] == "h":
-            state.live[ref["id"]] = self
+            live = state.live
+            live[ref["id"]] = live.get(ref["id"], 0) + 1
 
     def __del__(self) -> None:
         try:
             ref = object.__getattribute__(self, "_rd_ref")
             if ref["$"] == "h":
-                state.releases.append((object.__getattribute__(self, "_rd_conn"), ref["id"]))
+                live, handle = state.live, ref["id"]
+                if live.get(handle, 0) > 1:
+                    live[handle] -= 1
+                else:
+                    live.pop(handle, None)
+                state.releases.append((object.__getattribute__(self, "_rd_conn"), handle))
         except Exception:  # interpreter shutdown: the worker frees everything with the lease
             pass
 

@@ -370,3 +370,19 @@ def test_before_python_3_11_the_remote_traceback_is_the_cause() -> None:
     assert str(error) == "message" and error.args == ("message",)
     assert isinstance(error.__cause__, errors.RemoteTraceback)
     assert "where" in str(error.__cause__)
+
+
+def test_the_pipelined_calls_kept_for_their_warnings_are_bounded_oldest_first() -> None:
+    # The table of recent pipelined calls keeps the newest MAX_PIPELINED: once full, each new
+    # call drops the oldest (in O(1): a dict's oldest-first pop walked every deleted entry).
+    from radium_interposer import client_warnings as warns
+
+    warns._pipelined.clear()
+    frame = sys._getframe()
+    made = warns.MAX_PIPELINED + 100
+    for result_id in range(made):
+        warns.pipelined(result_id, "site", frame)
+    assert len(warns._pipelined) == warns.MAX_PIPELINED
+    assert next(iter(warns._pipelined)) == 100
+    assert made - 1 in warns._pipelined and 99 not in warns._pipelined
+    warns._pipelined.clear()

@@ -84,6 +84,7 @@ class ContainerWorker:
                 binds=[
                     f"{self.slot / 'control'}:{CONTROL_TARGET}:ro",
                     f"{self.tenant.home}:{HOME_TARGET}",
+                    *(f"{source}:{path}" for source, path in self.tenant.binds),  # MPS's
                 ],
                 workdir=HOME_TARGET,
                 runtime=self.runtime,

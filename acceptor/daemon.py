@@ -22,6 +22,7 @@ from radium import metrics, rpc
 from radium.acceptor import engines
 from radium.acceptor.dataplane import DataPlane
 from radium.acceptor.devices import Backend, choose
+from radium.acceptor.gpu_sharing import Sharing
 from radium.acceptor.images import ImageKeeper
 from radium.acceptor.limits import Cgroups
 from radium.acceptor.metrics import AcceptorCollector
@@ -51,9 +52,20 @@ class Acceptor:
         limits = Cgroups()
         if sandbox is not None:
             limits.check()  # a tenant's worker never runs without its caps
-        self.slots = Slots(
-            config.state_dir, self.backend, sandbox=sandbox, limits=limits, engine=self.engine
-        )
+        #: How fractional leases share this acceptor's GPUs (one MPS daemon per GPU).
+        self.sharing = Sharing(config, self.backend.devices())
+        try:
+            self.slots = Slots(
+                config.state_dir,
+                self.backend,
+                sandbox=sandbox,
+                limits=limits,
+                engine=self.engine,
+                sharing=self.sharing,
+            )
+        except BaseException:
+            self.sharing.close()  # no daemon outlives an acceptor that did not start
+            raise
         self.metadata = rpc.metadata(config.token)
         self.registrations = 0
         #: Where the data plane really listens (the config may say port 0).
@@ -72,7 +84,7 @@ class Acceptor:
         return pb.Acceptor(
             name=self.name,
             data_address=self.data_address,
-            devices=self.backend.devices(),
+            devices=self.sharing.labelled(self.backend.devices()),
             labels={"backend": self.backend.name},
             cpu_milli=len(os.sched_getaffinity(0)) * 1000,
         )
@@ -214,15 +226,21 @@ async def serve(config: AcceptorConfig) -> None:
     )
     registry = metrics.new_registry()
     registry.register(AcceptorCollector(acceptor.slots, acceptor.backend))
-    endpoint = metrics.serve(config.metrics, registry, "acceptor.metrics")
+    try:
+        endpoint = metrics.serve(config.metrics, registry, "acceptor.metrics")
+    except BaseException:
+        acceptor.sharing.close()
+        raise
     plane = DataPlane(config.data_address, acceptor.slots)
     try:
         plane.start()
     except BaseException:
         if endpoint is not None:
             endpoint.close()
+        acceptor.sharing.close()
         raise
     acceptor.data_address = plane.address
+    acceptor.sharing.start_watch()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -234,3 +252,4 @@ async def serve(config: AcceptorConfig) -> None:
         if endpoint is not None:
             endpoint.close()
         acceptor.slots.close()
+        acceptor.sharing.close()  # its MPS daemons, after the workers that were their clients

@@ -1,4 +1,5 @@
-"""Device inventory backends: NVIDIA through NVML when present, and a CPU backend.
+"""Device inventory backends: what a backend answers (:class:`Backend`), the CPU backend, and
+:func:`choose`. NVIDIA's is :mod:`radium.acceptor.nvidia`.
 
 The CPU backend exposes a configurable number of "devices" with a memory size, so that the whole
 system runs (and is tested) on machines without accelerators.
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import platform
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Protocol
 
 from radium.acceptor.limits import Share
@@ -16,7 +17,40 @@ from radium.config import AcceptorConfig
 from radium.errors import RadiumError
 from radium.proto import pool_pb2 as pb
 
+__all__ = ["Backend", "CpuBackend", "Gpu", "GpuUse", "choose"]
+
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One GPU as its vendor library describes it (vendor-neutral: what sharing, confinement
+    and health need to know of it)."""
+
+    #: The pool's device id (NVIDIA: the NVML index, as a string).
+    id: str
+    uuid: str = ""
+    model: str = "unknown"
+    memory_mib: int = 0
+    #: Its device node's minor number (``/dev/nvidia<minor>``); -1 when unknown.
+    minor: int = -1
+    #: "enabled", "disabled", or "unsupported" (MIG mode, current).
+    mig: str = "unsupported"
+    #: "ok", or why it must not take new leases (one line).
+    health: str = "ok"
+
+    @property
+    def mig_enabled(self) -> bool:
+        return self.mig == "enabled"
+
+
+@dataclass(frozen=True)
+class GpuUse:
+    """What one host process uses of the GPUs: memory, and SM (streaming multiprocessor)
+    utilisation in percent of one GPU, each summed over the GPUs it uses."""
+
+    memory_bytes: int = 0
+    sm_percent: float = 0.0
 
 
 class Backend(Protocol):
@@ -41,8 +75,25 @@ class Backend(Protocol):
         None when the backend has none (the metrics then use the workers' figures)."""
         ...
 
+    def gpus(self, device_ids: list[str] | None = None) -> list[Gpu]:
+        """The GPUs behind these device ids (all of them for None; [] for CPU devices): their
+        UUIDs, minors, MIG mode and health, for whoever confines or shares them (MPS)."""
+        ...
+
+    def driver_files(self) -> list[tuple[str, str]]:
+        """(path, real file) of the vendor's user-space driver libraries a worker needs, bound
+        read-only into process-mode sandboxes; [] when none."""
+        ...
+
+    def processes(self) -> dict[int, GpuUse] | None:
+        """Host pid -> what it uses of the devices, measured by the vendor's library; None
+        when the backend measures no processes."""
+        ...
+
 
 class CpuBackend:
+    """``count`` CPU "devices" of ``memory_mib`` each: one core's worth of time per device."""
+
     name = "cpu"
 
     def __init__(self, count: int, memory_mib: int) -> None:
@@ -75,76 +126,21 @@ class CpuBackend:
     def utilization(self) -> dict[str, tuple[float, int]] | None:
         return None
 
+    def gpus(self, device_ids: list[str] | None = None) -> list[Gpu]:
+        return []
 
-class NvmlBackend:
-    name = "nvml"
+    def driver_files(self) -> list[tuple[str, str]]:
+        return []
 
-    def __init__(self) -> None:
-        try:
-            import pynvml  # nvidia-ml-py
-
-            pynvml.nvmlInit()
-        except Exception as exc:  # ImportError, or NVMLError when there is no driver
-            raise RadiumError(
-                f"NVML is not usable here: {exc}",
-                hint='install nvidia-ml-py and the NVIDIA driver, or use acceptor.backend = "cpu"',
-            ) from exc
-        self._nvml = pynvml
-
-    def devices(self) -> list[pb.Device]:
-        nvml = self._nvml
-        found = []
-        for index in range(nvml.nvmlDeviceGetCount()):
-            handle = nvml.nvmlDeviceGetHandleByIndex(index)
-            name = nvml.nvmlDeviceGetName(handle)
-            memory = nvml.nvmlDeviceGetMemoryInfo(handle).total // (1024 * 1024)
-            found.append(
-                pb.Device(
-                    id=str(index),
-                    vendor="nvidia",
-                    model=name if isinstance(name, str) else name.decode(),
-                    memory_mib=memory,
-                    labels={"backend": "nvml", "uuid": str(nvml.nvmlDeviceGetUUID(handle))},
-                )
-            )
-        return found
-
-    def visible_devices_env(self, device_ids: list[str]) -> dict[str, str]:
-        return {
-            "CUDA_VISIBLE_DEVICES": ",".join(device_ids),
-            "NVIDIA_VISIBLE_DEVICES": ",".join(device_ids),
-        }
-
-    def share(self, device_ids: list[str], fraction: float, memory_mib: int) -> Share:
-        # The lease's memory and fraction are the GPU's (MPS limits: not enforced yet), not
-        # host limits: the worker's host CPU and memory stay unlimited.
-        return Share()
-
-    def device_nodes(self, device_ids: list[str]) -> list[str]:
-        nvml = self._nvml
-        minors = [
-            nvml.nvmlDeviceGetMinorNumber(nvml.nvmlDeviceGetHandleByIndex(int(i)))
-            for i in device_ids
-        ]
-        return nvidia_nodes(minors)
-
-    def utilization(self) -> dict[str, tuple[float, int]] | None:
-        nvml, measured = self._nvml, {}
-        for index in range(nvml.nvmlDeviceGetCount()):
-            handle = nvml.nvmlDeviceGetHandleByIndex(index)
-            busy = nvml.nvmlDeviceGetUtilizationRates(handle).gpu / 100
-            measured[str(index)] = (busy, int(nvml.nvmlDeviceGetMemoryInfo(handle).used))
-        return measured
-
-
-def nvidia_nodes(minors: list[int], dev: Path = Path("/dev")) -> list[str]:
-    """The control nodes every CUDA process opens, plus one node per GPU (by minor number)."""
-    names = ["nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", *(f"nvidia{m}" for m in minors)]
-    return [str(dev / name) for name in names if (dev / name).exists()]
+    def processes(self) -> dict[int, GpuUse] | None:
+        return None
 
 
 def choose(config: AcceptorConfig) -> Backend:
+    """The configured backend; "auto" takes NVML where it works, else the CPU backend."""
     if config.backend in ("auto", "nvml"):
+        from radium.acceptor.nvidia import NvmlBackend  # it imports this module
+
         try:
             return NvmlBackend()
         except RadiumError as exc:

@@ -28,6 +28,7 @@ from radium.errors import RadiumError
 
 if TYPE_CHECKING:
     from radium.acceptor.devices import Backend
+    from radium.acceptor.gpu_sharing import Sharing
 
 __all__ = ["Launcher", "Worker", "worker_pid"]
 
@@ -56,6 +57,8 @@ class Launcher:
         engine: Engine | None,
     ) -> None:
         self.backend, self.sandbox, self.limits, self.engine = backend, sandbox, limits, engine
+        #: How fractional leases share a GPU (MPS environment and pipe directory); set by Slots.
+        self.sharing: Sharing | None = None
         #: lease id -> its workers' lines in the log (a tenant's crash loop shares one budget)
         self.budgets: dict[str, Budget] = {}
 
@@ -135,11 +138,16 @@ class Launcher:
                 self.backend.share(devices, record.fraction, record.memory_mib),
                 processes=self.sandbox.config.max_processes,
             )
+        mps: dict[str, str] = {}
+        if self.sharing is not None:
+            mps = self.sharing.env(devices, record.fraction, record.memory_mib)
         return Tenant(
             lease_id=record.id,
             uid=record.uid,
             home=home,
-            env={**self.backend.visible_devices_env(devices), "RADIUM_LEASE_ID": record.id},
+            env={**self.backend.visible_devices_env(devices), **mps, "RADIUM_LEASE_ID": record.id},
+            binds=self.sharing.binds(mps) if self.sharing is not None else (),
             devices=tuple(self.backend.device_nodes(devices)),
             share=share,
+            libraries=tuple(self.backend.driver_files()) if devices else (),
         )

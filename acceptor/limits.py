@@ -11,6 +11,7 @@ GPU shares are the vendor's business (the backend's environment: MPS thread perc
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import time
@@ -19,7 +20,11 @@ from pathlib import Path
 
 from radium.errors import SandboxError
 
+log = logging.getLogger(__name__)
 PERIOD_US = 100_000
+#: cgroup v2: the leaf under the acceptor's own cgroup its processes move to (:meth:`Cgroups.
+#: _delegate`); not ``radium-*``, the lease cgroups' names.
+LEAF = "acceptor"
 #: How long ending a lease may take to kill what runs in its cgroups.
 KILL_TIMEOUT = 10.0
 
@@ -56,6 +61,8 @@ class Cgroups:
             f"run the acceptor where {self.root} is mounted and writable with the memory, cpu "
             "and pids controllers (`ip netns exec` hides it; nsenter --net does not)"
         )
+        if self.v2:
+            self._delegate()
         # A cgroup of this process's own: two acceptors started together (one host's test
         # cluster, a unit's restart beside its old self) must not remove each other's.
         dirs = self._dirs(f"check-{os.getpid()}")
@@ -76,6 +83,37 @@ class Cgroups:
                     raise SandboxError(f"no {absent[0]} controller in {directory}", hint=hint)
         except OSError as exc:
             raise SandboxError(f"cannot create lease cgroups: {exc}", hint=hint) from exc
+
+    def _delegate(self) -> None:
+        """cgroup v2: enable the caps' controllers for the lease cgroups under this process's.
+
+        A v2 cgroup that holds processes cannot enable controllers for its children ("no
+        internal processes"), and a service or a container's command starts in one that holds
+        it: its processes move to a leaf of its own (:data:`LEAF`) first, as a nested
+        container engine does. Nothing is done where the controllers are enabled already, or
+        where the parent did not hand them down (then :meth:`check` names what is missing).
+        """
+        own = self.root / self.own.get("", "/").lstrip("/")
+        try:
+            enabled = (own / "cgroup.subtree_control").read_text().split()
+            needed = [c for c in _CAPS if c not in enabled]
+            if not needed or not set(needed) <= set(
+                (own / "cgroup.controllers").read_text().split()
+            ):
+                return
+            leaf = own / LEAF
+            leaf.mkdir(exist_ok=True)
+            for pid in _procs(own):
+                with contextlib.suppress(ProcessLookupError):  # exited since it was listed
+                    (leaf / "cgroup.procs").write_text(str(pid))
+            (own / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in needed))
+        except OSError as exc:
+            raise SandboxError(
+                f"cannot enable the {', '.join(_CAPS)} controllers for lease cgroups in {own}: "
+                f"{exc}",
+                hint="start the acceptor in a cgroup it may delegate (systemd: Delegate=yes)",
+            ) from exc
+        log.info("moved the processes of %s to %s to enable %s for leases", own, leaf, needed)
 
     def _dirs(self, lease_id: str) -> dict[str, Path]:
         """The worker's cgroup directory per controller ("" for the unified v2 tree)."""

@@ -1,5 +1,5 @@
-"""The acceptor's Prometheus series (docs/metrics.md): per lease, what its worker uses and
-serves; per device, its utilisation and memory.
+"""The acceptor's Prometheus series (docs/metrics.md): per lease, what its worker uses (host
+and GPU) and serves; per device, its health, utilisation and memory.
 
 Everything is read at scrape time from what the last heartbeat measured (``Slots.reported``):
 a scrape never asks a worker anything (the heartbeat thread owns that conversation) and costs
@@ -29,10 +29,16 @@ _PER_LEASE = (
     ("sent_bytes", "Buffer bytes of the answers the worker sent", "bytes_out", 1, True),
     ("busy_seconds", "Time the worker spent serving calls", "busy_seconds", 1, True),
     ("errors", "Calls the worker answered with an error", "errors", 1, True),
+    ("gpu_memory_bytes", "Device memory the worker's processes hold (NVML)", "gpu_memory_bytes",
+     1, False),
+    ("gpu_sm_ratio", "SM utilisation of the worker's processes, in GPUs (NVML; 0 under MPS)",
+     "gpu_sm_percent", 0.01, False),
 )  # fmt: skip
 
 
 class AcceptorCollector:
+    """The acceptor's series, from ``slots``' last heartbeat and ``backend``'s devices."""
+
     def __init__(self, slots: Slots, backend: Backend) -> None:
         self.slots, self.backend = slots, backend
 
@@ -68,6 +74,17 @@ class AcceptorCollector:
             "radium_acceptor_device_memory_bytes", "Device memory", labels=["device"]
         )
         devices = self.backend.devices()
+        healthy = GaugeMetricFamily(
+            "radium_acceptor_device_healthy",
+            "1 when the device takes leases; 0 when its health checks failed (not registered)",
+            labels=["device"],
+        )
+        for device in devices:
+            healthy.add_metric([device.id], 1)
+        for gpu in self.backend.gpus():
+            if gpu.health != "ok":
+                healthy.add_metric([gpu.id], 0)
+        yield healthy
         measured = self.backend.utilization()
         if measured is None:  # spread each lease's worker over the devices it holds
             measured = {d.id: (0.0, 0) for d in devices}

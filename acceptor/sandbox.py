@@ -32,6 +32,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from radium.acceptor import seccomp
+from radium.acceptor.hostview import HostView as HostView  # re-exported: its home was here
+from radium.acceptor.hostview import library_mounts, shown
 from radium.acceptor.limits import Share
 from radium.config import SandboxConfig
 from radium.errors import SandboxError
@@ -67,16 +69,12 @@ class Tenant:
     #: Host device nodes of the lease's devices (``/dev/nvidia0``, ``/dev/nvidiactl`` ...).
     devices: tuple[str, ...] = ()
     share: Share = field(default_factory=Share)
-
-
-@dataclass(frozen=True)
-class HostView:
-    """The read-only part of the host a worker sees."""
-
-    #: Host paths bound read-only at the same path.
-    binds: tuple[str, ...]
-    #: (link target, path) pairs: the merged-/usr links of the host.
-    links: tuple[tuple[str, str], ...]
+    #: (path the loader cache names, real file) of the device vendor's user-space driver
+    #: libraries (``Backend.driver_files``): bound read-only, whatever the host view shows.
+    libraries: tuple[tuple[str, str], ...] = ()
+    #: (host directory, path) bound read-write, after the scratch mounts: a fractional
+    #: lease's MPS pipe directory (acceptor/gpu_sharing.py), owned by its GPU's shared uid.
+    binds: tuple[tuple[str, str], ...] = ()
 
 
 def host_view(paths: Iterable[str], root: Path = Path("/")) -> HostView:
@@ -171,7 +169,10 @@ class Sandbox:
         for scratch in ("/tmp", "/dev/shm"):
             args += ["--perms", "1777", "--size", size, "--tmpfs", scratch]
         made: set[str] = {"/", "/tmp", "/dev", "/dev/shm", "/proc"}
-        for path in [*self.view.binds, HOME_TARGET, "/etc/passwd"]:
+        libraries = library_mounts(self.view, tenant.libraries)
+        placed = [path for _, _, path in libraries if not shown(self.view, path)]
+        bound = [path for _, path in tenant.binds]
+        for path in [*self.view.binds, HOME_TARGET, "/etc/passwd", *placed, *bound]:
             for parent in reversed(Path(path).parents):
                 if str(parent) not in made:
                     made.add(str(parent))
@@ -180,12 +181,19 @@ class Sandbox:
             args += ["--symlink", target, path]
         for path in self.view.binds:
             args += ["--ro-bind", path, path]
+        for kind, source, path in libraries:
+            args += [kind, source, path]
         args += ["--ro-bind-data", str(fds["passwd"]), "/etc/passwd"]
         args += ["--ro-bind-data", str(fds["group"]), "/etc/group"]
+        args += ["--ro-bind-data", str(fds["nsswitch"]), "/etc/nsswitch.conf"]
         for node in tenant.devices:
             args += ["--dev-bind", node, node]
+        for source, path in tenant.binds:
+            args += ["--bind", source, path]
         args += ["--bind", str(tenant.home), HOME_TARGET, "--chdir", HOME_TARGET]
+        # USER and LOGNAME as a login gives them: getpass.getuser() reads them first.
         env = {"PATH": _PATH, "HOME": HOME_TARGET, "TMPDIR": "/tmp", "LANG": "C.UTF-8"}
+        env.update(USER="worker", LOGNAME="worker")
         args.append("--clearenv")
         for name, value in {**env, **tenant.env}.items():
             args += ["--setenv", name, value]
@@ -216,6 +224,9 @@ class Sandbox:
         fds = {
             "seccomp": _data_fd(self.filter),
             "passwd": _data_fd(passwd(tenant.uid)),
+            # Users and groups from the files above only: without it each glibc picks its
+            # own default (a worker's uid went unfound on Ubuntu 24.04's).
+            "nsswitch": _data_fd(b"passwd: files\ngroup: files\nshadow: files\n"),
             "group": _data_fd(group(tenant.uid)),
             "info": info_write,
             "block": block_read,

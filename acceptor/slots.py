@@ -52,13 +52,14 @@ from radium.acceptor.record import SlotRecord
 from radium.acceptor.sandbox import Sandbox
 from radium.acceptor.uids import UidLocks
 from radium.acceptor.usage import Meter
-from radium.errors import LeaseNotFoundError
+from radium.errors import LeaseNotFoundError, RadiumError
 from radium.pool.model import preemption_notice
 from radium.proto import pool_pb2 as pb
 from radium_interposer.control import Counters
 
 if TYPE_CHECKING:
     from radium.acceptor.devices import Backend
+    from radium.acceptor.gpu_sharing import Sharing
 
 log = logging.getLogger(__name__)
 NOTICE = "notice"
@@ -83,6 +84,7 @@ class Slots:
         sandbox: Sandbox | None = None,
         limits: Cgroups | None = None,
         engine: Engine | None = None,
+        sharing: Sharing | None = None,
     ) -> None:
         self.root = Path(state_dir) / "slots"
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -90,6 +92,8 @@ class Slots:
             directory.chmod(0o700)
         #: Starts and ends the workers (their mode, confinement and limits).
         self.launcher = Launcher(backend, sandbox, limits, engine)
+        #: How fractional leases share a GPU: their uid group, MPS environment and refusal.
+        self.sharing = self.launcher.sharing = sharing
         self.lock = threading.Lock()
         self.workers: dict[str, Worker] = {}  # guarded by lock
         #: lease id -> its worker uid, for every slot (guarded by lock): a grant picks a free
@@ -100,8 +104,8 @@ class Slots:
             config = sandbox.config
             self.uid_locks = UidLocks(config.uid_lock_dir, config.uid_min, config.uid_max)
             for lease_id, uid in list(self.uids.items()):  # after a restart: lock them again
-                kept = self.uid_locks.keep_for(uid, self._dir(lease_id) / "home")
                 record = self.record(lease_id)
+                kept = self._keep_uid(uid, lease_id, record)
                 if kept != uid and record is not None:
                     dataclasses.replace(record, uid=kept).save(self._dir(lease_id) / "lease.json")
                     self.uids[lease_id] = kept
@@ -111,7 +115,7 @@ class Slots:
         self.granted: dict[str, pb.Lease] = {}
         #: Notified (under lock) on a grant: a connection may arrive before it.
         self.granting = threading.Condition(self.lock)
-        self.meter = Meter()
+        self.meter = Meter(backend.processes if backend is not None else lambda: None)
         #: lease id -> its workers' lines in the log (a tenant's crash loop shares one budget)
         self.budgets = self.launcher.budgets
         #: lease id -> the counters its worker last answered (heartbeat thread; see usage)
@@ -179,7 +183,7 @@ class Slots:
             if lease is None:
                 return None
             # Outside the lock: taking a uid looks at every process of the host.
-            uid = self.uid_locks.take() if self.uid_locks is not None else 0
+            uid = self._take_uid(lease)
             with self.lock:
                 if lease_id in self.granted:
                     record = SlotRecord.of(lease, uid)
@@ -331,9 +335,36 @@ class Slots:
             self.counted.pop(lease_id, None)
         log.log(logging.INFO if started else logging.DEBUG, "slot of lease %s torn down", lease_id)
 
+    def _take_uid(self, lease: pb.Lease) -> int:
+        """A uid of its own for the lease, or its GPU's shared MPS uid for a fraction of an
+        MPS GPU (acceptor/gpu_sharing.py); refused for a fraction of a GPU that cannot share."""
+        group = ""
+        if self.sharing is not None:
+            group = self.sharing.group(list(lease.device_ids), lease.fraction, lease.id)
+        if self.uid_locks is None:
+            return 0
+        if group and self.sharing is not None:
+            return self.sharing.take(group, self.uid_locks)
+        return self.uid_locks.take()
+
+    def _keep_uid(self, uid: int, lease_id: str, record: SlotRecord | None) -> int:
+        """The uid of a slot kept from before a restart, locked again (a shared one counted)."""
+        assert self.uid_locks is not None
+        group = ""
+        if self.sharing is not None and record is not None:
+            with contextlib.suppress(RadiumError):  # a GPU that no longer shares: its own
+                group = self.sharing.group(list(record.devices), record.fraction, lease_id)
+        kept = self.uid_locks.keep_for(uid, self._dir(lease_id) / "home", group)
+        if group and self.sharing is not None and self.uid_locks.sharing(kept) == 1:
+            self.sharing.own(group, kept)
+        return kept
+
     def _release_uid(self, uid: int) -> None:
         if uid and self.uid_locks is not None:
-            self.uid_locks.release(uid)
+            if self.sharing is not None and self.uid_locks.sharing(uid):
+                self.sharing.release(uid, self.uid_locks)  # a GPU's shared MPS uid
+            else:
+                self.uid_locks.release(uid)
 
     def close(self) -> None:
         """Stop every worker (the acceptor is shutting down; slots stay for its restart)."""
@@ -358,11 +389,13 @@ class Slots:
                 self.preempt(lease)
 
     def usage(self) -> list[pb.LeaseUsage]:
-        """What each slot's worker uses: CPU and RSS (with its children) measured here, and
-        the data-plane counters it answered since the last call (docs/data-plane.md)."""
+        """What each slot's worker uses: CPU, RSS and GPU figures (with its children) measured
+        here, and the data-plane counters it answered since the last call (docs/data-plane.md)."""
         report = []
-        for lease_id in self.active():  # a lease without a slot has no worker: zeros
-            cpu, rss = self.meter.measure(worker_pid(self.root / lease_id))
+        leases = self.active()  # a lease without a slot has no worker: zeros
+        measured = self.meter.measure_all({i: worker_pid(self.root / i) for i in leases})
+        for lease_id in leases:
+            used = measured[lease_id]
             worker = self._live(lease_id)
             counters = worker.counters() if worker is not None else None
             if counters is not None:
@@ -370,8 +403,10 @@ class Slots:
             report.append(
                 pb.LeaseUsage(
                     lease_id=lease_id,
-                    cpu_percent=cpu,
-                    rss_bytes=rss,
+                    cpu_percent=used.cpu_percent,
+                    rss_bytes=used.rss_bytes,
+                    gpu_memory_bytes=used.gpu_memory_bytes,
+                    gpu_sm_percent=used.gpu_sm_percent,
                     **self.counted.get(lease_id, {}),  # type: ignore[arg-type]
                 )
             )

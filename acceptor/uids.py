@@ -10,6 +10,10 @@ the host still runs as (a container-mode worker an acceptor left when it died, a
 container's subordinate uid, a local user) is skipped as well. Lock files are never removed:
 unlinking one could let two openers lock two different files of one name. Each is empty; the
 range bounds how many there are.
+
+A *group* shares one uid among its leases: the fractional leases of one GPU, whose MPS server
+serves one uid at a time (:mod:`radium.acceptor.gpu_sharing`). Its uid is taken by its first
+lease, counted, and goes back to the host with its last (docs/security.md, the trade-off).
 """
 
 from __future__ import annotations
@@ -37,30 +41,56 @@ class UidLocks:
         self.first, self.last = first, last
         self.directory = _lock_dir(directory)
         self.held: dict[int, int] = {}  # uid -> its locked lock file (guarded by lock)
+        #: group -> its shared uid, and each shared uid's leases (guarded by lock)
+        self.groups: dict[str, int] = {}
+        self.users: dict[int, int] = {}
         self.lock = threading.Lock()
 
-    def take(self) -> int:
+    def take(self, group: str = "") -> int:
         """The lowest uid of the range no acceptor holds and no process of the host runs as,
-        locked for this acceptor until :meth:`release`."""
+        locked for this acceptor until :meth:`release`; a ``group``'s uid when it has one
+        (one more lease counted on it)."""
+        with self.lock:
+            if group in self.groups:
+                return self._join(group, self.groups[group])
         busy = _host_uids()
         with self.lock:
+            if group in self.groups:  # taken by another lease of the group meanwhile
+                return self._join(group, self.groups[group])
             for uid in range(self.first, self.last + 1):
                 if uid not in busy and uid not in self.held and self._lock(uid):
-                    return uid
+                    return self._join(group, uid) if group else uid
         raise SandboxError(
             f"every worker uid of {self.first}..{self.last} is in use on this host",
             hint="widen acceptor.sandbox.uid_min/uid_max (shared by every acceptor on the host)",
         )
 
-    def keep_for(self, uid: int, home: Path) -> int:
+    def _join(self, group: str, uid: int) -> int:
+        """Count one more lease on the group's uid (under ``self.lock``)."""
+        self.groups[group] = uid
+        self.users[uid] = self.users.get(uid, 0) + 1
+        return uid
+
+    def sharing(self, uid: int) -> int:
+        """How many leases share ``uid`` (0: it is no group's)."""
+        with self.lock:
+            return self.users.get(uid, 0)
+
+    def keep_for(self, uid: int, home: Path, group: str = "") -> int:
         """The uid of a slot kept from before a restart, locked again: ``uid`` itself, or a
         free one (the files of the lease's ``home`` given to it) when another acceptor took
-        ``uid`` while this one was down, or when it is 0 (a slot made with the sandbox off)."""
+        ``uid`` while this one was down, or when it is 0 (a slot made with the sandbox off);
+        for a ``group``'s lease, the uid the group has now if it has one."""
         if uid:
             with self.lock:
-                if uid in self.held or self._lock(uid):
+                if not group and (uid in self.held or self._lock(uid)):
                     return uid
-        new = self.take()
+                if group and self.groups.get(group) == uid:
+                    return self._join(group, uid)
+                free = group not in self.groups and uid not in self.held
+                if group and free and self._lock(uid):
+                    return self._join(group, uid)
+        new = self.take(group)  # the group's uid now, if it has one: the files go to it
         for path in [home, *_tree(home)]:
             with contextlib.suppress(FileNotFoundError):
                 if os.lstat(path).st_uid == uid:
@@ -86,12 +116,21 @@ class UidLocks:
         self.held[uid] = fd
         return True
 
-    def release(self, uid: int) -> None:
-        """Give ``uid`` back to the host (its lease's processes are all gone)."""
+    def release(self, uid: int) -> bool:
+        """Give ``uid`` back to the host (its lease's processes are all gone); a group's uid
+        only with its last lease. True when it went back."""
         with self.lock:
+            if uid in self.users:
+                self.users[uid] -= 1
+                if self.users[uid] > 0:
+                    return False
+                del self.users[uid]
+                for group in [g for g, u in self.groups.items() if u == uid]:
+                    del self.groups[group]
             fd = self.held.pop(uid, None)
         if fd is not None:
             os.close(fd)  # the last reference to the open file: the flock goes with it
+        return fd is not None
 
     def close(self) -> None:
         """Release every uid and the directory (tests; the process's exit does the same)."""

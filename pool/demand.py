@@ -32,8 +32,19 @@ Entry = tuple[float, str, int]
 Demand = tuple[int, float, int, int, int, Selector]
 
 
+#: The selector item a demand for part of one GPU carries: a device labelled
+#: ``sharing=exclusive`` (an NVIDIA GPU whose acceptor cannot run MPS, docs/gpus.md) takes
+#: whole-GPU leases only. Not a label name (labels have no space), so no user selector has it.
+SHARED = (" shared", "")
+#: The device label that says how a GPU is shared, and the value that refuses fractions.
+SHARING, EXCLUSIVE = "sharing", "exclusive"
+
+
 def demand_of(request: Request) -> Demand:
-    selector = tuple(sorted((k, v) for k, v in request.selector.items() if k != "acceptor"))
+    items = [(k, v) for k, v in request.selector.items() if k != "acceptor"]
+    if not request.gpus and request.fraction < 1:
+        items.append(SHARED)
+    selector = tuple(sorted(items))
     return (
         request.gpus,
         request.fraction,
@@ -51,8 +62,10 @@ def need_mib(demand: Demand, memory_mib: int) -> int:
         return memory_mib
     if memory:
         return memory
-    # The epsilon keeps float noise (0.47 * 16000 = 7520.000000000001) from costing a MiB.
-    return max(1, math.ceil(fraction * memory_mib - 1e-6))
+    # Rounded down, so that n leases of 1/n always fit one device (two halves of an odd
+    # 81559 MiB H100 took 40780 each, one MiB more than it has); the epsilon keeps float
+    # noise (0.47 * 16000 = 7519.999...) from costing a MiB.
+    return max(1, math.floor(fraction * memory_mib + 1e-6))
 
 
 def value_matches(wanted: str, have: str | None) -> bool:
@@ -82,6 +95,10 @@ def kind_matches(
     if memory < min_memory:
         return False
     for key, wanted in selector:
+        if (key, wanted) == SHARED:
+            if dict(device_labels).get(SHARING) == EXCLUSIVE:
+                return False
+            continue
         if key == "vendor":
             have: str | None = vendor
         elif key == "model":
@@ -148,6 +165,8 @@ def placement(
     if demand[0] or not devices:
         return Placement(acceptor.name, devices, 1.0 if devices else 0.0)
     ((device_id, mib),) = devices.items()
+    if demand[1] and not demand[2]:  # the fraction asked for, not its memory rounded down
+        return Placement(acceptor.name, devices, demand[1])
     return Placement(acceptor.name, devices, mib / acceptor.devices[device_id].device.memory_mib)
 
 

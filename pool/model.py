@@ -147,9 +147,9 @@ class Placement:
 
 @dataclass(frozen=True)
 class Usage:
-    """What a lease's worker used, from its acceptor's last heartbeat: CPU and RSS the acceptor
-    measured, and the data-plane counters the worker reported (it runs the tenant's code, so
-    they are the tenant's word; the acceptor only bounds them)."""
+    """What a lease's worker used, from its acceptor's last heartbeat: CPU, RSS and GPU use the
+    acceptor measured, and the data-plane counters the worker reported (it runs the tenant's
+    code, so they are the tenant's word; the acceptor only bounds them)."""
 
     cpu_percent: float = 0.0
     rss_bytes: int = 0
@@ -158,6 +158,8 @@ class Usage:
     bytes_out: int = 0
     busy_seconds: float = 0.0
     errors: int = 0
+    gpu_memory_bytes: int = 0
+    gpu_sm_percent: float = 0.0
 
 
 @dataclass

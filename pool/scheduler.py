@@ -6,6 +6,7 @@ Where it goes is :mod:`radium.pool.placement`'s job, scored by a policy from
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Iterable
 
@@ -60,6 +61,15 @@ def place(
     if not placer.free_summary(request)[0] and not any(
         matches(a, s.device, request) for a in acceptors for s in a.devices.values()
     ):
+        whole = dataclasses.replace(request, gpus=1, fraction=0.0, memory_mib=0)
+        if not request.gpus and any(
+            matches(a, s.device, whole) for a in acceptors for s in a.devices.values()
+        ):  # only GPUs labelled sharing=exclusive match: their acceptors cannot run MPS
+            raise InvalidRequestError(
+                f"no device in the pool takes {request.describe()}: the GPUs that match take "
+                "whole-GPU leases only (sharing=exclusive: NVIDIA MPS is not available there)",
+                hint="ask for whole GPUs, or see radium gpus and docs/gpus.md",
+            )
         raise InvalidRequestError(f"no device in the pool matches {request.describe()}")
     raise no_capacity(request, placer, "")
 

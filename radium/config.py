@@ -230,6 +230,15 @@ class AcceptorConfig:
     engine: str = ""
     #: Its socket; "" = unix:///var/run/docker.sock or /run/containerd/containerd.sock.
     engine_address: str = ""
+    #: How fractional leases share an NVIDIA GPU: "mps" (under an NVIDIA MPS control daemon
+    #: per GPU: compute share and memory enforced; a GPU without MPS takes whole leases only)
+    #: or "unenforced" (fractions without MPS: nothing keeps a lease to its share).
+    gpu_sharing: str = "mps"
+    #: The nvidia-cuda-mps-control binary; "" = found on PATH, then in /usr/local/nvidia/bin.
+    mps_control: str = ""
+    #: Root's directory of each GPU's MPS pipe and log directories. Not under state_dir: the
+    #: MPS server, run as the GPU's shared worker uid, must reach its pipe directory.
+    mps_dir: str = "/run/radium/mps"
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     #: A pool with TLS is reached with an acceptor certificate instead of the token.
     tls: TlsConfig = field(default_factory=TlsConfig)
@@ -283,6 +292,16 @@ class Config:
             raise ConfigError(
                 'config key acceptor.backend must be "auto", "nvml" or "cpu", '
                 f"got {self.acceptor.backend!r}"
+            )
+        if self.acceptor.gpu_sharing not in ("mps", "unenforced"):
+            raise ConfigError(
+                'config key acceptor.gpu_sharing must be "mps" or "unenforced", '
+                f"got {self.acceptor.gpu_sharing!r}"
+            )
+        if not self.acceptor.mps_dir.startswith("/"):
+            raise ConfigError(
+                "config key acceptor.mps_dir must be an absolute path, "
+                f"got {self.acceptor.mps_dir!r}"
             )
         if self.acceptor.engine not in ("", "docker", "containerd"):
             raise ConfigError(

@@ -184,3 +184,10 @@ class UnsafeStateDirError(RadiumError):
     is written there."""
 
     kind = Kind.PERMISSION_DENIED
+
+
+class DeviceError(RadiumError):
+    """An accelerator or its vendor library cannot be used or queried (NVML, the driver's
+    libraries, the loader cache that names them)."""
+
+    kind = Kind.FAILED_PRECONDITION

@@ -49,7 +49,10 @@ class Pool(pb_grpc.PoolServicer):
                      state="released", fraction=1.0)
             for n in range(MANY_LEASES)
         ]  # fmt: skip
-        return pb.ListLeasesResponse(leases=leases if request.all else [])
+        gpu = pb.Lease(id="l-gpu", acceptor="acc", device_ids=["0"], holder="node/g",
+                       state="active", fraction=0.5, memory_mib=40960, rss_bytes=300 << 20,
+                       gpu_memory_bytes=3 << 30, gpu_sm_percent=61.6)  # fmt: skip
+        return pb.ListLeasesResponse(leases=leases if request.all else [gpu])
 
     def Status(self, request: pb.StatusRequest, context: object) -> pb.StatusResponse:
         return pb.StatusResponse(
@@ -261,6 +264,15 @@ def test_a_closed_stdout_ends_a_command_quietly(argv: tuple[str, ...], env: dict
     for _ in range(3):
         done = into_closed_pipe(argv, env)
         assert (done.returncode, done.stderr) == (EXIT_PIPE_CLOSED, "")
+
+
+def test_leases_shows_each_lease_s_gpu_use(env: dict[str, str]) -> None:
+    done = run("leases", env=env)
+    assert done.returncode == 0 and done.stderr == ""
+    header, row = done.stdout.splitlines()[:2]
+    shown = dict(zip(header.replace("RSS MiB", "RSS").replace("GPU MiB", "GPU").split(),
+                     row.split()))  # fmt: skip
+    assert (shown["RSS"], shown["GPU"], shown["SM"]) == ("300", "3072", "62%")
 
 
 def test_leases_into_head_ends_quietly(env: dict[str, str]) -> None:

@@ -70,7 +70,7 @@ def pool_leases(now: float = 1000.0) -> list[pb.Lease]:
             id=LEASE_ID, acceptor="acc-1", device_ids=["cpu0"], fraction=0.5, memory_mib=8192,
             holder="node-a/c1", queue="research", priority="train", state="active",
             expires_at=now + 30, ttl_seconds=30, cpu_percent=97.4, rss_bytes=200 << 20,
-            created_at=now - 150,
+            gpu_memory_bytes=5 << 30, gpu_sm_percent=42.4, created_at=now - 150,
             calls=12345, bytes_in=3 << 30, bytes_out=1536, busy_seconds=4.25, errors=2,
             credential="secret",
         ),
@@ -148,7 +148,8 @@ def test_snapshot_shows_each_lease_with_holder_queue_and_device() -> None:
     assert lease[5] == "2m"  # age: granted 150 s before this test's clock
     assert lease[:5] + lease[6:] == [
         SHORT, "node-a/c1", "research", "train", "active", "acc-1", "cpu0", "0.50",
-        "97%", "200.0", "MiB", "12345", "2", "4.2s", "3.0", "GiB", "1.5", "KiB",
+        "97%", "200.0", "MiB", "5.0", "GiB", "42%", "12345", "2", "4.2s", "3.0", "GiB", "1.5",
+        "KiB",
     ]  # fmt: skip
     assert LEASE_ID not in text and "secret" not in text
     assert line_with(text, "l-fedcba98").split()[1:5] == ["node-c/c3", "default", "batch",

@@ -55,6 +55,8 @@ def _gpus(args: argparse.Namespace) -> int:
             d.device.vendor,
             d.device.model,
             d.device.memory_mib,
+            # How fractional leases share it (docs/gpus.md): "-" where the acceptor says nothing.
+            d.device.labels.get("sharing", "-"),
             f"{d.allocated_fraction:.2f}",
             "up" if d.up else "DOWN",
             ",".join(d.holders) or "-",
@@ -69,6 +71,7 @@ def _gpus(args: argparse.Namespace) -> int:
                 "VENDOR",
                 "MODEL",
                 "MEMORY MiB",
+                "SHARING",
                 "ALLOCATED",
                 "STATE",
                 "HOLDERS",
@@ -104,6 +107,8 @@ def _leases(args: argparse.Namespace) -> int:
             le.memory_mib,
             f"{le.cpu_percent:.0f}%",
             f"{le.rss_bytes >> 20}",
+            f"{le.gpu_memory_bytes >> 20}",
+            f"{le.gpu_sm_percent:.0f}%",
             f"{le.expires_at - now:.0f}s" if le.state == "active" else "-",
         )
         for le in leases
@@ -123,6 +128,8 @@ def _leases(args: argparse.Namespace) -> int:
                 "MiB",
                 "CPU",
                 "RSS MiB",
+                "GPU MiB",
+                "SM",
                 "EXPIRES IN",
             ),
             rows,

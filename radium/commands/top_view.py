@@ -138,7 +138,8 @@ def devices(status: pb.StatusResponse) -> Table:
 def leases(rows: Sequence[pb.Lease], now: float) -> Table:
     table = _table(
         "LEASES", "LEASE", "HOLDER", "QUEUE", "PRIORITY", "STATE", "AGE", "ACCEPTOR",
-        "DEVICES", "FRACTION", "CPU", "RSS", "CALLS", "ERRORS", "BUSY", "IN", "OUT",
+        "DEVICES", "FRACTION", "CPU", "RSS", "GPU MEM", "SM", "CALLS", "ERRORS", "BUSY", "IN",
+        "OUT",
     )  # fmt: skip
     for le in rows:
         live = le.state not in ENDED
@@ -155,6 +156,8 @@ def leases(rows: Sequence[pb.Lease], now: float) -> Table:
             f"{le.fraction:.2f}",
             f"{le.cpu_percent:.0f}%",
             size(le.rss_bytes),
+            size(le.gpu_memory_bytes),
+            f"{le.gpu_sm_percent:.0f}%",
             le.calls,
             le.errors,
             f"{le.busy_seconds:.1f}s",

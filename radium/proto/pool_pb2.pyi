@@ -87,7 +87,7 @@ class AllocateRequest(_message.Message):
     def __init__(self, gpus: _Optional[int] = ..., fraction: _Optional[float] = ..., memory_mib: _Optional[int] = ..., selector: _Optional[_Mapping[str, str]] = ..., min_memory_mib: _Optional[int] = ..., queue: _Optional[str] = ..., holder: _Optional[str] = ..., ttl_seconds: _Optional[int] = ..., wait_seconds: _Optional[float] = ..., image: _Optional[str] = ..., worker: _Optional[str] = ..., priority: _Optional[str] = ..., cpu_milli: _Optional[int] = ...) -> None: ...
 
 class Lease(_message.Message):
-    __slots__ = ("id", "acceptor", "data_address", "device_ids", "fraction", "memory_mib", "credential", "ttl_seconds", "holder", "state", "expires_at", "queue", "cpu_percent", "rss_bytes", "image", "worker", "priority", "preempted_at", "preempted_for", "cpu_milli", "calls", "bytes_in", "bytes_out", "busy_seconds", "errors", "created_at")
+    __slots__ = ("id", "acceptor", "data_address", "device_ids", "fraction", "memory_mib", "credential", "ttl_seconds", "holder", "state", "expires_at", "queue", "cpu_percent", "rss_bytes", "image", "worker", "priority", "preempted_at", "preempted_for", "cpu_milli", "calls", "bytes_in", "bytes_out", "busy_seconds", "errors", "created_at", "gpu_memory_bytes", "gpu_sm_percent")
     ID_FIELD_NUMBER: _ClassVar[int]
     ACCEPTOR_FIELD_NUMBER: _ClassVar[int]
     DATA_ADDRESS_FIELD_NUMBER: _ClassVar[int]
@@ -114,6 +114,8 @@ class Lease(_message.Message):
     BUSY_SECONDS_FIELD_NUMBER: _ClassVar[int]
     ERRORS_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    GPU_MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    GPU_SM_PERCENT_FIELD_NUMBER: _ClassVar[int]
     id: str
     acceptor: str
     data_address: str
@@ -140,7 +142,9 @@ class Lease(_message.Message):
     busy_seconds: float
     errors: int
     created_at: float
-    def __init__(self, id: _Optional[str] = ..., acceptor: _Optional[str] = ..., data_address: _Optional[str] = ..., device_ids: _Optional[_Iterable[str]] = ..., fraction: _Optional[float] = ..., memory_mib: _Optional[int] = ..., credential: _Optional[str] = ..., ttl_seconds: _Optional[int] = ..., holder: _Optional[str] = ..., state: _Optional[str] = ..., expires_at: _Optional[float] = ..., queue: _Optional[str] = ..., cpu_percent: _Optional[float] = ..., rss_bytes: _Optional[int] = ..., image: _Optional[str] = ..., worker: _Optional[str] = ..., priority: _Optional[str] = ..., preempted_at: _Optional[float] = ..., preempted_for: _Optional[str] = ..., cpu_milli: _Optional[int] = ..., calls: _Optional[int] = ..., bytes_in: _Optional[int] = ..., bytes_out: _Optional[int] = ..., busy_seconds: _Optional[float] = ..., errors: _Optional[int] = ..., created_at: _Optional[float] = ...) -> None: ...
+    gpu_memory_bytes: int
+    gpu_sm_percent: float
+    def __init__(self, id: _Optional[str] = ..., acceptor: _Optional[str] = ..., data_address: _Optional[str] = ..., device_ids: _Optional[_Iterable[str]] = ..., fraction: _Optional[float] = ..., memory_mib: _Optional[int] = ..., credential: _Optional[str] = ..., ttl_seconds: _Optional[int] = ..., holder: _Optional[str] = ..., state: _Optional[str] = ..., expires_at: _Optional[float] = ..., queue: _Optional[str] = ..., cpu_percent: _Optional[float] = ..., rss_bytes: _Optional[int] = ..., image: _Optional[str] = ..., worker: _Optional[str] = ..., priority: _Optional[str] = ..., preempted_at: _Optional[float] = ..., preempted_for: _Optional[str] = ..., cpu_milli: _Optional[int] = ..., calls: _Optional[int] = ..., bytes_in: _Optional[int] = ..., bytes_out: _Optional[int] = ..., busy_seconds: _Optional[float] = ..., errors: _Optional[int] = ..., created_at: _Optional[float] = ..., gpu_memory_bytes: _Optional[int] = ..., gpu_sm_percent: _Optional[float] = ...) -> None: ...
 
 class LeaseRef(_message.Message):
     __slots__ = ("lease_id",)
@@ -393,7 +397,7 @@ class RegisterResponse(_message.Message):
     def __init__(self, heartbeat_interval: _Optional[float] = ..., leases: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ..., images: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class LeaseUsage(_message.Message):
-    __slots__ = ("lease_id", "cpu_percent", "rss_bytes", "calls", "bytes_in", "bytes_out", "busy_seconds", "errors")
+    __slots__ = ("lease_id", "cpu_percent", "rss_bytes", "calls", "bytes_in", "bytes_out", "busy_seconds", "errors", "gpu_memory_bytes", "gpu_sm_percent")
     LEASE_ID_FIELD_NUMBER: _ClassVar[int]
     CPU_PERCENT_FIELD_NUMBER: _ClassVar[int]
     RSS_BYTES_FIELD_NUMBER: _ClassVar[int]
@@ -402,6 +406,8 @@ class LeaseUsage(_message.Message):
     BYTES_OUT_FIELD_NUMBER: _ClassVar[int]
     BUSY_SECONDS_FIELD_NUMBER: _ClassVar[int]
     ERRORS_FIELD_NUMBER: _ClassVar[int]
+    GPU_MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    GPU_SM_PERCENT_FIELD_NUMBER: _ClassVar[int]
     lease_id: str
     cpu_percent: float
     rss_bytes: int
@@ -410,7 +416,9 @@ class LeaseUsage(_message.Message):
     bytes_out: int
     busy_seconds: float
     errors: int
-    def __init__(self, lease_id: _Optional[str] = ..., cpu_percent: _Optional[float] = ..., rss_bytes: _Optional[int] = ..., calls: _Optional[int] = ..., bytes_in: _Optional[int] = ..., bytes_out: _Optional[int] = ..., busy_seconds: _Optional[float] = ..., errors: _Optional[int] = ...) -> None: ...
+    gpu_memory_bytes: int
+    gpu_sm_percent: float
+    def __init__(self, lease_id: _Optional[str] = ..., cpu_percent: _Optional[float] = ..., rss_bytes: _Optional[int] = ..., calls: _Optional[int] = ..., bytes_in: _Optional[int] = ..., bytes_out: _Optional[int] = ..., busy_seconds: _Optional[float] = ..., errors: _Optional[int] = ..., gpu_memory_bytes: _Optional[int] = ..., gpu_sm_percent: _Optional[float] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
     __slots__ = ("name", "usage")

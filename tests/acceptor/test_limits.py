@@ -88,3 +88,43 @@ def test_kill_signals_only_what_is_really_in_the_lease_s_cgroup(tmp_path: Path) 
         stranger.kill()
         stranger.wait()
     assert cgroups.kill("l-none") is True  # no cgroup: nothing to kill
+
+
+def v2_tree(tmp_path: Path, enabled: str, handed_down: str) -> tuple[Cgroups, Path]:
+    """A v2 tree where this process's cgroup (``/svc``) holds pids 11 and 12."""
+    own = tmp_path / "fs" / "svc"
+    own.mkdir(parents=True)
+    (tmp_path / "fs" / "cgroup.controllers").write_text("cpu memory pids\n")
+    (own / "cgroup.controllers").write_text(handed_down)
+    (own / "cgroup.subtree_control").write_text(enabled)
+    (own / "cgroup.procs").write_text("11\n12\n")
+    (tmp_path / "cgroup").write_text("0::/svc\n")
+    return Cgroups(str(tmp_path / "fs"), str(tmp_path / "cgroup")), own
+
+
+def test_v2_processes_move_to_a_leaf_so_the_controllers_reach_the_lease_cgroups(
+    tmp_path: Path,
+) -> None:
+    # As a service's or a container command's cgroup: it holds processes, and no controller
+    # is enabled for its children ("no internal processes" forbids both at once).
+    cgroups, own = v2_tree(tmp_path, enabled="", handed_down="cpu memory pids\n")
+    with pytest.raises(SandboxError, match="no memory controller in"):
+        cgroups.check()  # a fake cgroupfs makes no memory.max: only the moves are checked
+    # Both pids were written to the leaf (a fake file keeps the last), then the controllers
+    # enabled for the children.
+    assert (own / "acceptor" / "cgroup.procs").read_text() == "12"
+    assert (own / "cgroup.subtree_control").read_text() == "+memory +cpu +pids"
+
+
+def test_v2_nothing_moves_where_the_controllers_are_enabled_or_not_handed_down(
+    tmp_path: Path,
+) -> None:
+    cgroups, own = v2_tree(
+        tmp_path / "a", enabled="cpu memory pids\n", handed_down="cpu memory pids\n"
+    )
+    cgroups._delegate()
+    assert not (own / "acceptor").exists()
+    cgroups, own = v2_tree(tmp_path / "b", enabled="", handed_down="cpu\n")
+    cgroups._delegate()  # check() then names the missing controller
+    assert not (own / "acceptor").exists()
+    assert (own / "cgroup.subtree_control").read_text() == ""

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import sys
-import types
 from pathlib import Path
 
-import pytest
 from prometheus_client import CollectorRegistry
 
-from radium.acceptor.devices import CpuBackend, NvmlBackend
+from radium.acceptor.devices import CpuBackend
 from radium.acceptor.metrics import AcceptorCollector
+from radium.acceptor.nvidia import NvmlBackend
 from radium.acceptor.slots import Slots
 from radium.proto import pool_pb2 as pb
+from tests.acceptor.fake_nvml import FakeGpu, FakeNvml
 
 
 def test_per_lease_series_and_cpu_devices_follow_the_leases(tmp_path: Path) -> None:
@@ -52,42 +51,10 @@ def test_per_lease_series_and_cpu_devices_follow_the_leases(tmp_path: Path) -> N
     assert value("radium_acceptor_device_utilization_ratio", {"device": "cpu0"}) == 0.0
 
 
-class FakeNvml(types.ModuleType):
-    """Stands in for nvidia-ml-py (no GPU here): two GPUs, the second half busy."""
-
-    def __init__(self) -> None:
-        super().__init__("pynvml")
-        self.busy = {0: 0, 1: 50}
-        self.used = {0: 0, 1: 3 << 30}
-
-    def nvmlInit(self) -> None:
-        pass
-
-    def nvmlDeviceGetCount(self) -> int:
-        return 2
-
-    def nvmlDeviceGetHandleByIndex(self, index: int) -> int:
-        return index
-
-    def nvmlDeviceGetName(self, handle: int) -> str:
-        return "NVIDIA A10"
-
-    def nvmlDeviceGetUUID(self, handle: int) -> str:
-        return f"GPU-{handle}"
-
-    def nvmlDeviceGetMemoryInfo(self, handle: int) -> types.SimpleNamespace:
-        return types.SimpleNamespace(total=24 << 30, used=self.used[handle])
-
-    def nvmlDeviceGetUtilizationRates(self, handle: int) -> types.SimpleNamespace:
-        return types.SimpleNamespace(gpu=self.busy[handle], memory=0)
-
-
-def test_nvml_devices_report_what_nvml_measures(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setitem(sys.modules, "pynvml", FakeNvml())
+def test_nvml_devices_report_what_nvml_measures(tmp_path: Path) -> None:
+    nvml = FakeNvml(FakeGpu("GPU-0", 0, total=24 << 30), FakeGpu("GPU-1", 1, busy=50, used=3 << 30))
     registry = CollectorRegistry()
-    registry.register(AcceptorCollector(Slots(str(tmp_path)), NvmlBackend()))
+    registry.register(AcceptorCollector(Slots(str(tmp_path)), NvmlBackend(nvml)))
     value = registry.get_sample_value
     assert value("radium_acceptor_device_utilization_ratio", {"device": "1"}) == 0.5
     assert value("radium_acceptor_device_memory_used_bytes", {"device": "1"}) == 3 << 30

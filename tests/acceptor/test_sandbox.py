@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from radium.acceptor import seccomp
-from radium.acceptor.devices import nvidia_nodes
 from radium.acceptor.limits import Share
+from radium.acceptor.nvidia_files import nvidia_nodes
 from radium.acceptor.sandbox import HOME_TARGET, HostView, Sandbox, Tenant, host_view
 from radium.config import SandboxConfig
 
-FDS = {"seccomp": 11, "passwd": 12, "group": 13, "info": 14, "block": 15}
+FDS = {"seccomp": 11, "passwd": 12, "group": 13, "nsswitch": 16, "info": 14, "block": 15}
 
 
 def fake_root(tmp_path: Path) -> Path:
@@ -124,10 +124,10 @@ def test_container_mode_gets_the_same_guarantees_from_the_engine() -> None:
 
 
 def test_nvidia_device_nodes_are_the_lease_s_and_the_control_nodes(tmp_path: Path) -> None:
+    (tmp_path / "dev").mkdir()
     for name in ("nvidiactl", "nvidia-uvm", "nvidia0", "nvidia1", "nvidia2"):
-        (tmp_path / name).write_text("")
-    assert nvidia_nodes([2], tmp_path) == [str(tmp_path / n) for n in ("nvidiactl", "nvidia-uvm",
-                                                                         "nvidia2")]  # fmt: skip
+        (tmp_path / "dev" / name).write_text("")
+    assert nvidia_nodes([2], tmp_path) == ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia2"]
 
 
 @pytest.mark.parametrize(

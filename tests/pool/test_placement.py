@@ -222,3 +222,16 @@ def test_an_acceptor_registered_again_is_placed_by_its_new_devices_and_labels() 
     p.update(again)
     chosen = p.place(Request(gpus=2, selector={"model": "A10", "zone": "b"}))
     assert chosen is not None and chosen.devices == {"0": 1000, "1": 1000}
+
+
+def test_n_leases_of_one_nth_fit_a_device_of_any_size_and_keep_their_fraction() -> None:
+    # An H100 has 81559 MiB: two halves rounded up took 40780 MiB each, one more than it has.
+    h100 = AcceptorState("gpu", "", {}, {"0": DeviceState(Device("0", "nvidia", "H100", 81559))})
+    p = placer(BestFit(), h100)
+    first = p.place(Request(fraction=0.5))
+    assert first is not None and first.fraction == 0.5 and first.devices == {"0": 40779}
+    h100.devices["0"].used_mib = 40779
+    p.update(h100)
+    second = p.place(Request(fraction=0.5))
+    assert second is not None and second.fraction == 0.5
+    assert need_mib(demand_of(Request(fraction=0.47)), 16000) == 7520  # float noise costs none

@@ -104,8 +104,7 @@ def train(args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
     torch.manual_seed(0)
     torch.use_deterministic_algorithms(True)  # reaches the worker, unlike cudnn's flags
     # Not torch.backends.cudnn.deterministic: remoted, that module's flags do not reach the
-    # worker (docs/gpus.md); the same GPU picks the same algorithms, differing only in the
-    # order of some sums: the losses agree closely, not exactly.
+    # worker (docs/gpus.md). Deterministic algorithms do, so both sides sum in one order.
     batches = 8
     images = torch.randn(batches * args.batch, 1, 28, 28, device=device)
     teacher = torch.randn(28 * 28, 10, device=device)

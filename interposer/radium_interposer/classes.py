@@ -142,7 +142,7 @@ def local_or_stand_in(path: str, exception: Any) -> type:
     (``builtins.float``, a stdlib class), else the stand-in of the remote class."""
     module = path.rpartition(".")[0]
     loaded = sys.modules.get(module)
-    if loaded is not None and not getattr(loaded, "__radium_remote__", False):
+    if loaded is not None and not structs.remote_module(loaded):
         found: Any = loaded
         for part in path[len(module) + 1 :].split("."):
             found = structs.own_attribute(found, part)  # nothing runs on the worker's word

@@ -22,7 +22,7 @@ from collections import OrderedDict
 from types import FrameType
 from typing import Any, Dict, List, Optional, Set, Tuple
 
-from radium_interposer import wire
+from radium_interposer import structs, wire
 from radium_interposer.errors import rebuild_error
 
 #: Warnings replayed per answer, characters of a text, repeats of one warning, at most.
@@ -161,7 +161,7 @@ def _category(path: Any, builtin: Any) -> type:
     if path.startswith("radium_shipped."):  # the program's own class, shipped: its own here
         path = path[len("radium_shipped.") :]
     module = sys.modules.get(path.rpartition(".")[0])
-    if module is not None and not getattr(module, "__radium_remote__", False):
+    if module is not None and not structs.remote_module(module):
         found: Any = codec.find_class(path)  # a module of this program's: its class, or none
     else:
         found = classes.local_or_stand_in(path, exception=base.__name__)

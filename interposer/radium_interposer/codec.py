@@ -77,7 +77,7 @@ unpickle: Optional[Callable[[Dict[str, Any], Buffers], Any]] = None
 def _numpy() -> Any:
     """numpy when this process already imported a local one: an array can only exist if it did."""
     np = sys.modules.get("numpy")
-    return None if getattr(np, "__radium_remote__", False) else np
+    return None if structs.remote_module(np) else np
 
 
 def is_array(obj: Any) -> bool:
@@ -217,7 +217,7 @@ def find_class(path: str, modules: Modules = loaded) -> Optional[type]:
 def _own_numpy(modules: Modules) -> Any:
     """This side's own numpy as ``modules`` gives it (not a remoted one), or None."""
     np = None if numpy_is_remote else modules("numpy")
-    return None if getattr(np, "__radium_remote__", False) else np
+    return None if structs.remote_module(np) else np
 
 
 def is_plain(obj: Any, budget: Optional[List[int]] = None) -> bool:

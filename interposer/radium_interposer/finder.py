@@ -61,11 +61,17 @@ class RemoteModule(types.ModuleType):
         if attr.startswith("__") and attr.endswith("__"):
             raise AttributeError(attr)
         kind = self.__radium_directory__.get(attr)
+        if kind == "l":  # a property of the module's class: the worker's value now, not kept
+            return proxy._call("builtins.getattr", self._rd_itself(), attr, pipeline=False)
         if kind is None or kind == "m":
             try:
                 value: Any = importlib.import_module(f"{self.__name__}.{attr}")
             except ImportError:
-                raise AttributeError(f"remote module {self.__name__!r} has no {attr!r}") from None
+                if kind == "m":
+                    raise AttributeError(
+                        f"remote module {self.__name__!r} has no {attr!r}"
+                    ) from None
+                value = self._rd_dynamic(attr)
         elif isinstance(kind, list) and kind[0] == "c":
             from radium_interposer import classes
 
@@ -76,6 +82,28 @@ class RemoteModule(types.ModuleType):
             value = proxy.Remote({"$": "p", "p": f"{self.__name__}.{attr}"}, "", None)
         setattr(self, attr, value)
         return value
+
+    def __setattr__(self, attr: str, value: Any) -> None:
+        directory = self.__dict__.get("__radium_directory__", {})
+        if directory.get(attr) == "l":  # torch.backends.cudnn.benchmark = True: the worker's
+            proxy._call("builtins.setattr", self._rd_itself(), attr, value, pipeline=False)
+        else:
+            super().__setattr__(attr, value)
+
+    def _rd_dynamic(self, attr: str) -> Any:
+        """An attribute the module makes on demand (a module ``__getattr__``, PEP 562, or a
+        module object standing in for another, as torch.backends.cudnn): the worker's."""
+        missing: Set[str] = self.__dict__.setdefault("__radium_missing__", set())
+        if attr not in missing:
+            try:
+                return proxy._call("builtins.getattr", self._rd_itself(), attr, pipeline=False)
+            except AttributeError:
+                missing.add(attr)  # hasattr() in a loop asks once
+        raise AttributeError(f"remote module {self.__name__!r} has no {attr!r}")
+
+    def _rd_itself(self) -> proxy.Remote:
+        """This module on the worker, as a call's argument (by its import path)."""
+        return proxy.Remote({"$": "p", "p": self.__name__}, "", None)
 
     def __dir__(self) -> List[str]:
         return sorted(self.__radium_directory__)

@@ -55,6 +55,20 @@ def directory_entry(value: Any) -> Any:
     return "f"
 
 
+def live_attributes(module: types.ModuleType) -> List[str]:
+    """The settable properties of a module's own class (``torch.backends.cudnn``'s flags are
+    properties of a ModuleType subclass): read and written on the worker at each use, as no
+    snapshot of them holds, and absent from ``dir(module)``."""
+    names: List[str] = []
+    for klass in type(module).__mro__:
+        if klass is types.ModuleType:
+            break
+        for name, value in vars(klass).items():
+            if not name.startswith("_") and hasattr(type(value), "__set__"):
+                names.append(name)
+    return names
+
+
 def method_names(kind: type) -> List[str]:
     """The attributes of ``kind`` the client may reach as methods without a round trip (the
     ``methods`` operation): its callables, but not its classes (``dtype.type`` is

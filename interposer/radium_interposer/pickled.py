@@ -28,7 +28,7 @@ import types
 import weakref
 from typing import Any, Dict, List, Optional, Set, Tuple
 
-from radium_interposer import tensor_sync
+from radium_interposer import structs, tensor_sync
 
 #: Out-of-band buffers per pickle at most: a frame carries at most 64 buffers (wire limits).
 _OOB_MAX = 16
@@ -53,7 +53,7 @@ def is_library_object(obj: Any) -> bool:
         if module_name.split(".")[0] in ("radium_interposer", "radium", "builtins"):
             return False
         module = sys.modules.get(module_name)
-        if getattr(module, "__radium_remote__", False):
+        if structs.remote_module(module):
             return False  # a stand-in's: its objects are the worker's (proxies)
         path = getattr(module, "__file__", None)
         if path and str(path).startswith(installed):

@@ -18,7 +18,7 @@ import sys
 import threading
 from typing import Any, Dict, Optional
 
-from radium_interposer import nested
+from radium_interposer import nested, structs
 
 #: What the client served by this thread told about itself; ``numpy``: it has numpy of its own.
 #: A client that never said (an older interposer) is taken to have it, as before.
@@ -36,7 +36,7 @@ def peer_has_numpy() -> bool:
 
 def _numpy() -> Any:
     np = sys.modules.get("numpy")
-    return None if np is None or getattr(np, "__radium_remote__", False) else np
+    return None if np is None or structs.remote_module(np) else np
 
 
 def plain(obj: Any) -> bool:

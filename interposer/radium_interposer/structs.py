@@ -45,6 +45,13 @@ class DecodeError(ValueError):
     naming code (a module, a class) this side would have to import."""
 
 
+def remote_module(module: Any) -> bool:
+    """Whether a module is the client's stand-in of a remote one (finder.RemoteModule). Asked
+    of its type: a missing attribute of a real module runs its ``__getattr__`` (numpy's
+    formats and raises an error, ~2 us, on every call that looked)."""
+    return bool(getattr(type(module), "__radium_remote__", False))
+
+
 def preload() -> None:
     """Import the modules of :data:`PRELOADED` (a client calls it before its first connection:
     fixed names, not the worker's; a few milliseconds once per process)."""

@@ -19,7 +19,7 @@ import warnings
 from typing import Any, Dict, List, Tuple
 
 from radium_interposer import names, pickled, shipped, shipped_modules, worker_warnings
-from radium_interposer.naming import directory_entry
+from radium_interposer.naming import directory_entry, live_attributes
 
 log = logging.getLogger("radium.worker")
 Reply = Tuple[Dict[str, Any], List[Any]]
@@ -43,6 +43,7 @@ class Definitions:
             for name in dir(module):
                 with contextlib.suppress(Exception):
                     directory[name] = directory_entry(getattr(module, name))
+        directory.update(dict.fromkeys(live_attributes(module), "l"))
         exported = getattr(module, "__all__", None)
         reply = {"dir": directory, "all": list(exported) if exported is not None else None}
         return {**reply, "wf": worker_warnings.filters_of(module.__name__)}, []

@@ -102,9 +102,8 @@ def train(args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
     """SGD on images labelled by a fixed random teacher (so the loss falls); the losses every
     25 steps, and the time of a step once warm (20 steps), waited for at the end."""
     torch.manual_seed(0)
-    torch.use_deterministic_algorithms(True)  # reaches the worker, unlike cudnn's flags
-    # Not torch.backends.cudnn.deterministic: remoted, that module's flags do not reach the
-    # worker (docs/gpus.md). Deterministic algorithms do, so both sides sum in one order.
+    # Both sides sum in one order: the losses must be the same, bit for bit.
+    torch.use_deterministic_algorithms(True)
     batches = 8
     images = torch.randn(batches * args.batch, 1, 28, 28, device=device)
     teacher = torch.randn(28 * 28, 10, device=device)

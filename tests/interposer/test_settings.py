@@ -110,3 +110,22 @@ def test_only_allowed_settings_are_sent_and_thread_counts_capped() -> None:
     assert settings.cap("OMP_NUM_THREADS", "4,2", 3) == "3,2"
     assert settings.cap("OMP_NUM_THREADS", "many", 3) == "many"  # ignored there, as here
     assert settings.cap("CUBLAS_WORKSPACE_CONFIG", ":4096:8", 1) == ":4096:8"
+
+
+def test_framework_flags_set_as_module_properties_reach_the_worker(harness: WorkerHarness) -> None:
+    # torch.backends.cudnn is a module whose flags are properties of its class: absent from
+    # dir(module), they raised AttributeError, and an assignment stayed on the client.
+    result = harness.run(
+        "import torch\n"
+        "cudnn = torch.backends.cudnn\n"
+        "print(cudnn.benchmark, cudnn.deterministic, 'benchmark' in dir(cudnn))\n"
+        "cudnn.benchmark = True\n"
+        "torch.backends.cudnn.deterministic = True\n"
+        "print(cudnn.benchmark, torch._C._get_cudnn_benchmark(), torch._C._get_cudnn_deterministic())\n"
+        "with cudnn.flags(enabled=False):\n"
+        "    print(cudnn.enabled)\n"
+        "print(cudnn.enabled)\n",
+        "torch",
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[:4] == ["False False True", "True True True", "False", "True"]

@@ -121,7 +121,8 @@ def test_framework_flags_set_as_module_properties_reach_the_worker(harness: Work
         "print(cudnn.benchmark, cudnn.deterministic, 'benchmark' in dir(cudnn))\n"
         "cudnn.benchmark = True\n"
         "torch.backends.cudnn.deterministic = True\n"
-        "print(cudnn.benchmark, torch._C._get_cudnn_benchmark(), torch._C._get_cudnn_deterministic())\n"
+        "c = torch._C\n"
+        "print(cudnn.benchmark, c._get_cudnn_benchmark(), c._get_cudnn_deterministic())\n"
         "with cudnn.flags(enabled=False):\n"
         "    print(cudnn.enabled)\n"
         "print(cudnn.enabled)\n",

@@ -183,9 +183,10 @@ class Sandbox:
             args += ["--ro-bind", path, path]
         for kind, source, path in libraries:
             args += [kind, source, path]
-        args += ["--ro-bind-data", str(fds["passwd"]), "/etc/passwd"]
-        args += ["--ro-bind-data", str(fds["group"]), "/etc/group"]
-        args += ["--ro-bind-data", str(fds["nsswitch"]), "/etc/nsswitch.conf"]
+        # Readable by the worker: bubblewrap makes data files 0600 (root's) unless told.
+        for name, path in (("passwd", "/etc/passwd"), ("group", "/etc/group"),
+                           ("nsswitch", "/etc/nsswitch.conf")):  # fmt: skip
+            args += ["--perms", "0644", "--ro-bind-data", str(fds[name]), path]
         for node in tenant.devices:
             args += ["--dev-bind", node, node]
         for source, path in tenant.binds:
@@ -224,8 +225,7 @@ class Sandbox:
         fds = {
             "seccomp": _data_fd(self.filter),
             "passwd": _data_fd(passwd(tenant.uid)),
-            # Users and groups from the files above only: without it each glibc picks its
-            # own default (a worker's uid went unfound on Ubuntu 24.04's).
+            # Users and groups from the files above only, whatever the host's glibc defaults.
             "nsswitch": _data_fd(b"passwd: files\ngroup: files\nshadow: files\n"),
             "group": _data_fd(group(tenant.uid)),
             "info": info_write,

@@ -43,9 +43,41 @@ def test_driver_libraries_outside_the_view_are_bound_read_only(tmp_path: Path) -
         f"(echo x >> {shown}/libnvidia-ml.so.1) 2>/dev/null && echo writable || echo read-only; "
         "id -u"
     )
+    lines = run_in_sandbox(tmp_path, tenant, script, [str(tmp_path / "view")])
+    assert lines == [
+        "the driver",
+        str(real),
+        "read-only",
+        "libcuda.so.1",
+        "libcuda.so.580.159.04",
+        "nvml",
+        "read-only",
+        str(UID),
+    ]
+    assert real.read_text() == "the driver\n"
+
+
+def test_the_worker_s_user_is_found_by_name_and_by_id(tmp_path: Path) -> None:
+    # getpass.getuser() (torch's cache directories) asks USER, then the passwd database. The
+    # sandbox's /etc/passwd was bound 0600 (bubblewrap's default for data), so no lookup found
+    # the worker: a remoted CNN's training failed on the H100 with "uid not found".
+    need_root()
+    home = tmp_path / "home"
+    home.mkdir()
+    os.chown(home, UID, UID)
+    script = (
+        "echo $USER $LOGNAME; id -un; getent passwd $(id -u) | cut -d: -f1,6; "
+        "grep '^passwd' /etc/nsswitch.conf"
+    )
+    lines = run_in_sandbox(tmp_path, Tenant("l-user", UID, home), script, [])
+    assert lines == ["worker worker", "worker", "worker:/lease", "passwd: files"]
+
+
+def run_in_sandbox(tmp_path: Path, tenant: Tenant, script: str, more_view: list[str]) -> list[str]:
+    """``script`` run by ``/bin/sh`` in ``tenant``'s sandbox: its output's lines."""
     out = tmp_path / "out"
     keep_read, keep_write = os.pipe()
-    view = host_view([*python_paths(), str(tmp_path / "view")])
+    view = host_view([*python_paths(), *more_view])
     sandbox = Sandbox(SandboxConfig(), view)  # held: its forking thread's end kills the sandbox
     with out.open("wb") as output:
         process = sandbox.spawn(
@@ -59,14 +91,4 @@ def test_driver_libraries_outside_the_view_are_bound_read_only(tmp_path: Path) -
         finally:
             os.close(keep_read)
             os.close(keep_write)
-    assert out.read_text().splitlines() == [
-        "the driver",
-        str(real),
-        "read-only",
-        "libcuda.so.1",
-        "libcuda.so.580.159.04",
-        "nvml",
-        "read-only",
-        str(UID),
-    ]
-    assert real.read_text() == "the driver\n"
+    return out.read_text().splitlines()

@@ -18,9 +18,16 @@ def nap(marker, seconds):
 def double(x):
     return 2 * x
 """
-PROGRAM = """
+#: Ctrl-C's own handler first: a run started in the background by a shell without job control
+#: inherits SIGINT ignored (so did a whole CI run started with `&`), and then no interrupt comes.
+RESTORE = "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+PROGRAM = (
+    """
 import os, signal, sys, threading, time, traceback
 import slow
+"""
+    + RESTORE
+    + """
 
 MARKER = "running"
 
@@ -33,11 +40,12 @@ def interrupt_once_running():
 
 threading.Thread(target=interrupt_once_running, daemon=True).start()
 try:
-    slow.nap(MARKER, 60)
+    slow.nap(MARKER, 5)
 except KeyboardInterrupt:
     traceback.print_exc(file=sys.stdout)
 print("next:", slow.double(21), slow.double(1))
 """
+)
 
 
 def test_a_caught_interrupt_shows_no_socket_reads_and_the_next_call_gets_its_answer(
@@ -48,16 +56,20 @@ def test_a_caught_interrupt_shows_no_socket_reads_and_the_next_call_gets_its_ans
     assert done.returncode == 0, done.stderr
     out = done.stdout.splitlines()
     assert out[0] == "Traceback (most recent call last):" and out[-2] == "KeyboardInterrupt", out
-    assert "in <module>\n    slow.nap(MARKER, 60)\n" in done.stdout  # the program's own call
+    assert "in <module>\n    slow.nap(MARKER, 5)\n" in done.stdout  # the program's own call
     frames = [line for line in out if line.startswith("  File ")]
     assert not [f for f in frames if "wire.py" in f or "socket.py" in f], frames
     assert out[-1] == "next: 42 2"  # not the interrupted call's answer, read out of step
     assert harness.worker.poll() is None
 
 
-UNCAUGHT = """
+UNCAUGHT = (
+    """
 import os, signal, threading, time
 import slow
+"""
+    + RESTORE
+    + """
 
 
 def interrupt_once_running():
@@ -68,8 +80,9 @@ def interrupt_once_running():
 
 threading.Thread(target=interrupt_once_running, daemon=True).start()
 print(slow.double(2), flush=True)
-slow.nap("running", 60)
+slow.nap("running", 5)
 """
+)
 
 
 def local_frames(stderr: str) -> list[str]:
@@ -86,7 +99,7 @@ def test_an_uncaught_interrupt_or_remote_error_shows_the_program_s_frames_only(
     assert interrupted.returncode == -2 and interrupted.stdout == "4\n", interrupted.stderr
     assert interrupted.stderr.splitlines()[-1] == "KeyboardInterrupt"
     assert [f.split("/")[-1] for f in local_frames(interrupted.stderr)] == [
-        'app.py", line 14, in <module>'
+        'app.py", line 16, in <module>'
     ]
     failed = harness.script("import slow\nslow.double(None)\n", remote="slow:double")
     assert failed.returncode == 1

@@ -41,6 +41,10 @@ class Service:
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
+        """Start it, unless it runs: a second process of it would fail on the first's port and
+        take its place here, and the first would outlive the test."""
+        if self.alive():
+            return
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen(
                 self.argv, stdout=log, stderr=subprocess.STDOUT, env=self.env

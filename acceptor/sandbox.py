@@ -35,6 +35,7 @@ from radium.acceptor import seccomp
 from radium.acceptor.hostview import HostView as HostView  # re-exported: its home was here
 from radium.acceptor.hostview import library_mounts, shown
 from radium.acceptor.limits import Share
+from radium.acceptor.sandbox_users import NSSWITCH, group, passwd
 from radium.config import SandboxConfig
 from radium.errors import SandboxError
 
@@ -104,19 +105,6 @@ def python_paths() -> list[str]:
 
     package = Path(radium_interposer.__file__).resolve().parent
     return [sys.prefix, sys.base_prefix, str(package.parent)]
-
-
-def passwd(uid: int) -> bytes:
-    """``/etc/passwd`` of the sandbox: libraries that look the user up (getpass) find one."""
-    return (
-        "root:x:0:0:root:/nonexistent:/usr/sbin/nologin\n"
-        f"worker:x:{uid}:{uid}:radium lease worker:{HOME_TARGET}:/usr/sbin/nologin\n"
-        "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
-    ).encode()
-
-
-def group(uid: int) -> bytes:
-    return f"root:x:0:\nworker:x:{uid}:\nnogroup:x:65534:\n".encode()
 
 
 def _data_fd(data: bytes) -> int:
@@ -224,9 +212,8 @@ class Sandbox:
         block_read, block_write = os.pipe()
         fds = {
             "seccomp": _data_fd(self.filter),
-            "passwd": _data_fd(passwd(tenant.uid)),
-            # Users and groups from the files above only, whatever the host's glibc defaults.
-            "nsswitch": _data_fd(b"passwd: files\ngroup: files\nshadow: files\n"),
+            "passwd": _data_fd(passwd(tenant.uid, HOME_TARGET)),
+            "nsswitch": _data_fd(NSSWITCH),
             "group": _data_fd(group(tenant.uid)),
             "info": info_write,
             "block": block_read,

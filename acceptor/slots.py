@@ -50,9 +50,10 @@ from radium.acceptor.launcher import Launcher, Worker, worker_pid
 from radium.acceptor.limits import Cgroups
 from radium.acceptor.record import SlotRecord
 from radium.acceptor.sandbox import Sandbox
+from radium.acceptor.slot_uids import WorkerUids
 from radium.acceptor.uids import UidLocks
 from radium.acceptor.usage import Meter
-from radium.errors import LeaseNotFoundError, RadiumError
+from radium.errors import LeaseNotFoundError
 from radium.pool.model import preemption_notice
 from radium.proto import pool_pb2 as pb
 from radium_interposer.control import Counters
@@ -103,9 +104,11 @@ class Slots:
         if sandbox is not None:
             config = sandbox.config
             self.uid_locks = UidLocks(config.uid_lock_dir, config.uid_min, config.uid_max)
+        self.worker_uids = WorkerUids(self.uid_locks, sharing)
+        if self.uid_locks is not None:
             for lease_id, uid in list(self.uids.items()):  # after a restart: lock them again
                 record = self.record(lease_id)
-                kept = self._keep_uid(uid, lease_id, record)
+                kept = self.worker_uids.keep(uid, lease_id, self._dir(lease_id) / "home", record)
                 if kept != uid and record is not None:
                     dataclasses.replace(record, uid=kept).save(self._dir(lease_id) / "lease.json")
                     self.uids[lease_id] = kept
@@ -183,13 +186,13 @@ class Slots:
             if lease is None:
                 return None
             # Outside the lock: taking a uid looks at every process of the host.
-            uid = self._take_uid(lease)
+            uid = self.worker_uids.take(lease)
             with self.lock:
                 if lease_id in self.granted:
                     record = SlotRecord.of(lease, uid)
                     self.uids[lease_id] = uid  # taken: no other slot gets it
             if record is None:  # revoked meanwhile
-                self._release_uid(uid)
+                self.worker_uids.release(uid)
                 return None
             slot.mkdir(mode=0o700, exist_ok=True)
             home = slot / "home"
@@ -328,43 +331,12 @@ class Slots:
                 uid = self.uids.pop(lease_id, 0)
                 self.granted.pop(lease_id, None)
             if ended:  # nothing of the lease is left to meet the uid's next lease
-                self._release_uid(uid)
+                self.worker_uids.release(uid)
             else:
                 why = "processes of its cgroups outlived it"
                 log.error("lease %s: %s; its uid %d stays held", lease_id, why, uid)
             self.counted.pop(lease_id, None)
         log.log(logging.INFO if started else logging.DEBUG, "slot of lease %s torn down", lease_id)
-
-    def _take_uid(self, lease: pb.Lease) -> int:
-        """A uid of its own for the lease, or its GPU's shared MPS uid for a fraction of an
-        MPS GPU (acceptor/gpu_sharing.py); refused for a fraction of a GPU that cannot share."""
-        group = ""
-        if self.sharing is not None:
-            group = self.sharing.group(list(lease.device_ids), lease.fraction, lease.id)
-        if self.uid_locks is None:
-            return 0
-        if group and self.sharing is not None:
-            return self.sharing.take(group, self.uid_locks)
-        return self.uid_locks.take()
-
-    def _keep_uid(self, uid: int, lease_id: str, record: SlotRecord | None) -> int:
-        """The uid of a slot kept from before a restart, locked again (a shared one counted)."""
-        assert self.uid_locks is not None
-        group = ""
-        if self.sharing is not None and record is not None:
-            with contextlib.suppress(RadiumError):  # a GPU that no longer shares: its own
-                group = self.sharing.group(list(record.devices), record.fraction, lease_id)
-        kept = self.uid_locks.keep_for(uid, self._dir(lease_id) / "home", group)
-        if group and self.sharing is not None and self.uid_locks.sharing(kept) == 1:
-            self.sharing.own(group, kept)
-        return kept
-
-    def _release_uid(self, uid: int) -> None:
-        if uid and self.uid_locks is not None:
-            if self.sharing is not None and self.uid_locks.sharing(uid):
-                self.sharing.release(uid, self.uid_locks)  # a GPU's shared MPS uid
-            else:
-                self.uid_locks.release(uid)
 
     def close(self) -> None:
         """Stop every worker (the acceptor is shutting down; slots stay for its restart)."""

@@ -27,6 +27,7 @@ from integration.dockerd import Dockerd
 from integration.pool import PoolCluster, wait_until
 from integration.radium_env import RadiumEnv
 from integration.test_leases import radium_run, stop_agent
+from radium_interposer import wire
 
 RADIUM_CLI = str(Path(sys.executable).parent / "radium")
 SYSTEM_PYTHON = "/usr/bin/python3"
@@ -106,7 +107,7 @@ def probe_both_ways(state_dir: Path, socket_path: Path) -> None:
     assert attack(socket_path) == {"refused": "Permission denied"}
     unprotect(state_dir, socket_path)
     # The same probe, unprotected: an authenticated connection to the victim's worker.
-    assert attack(socket_path) == {"reply": {"ok": True}, "fds": 1}
+    assert attack(socket_path) == {"reply": {"ok": True, "v": wire.VERSION}, "fds": 1}
 
 
 def test_a_local_user_cannot_take_a_containers_lease(

@@ -9,18 +9,22 @@ import json
 import os
 from typing import Any, Dict
 
-__all__ = ["LeasePreempted", "bundle", "container", "report"]
+__all__ = ["LeasePreempted", "VersionMismatch", "bundle", "container", "report"]
 
 #: Where the hook mounts the container's runtime directory (see hook.runtime_target).
 RUNTIME_DIR = os.environ.get("RADIUM_RUNTIME_DIR", "/run/radium")
 
 
 def __getattr__(name: str) -> Any:
-    # The error a program may catch; its module loads when it is first named.
+    # The errors a program may catch; their module loads when one is first named.
     if name == "LeasePreempted":
         from radium_interposer.errors import LeasePreempted
 
         return LeasePreempted
+    if name == "VersionMismatch":
+        from radium_interposer.errors import VersionMismatch
+
+        return VersionMismatch
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

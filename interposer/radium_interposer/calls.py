@@ -12,10 +12,15 @@ import os
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
-from radium_interposer import callbacks, codec, guarded, nested, program_state, tensor_sync
+from radium_interposer import callbacks, codec, guarded, nested, peer, program_state, tensor_sync
 from radium_interposer import client_warnings as warns
 from radium_interposer.client import state
 
+#: ``RADIUM_STREAM=0``: every call waits for its answer (the per-call RPC baseline the
+#: benchmarks compare streaming with).
+STREAM = os.environ.get("RADIUM_STREAM", "1") != "0"
+#: ``RADIUM_BINARY=0``: streamed calls go as JSON frames, not as binary records (to compare).
+BINARY = os.environ.get("RADIUM_BINARY", "1") != "0"
 #: Call sites that returned a remote object, with its type: their calls are pipelined.
 _returns_remote: Dict[str, str] = {}
 
@@ -34,6 +39,11 @@ def invoke(
     # each call, as before, so what a test puts in their place (proxy.decode) is used.
     proxy = sys.modules["radium_interposer.proxy"]
     conn = state.connection()
+    state.counts["calls"] += 1
+    if pipeline and BINARY and STREAM:
+        streamed = _stream(conn, function, args, kwargs, _typed(site, args, proxy.Remote), context)
+        if streamed is not None:
+            return streamed
     buffers: List[Any] = []
     refer = proxy.refer_for(conn, buffers)
     meta: Dict[str, Any] = {"op": "call", "f": function, "r": state.new_id()}
@@ -55,15 +65,13 @@ def invoke(
     if tracking:  # the program's own tensors the worker mirrors: their changes
         meta["tw"] = tensor_sync.changed(buffers)
     synced = tracking or program_state.syncing() or callbacks.held()
+    # Typed after encoding: a local class is told apart from another of its name once shipped.
     site = _typed(site, args, proxy.Remote)
-    predicted = _returns_remote.get(site) if pipeline and not synced else None
-    if predicted is not None and (_may_name_a_file(args, kwargs) or site in warns.sites):
-        predicted = None  # a call site that warns waits: its warnings are raised at its line
-    where = guarded.program_frame() if predicted is not None else None
-    if predicted is not None and guarded.in_try(where):
-        predicted = None  # its error must reach the try's handler (guarded)
-    if predicted is not None:
+    predicted = _returns_remote.get(site) if pipeline and STREAM and not synced else None
+    where = _streams_at(site, args, kwargs) if predicted is not None else None
+    if where is not None:
         meta["nr"] = 1
+        state.counts["streamed"] += 1
         conn.request(meta, buffers, wait=False)
         warns.pipelined(meta["r"], site, where)
         return proxy.make({"$": "h", "id": meta["r"]}, predicted, conn)
@@ -78,6 +86,62 @@ def invoke(
     if isinstance(result, proxy.Remote) and pipeline and "sv" not in result._rd_ref:
         _returns_remote[site] = object.__getattribute__(result, "_rd_type")
     return result
+
+
+def _streams_at(site: str, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Any]:
+    """The program's frame making a call of a site that returns a remote object, when the call
+    may go without waiting; None when it must wait."""
+    if _may_name_a_file(args, kwargs) or site in warns.sites:
+        return None  # a call site that warns waits: its warnings are raised at its line
+    where = guarded.program_frame()
+    if guarded.in_try(where):
+        return None  # its error must reach the try's handler (guarded)
+    return where
+
+
+def _stream(
+    conn: Any,
+    function: Dict[str, Any],
+    args: Tuple[Any, ...],
+    kwargs: Dict[str, Any],
+    site: str,
+    context: Optional[Dict[str, Any]],
+) -> Any:
+    """The result's proxy when the call went as a binary record (docs/data-plane.md,
+    "Batches"); None when it must go as JSON: it waits, or it has another shape, or something
+    else must be said with it (context, working directory, the client's description)."""
+    predicted = _returns_remote.get(site)
+    if (
+        predicted is None
+        or tensor_sync.tracking()
+        or program_state.syncing()
+        or callbacks.held()
+        or conn.serving
+        or (context is not None and context != conn.context)
+        or _cwd() != conn.cwd
+        or not peer.told(conn)
+    ):
+        return None
+    where = _streams_at(site, args, kwargs)
+    if where is None:
+        return None
+    proxy = sys.modules["radium_interposer.proxy"]
+    r = state.new_id()
+    record = conn.templates.record(function, args, kwargs, r, site, _reference(conn, proxy))
+    if record is None:
+        return None
+    program_state.before_call(conn, {})  # globals the program changed: sent before the call
+    state.counts["streamed"] += 1
+    state.counts["records"] += 1
+    conn.stream(record)
+    warns.pipelined(r, site, where)
+    return proxy.make({"$": "h", "id": r}, predicted, conn)
+
+
+def _reference(conn: Any, proxy: Any) -> Any:
+    """The tree of a remote object or module used on ``conn`` (None for anything else)."""
+    reference = proxy.reference
+    return lambda obj: reference(obj, conn)
 
 
 def _typed(site: str, args: Tuple[Any, ...], remote: type) -> str:

@@ -20,13 +20,25 @@ import threading
 import weakref
 from typing import Any, Dict, List, Optional, Sequence
 
-from radium_interposer import RUNTIME_DIR, client_warnings, handshake, peer, structs, wire
+from radium_interposer import (
+    RUNTIME_DIR,
+    client_warnings,
+    handshake,
+    peer,
+    records,
+    structs,
+    templates,
+    wire,
+)
 from radium_interposer.errors import RemoteError, WorkerGone, rebuild_error
 
 LIMITS = wire.Limits(max_meta=16 << 20)
 #: Pipelined calls wait in the outbox until a call needs an answer or it holds this much.
 OUTBOX_CHUNKS = 256
 OUTBOX_BYTES = 1 << 20
+#: Streamed calls' records wait in the batch until it holds this much (~200 calls): small
+#: enough that the worker starts on them while the program goes on making more.
+BATCH_BYTES = 4096
 
 
 def _dial() -> socket.socket:
@@ -45,7 +57,10 @@ def _dial() -> socket.socket:
 
 def dial_agent(path: str, timeout: float, then: Optional[float]) -> socket.socket:
     """A connection to the lease's worker, asked of the node agent's ``path`` within
-    ``timeout`` (the socket's timeout is ``then`` afterwards)."""
+    ``timeout`` (the socket's timeout is ``then`` afterwards). VersionMismatch when the agent
+    negotiated another data-plane version than this interposer's, or none with the acceptor."""
+    from radium_interposer.errors import VersionMismatch  # here: this edit stays in one function
+
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as agent:
             agent.settimeout(timeout)
@@ -65,7 +80,25 @@ def dial_agent(path: str, timeout: float, then: Optional[float]) -> socket.socke
         if fd is not None:
             os.close(fd)
         error = reply.get("error", "no connection") if isinstance(reply, dict) else "garbage"
-        raise WorkerGone(f"radium: the node agent could not connect this container: {error}")
+        # The acceptor refused the agent's version: the agent's line, raised as its own type.
+        refused = isinstance(reply, dict) and reply.get("type") == "VersionMismatch"
+        kind = VersionMismatch if refused else WorkerGone
+        raise kind(f"radium: the node agent could not connect this container: {error}")
+    # The agent did the handshake, so the socket speaks its version; one from before version 2
+    # does not say it.
+    version = reply.get("v", 1)
+    if type(version) is not int or version != wire.VERSION:
+        os.close(fd)
+        older = type(version) is int and version < wire.VERSION
+        fix = (
+            "restart the node agent (radium agent) so it runs the Radium installed on this node"
+            if older
+            else "restart this container so it loads the Radium installed on this node"
+        )
+        raise VersionMismatch(
+            f"radium: the node agent speaks data-plane version {version}, "
+            f"this interposer {wire.VERSION}: {fix}"
+        )
     sock = socket.socket(fileno=fd)
     sock.settimeout(then)
     return sock
@@ -103,6 +136,9 @@ class Connection:
         self.context: Optional[Dict[str, Any]] = None
         #: This process's working directory, as the worker last got it on this connection.
         self.cwd: Optional[str] = None
+        #: Records of streamed calls not yet sent (a binary batch: docs/data-plane.md).
+        self.batch = bytearray()
+        self.templates = templates.Templates()
         #: Calls sent without waiting (pipelined) since the last reply.
         self.unsynced = 0
         self.broken: Optional[str] = None
@@ -132,6 +168,7 @@ class Connection:
                 self._flush()
                 if not wait:
                     return None
+                state.counts["round_trips"] += 1
                 frame = self._answer()
             except (OSError, wire.ProtocolError) as exc:
                 frame, reason = None, str(exc)
@@ -167,6 +204,31 @@ class Connection:
             raise rebuild_error(frame.meta)
         return frame
 
+    def stream(self, record: bytes) -> None:
+        """Queue a streamed call's record; it goes with the next request, or when the batch is
+        full."""
+        with self.lock:
+            if self.broken:
+                raise WorkerGone(self.broken)
+            self.batch += record
+            self.unsynced += 1
+            if len(self.batch) >= BATCH_BYTES:
+                try:
+                    self._flush()
+                except OSError as exc:
+                    self.broken = f"radium: the lease's worker is gone ({exc})"
+                    self.sock.close()
+                    raise WorkerGone(self.broken) from None
+
+    def _close_batch(self) -> None:
+        """The batch so far as one frame in the outbox, with the releases it allows."""
+        releases = state.take_releases(self) if state.releases else None
+        if releases:  # after the records that may still use them
+            self.batch += records.release(releases)
+        self.outbox.extend(wire.encode_batch(0, self.batch))
+        self.outbox_bytes += len(self.batch)
+        self.batch = bytearray()
+
     def _answer(self) -> Optional[wire.Frame]:
         """The next answer; the worker's callbacks that come first are run and answered."""
         while True:
@@ -186,10 +248,14 @@ class Connection:
         self._flush()
 
     def _queue(self, chunks: List[Any]) -> None:
+        if self.batch:  # the streamed calls made before this request run first
+            self._close_batch()
         self.outbox.extend(chunks)
         self.outbox_bytes += sum(memoryview(c).nbytes for c in chunks)
 
     def _flush(self) -> None:
+        if self.batch:
+            self._close_batch()
         if self.outbox:
             outbox, self.outbox, self.outbox_bytes = self.outbox, [], 0
             wire.send_chunks(self.sock, outbox)
@@ -223,6 +289,12 @@ class State:
         #: (origin connection or None, handle id) of proxies that died; sent with the next call.
         self.releases: List[Any] = []
         self.retain_on_connect = False
+        #: What this process asked of the worker: ``calls`` (remoted calls), ``streamed`` (of
+        #: them, sent without waiting), ``records`` (of those, as binary records: the rest went
+        #: as JSON), ``round_trips`` (requests that waited for an answer).
+        self.counts: Dict[str, int] = dict.fromkeys(
+            ("calls", "streamed", "records", "round_trips"), 0
+        )
         self._new_id_base()
 
     def _new_id_base(self) -> None:
@@ -270,6 +342,7 @@ class State:
         self.connections = weakref.WeakSet()
         self.local = threading.local()
         self.releases = []
+        self.counts = dict.fromkeys(self.counts, 0)
         self.retain_on_connect = bool(self.live)
         self._new_id_base()
 
@@ -285,6 +358,19 @@ def _sync_at_exit() -> None:
         if conn.pid == os.getpid() and not conn.broken:
             with contextlib.suppress(RemoteError):
                 conn.sync()
+    _write_counts(os.environ.get("RADIUM_STATS_FILE"))
+
+
+def _write_counts(path: Optional[str]) -> None:
+    """``RADIUM_STATS_FILE``: this process's counts, one JSON line appended (a forked child
+    adds its own), for the benchmarks' calls and round trips per program."""
+    if not path:
+        return
+    try:
+        with open(path, "a", encoding="utf-8") as out:
+            out.write(json.dumps({"pid": os.getpid(), **state.counts}) + "\n")
+    except OSError as exc:  # the program's own exit must not fail on a statistics file
+        sys.stderr.write(f"radium: cannot write RADIUM_STATS_FILE {path}: {exc}\n")
 
 
 if hasattr(os, "register_at_fork"):

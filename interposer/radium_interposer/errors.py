@@ -24,6 +24,11 @@ class WorkerGone(RemoteError):
     """The connection to the lease's worker broke: it crashed, or the lease ended."""
 
 
+class VersionMismatch(WorkerGone):
+    """This node and the acceptor (or this interposer and the node agent) speak no common
+    data-plane version. The message names both and says which side to update."""
+
+
 class LeasePreempted(Exception):
     """The pool took this lease back for another queue. Raised once per connection, at its
     next call; calls still run until the grace period the message names is over, so a program

@@ -12,13 +12,16 @@ import os
 import re
 import socket
 import time
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from radium_interposer import wire
+from radium_interposer.errors import VersionMismatch
 
 SUPPORTED = (wire.VERSION,)
 _NONCE = re.compile(r"^[0-9a-f]{32}$")
 _LEASE = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+#: How a version-1 acceptor refuses a HELLO it shares no version with (it sends no ``type``).
+_V1_REFUSAL = re.compile(r"^no common protocol version \(server speaks \(([0-9, ]*)\)\)$")
 
 
 class AuthenticationError(wire.ProtocolError):
@@ -35,10 +38,19 @@ def _expect(sock: socket.socket, type_: int) -> Dict[str, Any]:
 
 
 def client(sock: socket.socket, lease_id: str, credential: str) -> int:
-    """Prove ``credential`` for ``lease_id`` on a fresh connection; the agreed version."""
+    """Prove ``credential`` for ``lease_id`` on a fresh connection; the agreed version.
+
+    VersionMismatch when the server speaks none of our versions, whether it says so with a
+    typed ERROR or, as a version-1 acceptor does, in words only.
+    """
     nonce = os.urandom(16).hex()
     wire.send(sock, wire.HELLO, 0, {"versions": list(SUPPORTED), "lease": lease_id, "nonce": nonce})
-    challenge = _expect(sock, wire.CHALLENGE)
+    frame = wire.read(sock.recv_into, wire.HANDSHAKE_LIMITS)
+    if frame is not None and frame.type == wire.ERROR:
+        theirs = _refused_for(frame.meta)
+        if theirs is not None:
+            raise _mismatch(_address(sock), theirs, str(frame.meta.get("error", "")))
+    challenge = _checked(frame, wire.CHALLENGE)
     version, server_nonce = challenge.get("version"), challenge.get("nonce")
     if (
         version not in SUPPORTED
@@ -63,8 +75,63 @@ class AuthenticationRefused(Refused, AuthenticationError):
     """The proof did not match the lease's credential (or the lease is unknown)."""
 
 
-def _error(text: str) -> bytes:
-    return b"".join(wire.encode(wire.ERROR, 0, {"error": text}))
+def _error(text: str, **extra: Any) -> bytes:
+    return b"".join(wire.encode(wire.ERROR, 0, {"error": text, **extra}))
+
+
+def _versions(values: List[Any]) -> List[int]:
+    """The plausible version numbers of a peer's list, a few at most: they go into one line
+    (and a handshake-sized frame), whatever an unauthenticated peer sent."""
+    return [v for v in values if type(v) is int and 0 <= v < 1 << 16][:8]
+
+
+def _refusal(versions: List[Any]) -> str:
+    """The server's words for a HELLO sharing no version with it: what failed, what to do."""
+    theirs, ours = _versions(versions), list(SUPPORTED)
+    side = "this acceptor host" if any(v > max(ours) for v in theirs) else "the client node"
+    return (
+        f"data-plane version(s) {theirs} are not spoken here: this acceptor speaks {ours}; "
+        f"update Radium on {side}"
+    )
+
+
+def _refused_for(meta: Dict[str, Any]) -> Optional[List[int]]:
+    """The versions the server speaks when its ERROR refuses ours ([] when it did not say
+    which); None when the ERROR refuses something else."""
+    if meta.get("type") == "VersionMismatch":
+        versions = meta.get("versions")
+        return _versions(versions) if isinstance(versions, list) else []
+    match = _V1_REFUSAL.match(str(meta.get("error", "")))
+    if match is None:
+        return None
+    return _versions([int(v) for v in match.group(1).replace(" ", "").split(",") if v])
+
+
+def _mismatch(at: str, theirs: List[int], said: str) -> VersionMismatch:
+    """The client's one line for a refused version: both versions, and which side to update."""
+    where = f"the acceptor at {at}" if at else "the acceptor"
+    ours = list(SUPPORTED)
+    if not theirs:  # a refusal that names no version: pass its own words on
+        said = said.replace("\n", " ")[:200]
+        return VersionMismatch(
+            f"{where} speaks none of this node's data-plane versions {ours}: {said}"
+        )
+    side = "the acceptor host" if max(theirs) < min(ours) else "this client node"
+    return VersionMismatch(
+        f"{where} speaks data-plane version(s) {theirs}, this node {ours}; update Radium on {side}"
+    )
+
+
+def _address(sock: socket.socket) -> str:
+    """The peer's ``host:port`` ("" when it has none, as a socketpair)."""
+    try:
+        peer = sock.getpeername()
+    except OSError:
+        return ""
+    if not isinstance(peer, tuple) or len(peer) < 2:
+        return ""
+    host, port = peer[0], peer[1]
+    return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
 
 
 class FrameBuffer:
@@ -139,8 +206,9 @@ class ServerHandshake:
             raise wire.ProtocolError("malformed hello")
         common = [v for v in SUPPORTED if v in versions]
         if not common:
-            text = f"no common protocol version (server speaks {SUPPORTED})"
-            raise Refused("no common protocol version", _error(text))
+            # Typed, with our versions, so the client can name both; older clients show the text.
+            text = _refusal(versions)
+            raise Refused(text, _error(text, type="VersionMismatch", versions=list(SUPPORTED)))
         self.lease, self.version, self._client_nonce = lease_id, max(common), nonce
         self._server_nonce = os.urandom(16).hex()
         challenge = {"version": self.version, "nonce": self._server_nonce}

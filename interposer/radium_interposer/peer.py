@@ -39,6 +39,12 @@ def describe(conn: Any, meta: Dict[str, Any]) -> None:
         meta["cl"] = tell
 
 
+def told(conn: Any) -> bool:
+    """Whether a call on ``conn`` has nothing to tell (describe would add no ``cl``)."""
+    said: Optional[Tuple[bool, Dict[str, str]]] = getattr(conn, _TOLD, None)
+    return said is not None and said[0] == (scalars._numpy() is not None)
+
+
 def receive(meta: Dict[str, Any]) -> None:
     """On the worker: take what the client said (``cl``) before its request runs."""
     said = meta.get("cl")

@@ -15,13 +15,15 @@ import socket
 import threading
 from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
-from radium_interposer import client_streams, codec, wire
+from radium_interposer import client_streams, codec, records, wire
 
 LIMITS = wire.Limits(max_meta=16 << 20)
 #: The top bit marks call ids chosen by the worker (callbacks), apart from the client's.
 CALLBACK_BIT = 1 << 63
 Handler = Callable[["Session", wire.Frame], None]
 Release = Callable[[List[Any]], None]
+#: Runs a binary batch's records (worker_batch.Batches.run); the number of calls it held.
+BatchRunner = Callable[["Session", List[records.Record]], int]
 
 
 class ClientError(RuntimeError):
@@ -31,9 +33,18 @@ class ClientError(RuntimeError):
 class Session:
     """One connection from a client process (a thread of it), served by one worker thread."""
 
-    def __init__(self, sock: socket.socket, handle: Handler, release: Release) -> None:
+    def __init__(
+        self,
+        sock: socket.socket,
+        handle: Handler,
+        release: Release,
+        batch: Optional[BatchRunner] = None,
+    ) -> None:
         self.sock = sock
-        self.handle, self.release = handle, release
+        self.handle, self.release, self.batch = handle, release, batch
+        #: This connection's templates: their layouts (to read calls) and compiled forms.
+        self.records = records.Reader()
+        self.templates: Dict[int, Any] = {}
         self.reader: Any = sock.makefile("rb", buffering=1 << 16)
         self.out: List[str] = []
         self.err: List[str] = []
@@ -68,12 +79,15 @@ class Session:
 
     def _read(self) -> Optional[wire.Frame]:
         try:
-            return wire.read(self.reader.readinto, LIMITS)
+            return wire.read(self.reader.readinto, LIMITS, batches=self.batch is not None)
         except (wire.ProtocolError, OSError):
             self.closed = True  # the stream is out of step: nothing more can be read from it
             raise
 
     def dispatch(self, frame: wire.Frame) -> None:
+        if frame.body is not None:
+            self._run_batch(frame.body)
+            return
         if frame.type == wire.RELEASE:
             self.release(_ids(frame.meta.get("ids")))
             return
@@ -93,6 +107,19 @@ class Session:
                 item.setdefault("r", frame.meta.get("r"))
         if "rel" in frame.meta:  # freed after the call ran (it may have used them)
             self.release(_ids(frame.meta["rel"]))
+
+    def _run_batch(self, body: bytes) -> None:
+        try:
+            batch = self.records.parse(body)
+        except records.RecordError as exc:
+            self.closed = True  # out of step: no later record can be read right
+            raise wire.ProtocolError(f"a binary batch is malformed: {exc}") from None
+        assert self.batch is not None  # wire.read allows batches only with a runner
+        self.running += 1
+        try:
+            self.calls += self.batch(self, batch)
+        finally:
+            self.running -= 1
 
     def answer(self, kind: int, call_id: int, reply: Dict[str, Any], buffers: List[Any]) -> None:
         """Send an answer with the output printed so far and the callbacks let go of."""

@@ -17,7 +17,7 @@ Buffer = Union[bytes, bytearray, memoryview]
 ReadInto = Callable[[memoryview], int]
 
 MAGIC = b"RDM1"
-VERSION = 1
+VERSION = 2
 HEADER = struct.Struct(
     "<4sBBHQIHH"
 )  # magic, type, flags, reserved, call id, meta len, nbuf, reserved
@@ -25,6 +25,9 @@ BUFLEN = struct.Struct("<Q")
 
 HELLO, CHALLENGE, PROOF, WELCOME, CALL, RESULT, ERROR, RELEASE, BYE = range(1, 10)
 TYPES = frozenset(range(1, 10))
+#: Header flag: the metadata section is a binary batch body (records), not JSON. Only a CALL
+#: from client to worker may carry it (data-plane version 2; docs/data-plane.md, "Batches").
+BINARY = 1
 
 
 class ProtocolError(ValueError):
@@ -53,15 +56,23 @@ HANDSHAKE_LIMITS = Limits(max_meta=4096, max_buffers=0, max_buffer=0, max_total=
 
 
 class Frame:
-    __slots__ = ("buffers", "call_id", "meta", "type")
+    """One frame; a binary batch has its records in ``body`` and an empty ``meta``."""
+
+    __slots__ = ("body", "buffers", "call_id", "meta", "type")
 
     def __init__(
-        self, type_: int, call_id: int, meta: Dict[str, Any], buffers: Sequence[bytearray] = ()
+        self,
+        type_: int,
+        call_id: int,
+        meta: Dict[str, Any],
+        buffers: Sequence[bytearray] = (),
+        body: Optional[bytes] = None,
     ) -> None:
         self.type = type_
         self.call_id = call_id
         self.meta = meta
         self.buffers = list(buffers)
+        self.body = body
 
     def __repr__(self) -> str:
         sizes = [len(b) for b in self.buffers]
@@ -88,6 +99,12 @@ def encode(
     return [head + sizes + meta_bytes, *views]
 
 
+def encode_batch(call_id: int, body: Buffer) -> List[Union[bytes, memoryview]]:
+    """A CALL frame whose metadata section is a binary batch ``body`` (records, no buffers)."""
+    view = memoryview(body)
+    return [HEADER.pack(MAGIC, CALL, BINARY, 0, call_id, view.nbytes, 0, 0), view]
+
+
 def _read_exact(readinto: ReadInto, size: int) -> bytearray:
     buf = bytearray(size)
     view = memoryview(buf)
@@ -100,8 +117,12 @@ def _read_exact(readinto: ReadInto, size: int) -> bytearray:
     return buf
 
 
-def read(readinto: ReadInto, limits: Optional[Limits] = None) -> Optional[Frame]:
+def read(
+    readinto: ReadInto, limits: Optional[Limits] = None, batches: bool = False
+) -> Optional[Frame]:
     """Read one frame; ``readinto(memoryview) -> int`` is e.g. ``sock.recv_into`` (0 = EOF).
+    ``batches``: binary batch CALLs are allowed (the worker's side); their body is not parsed
+    here.
 
     Returns None on a clean end of stream before a frame starts.
     """
@@ -121,8 +142,11 @@ def read(readinto: ReadInto, limits: Optional[Limits] = None) -> Optional[Frame]
         raise ProtocolError("not a Radium data-plane frame")
     if type_ not in TYPES:
         raise ProtocolError(f"unknown frame type {type_}")
-    if flags or reserved or reserved2:
+    binary = flags == BINARY and batches and type_ == CALL
+    if (flags and not binary) or reserved or reserved2:
         raise ProtocolError("reserved header bits are set")
+    if binary and nbuf:
+        raise ProtocolError("a binary batch has buffers")
     if meta_len > limits.max_meta:
         raise ProtocolError(f"metadata of {meta_len} bytes exceeds the limit of {limits.max_meta}")
     if nbuf > limits.max_buffers:
@@ -132,6 +156,9 @@ def read(readinto: ReadInto, limits: Optional[Limits] = None) -> Optional[Frame]
     ]
     if any(size > limits.max_buffer for size in sizes) or sum(sizes) > limits.max_total:
         raise ProtocolError(f"buffers of {sum(sizes)} bytes exceed the limits")
+    if binary:
+        body = bytes(_read_exact(readinto, meta_len)) if meta_len else b""
+        return Frame(type_, call_id, {}, (), body)
     try:
         meta = (
             json.loads(bytes(_read_exact(readinto, meta_len)).decode("utf-8")) if meta_len else None

@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 import types
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Set
 
 from radium_interposer import (
     client_files,
@@ -41,6 +41,7 @@ from radium_interposer.errors import LeasePreempted
 from radium_interposer.handles import Failure, HandleTable
 from radium_interposer.naming import error_meta, method_names, resolve_path
 from radium_interposer.session import ClientCallable, Session, Sessions
+from radium_interposer.worker_batch import Batches
 from radium_interposer.worker_context import Capture, apply_context
 from radium_interposer.worker_definitions import Definitions, Reply
 
@@ -48,6 +49,7 @@ log = logging.getLogger("radium.worker")
 LIMITS = wire.Limits(max_meta=16 << 20)
 #: Operations a preemption notice is raised at.
 NOTICED_OPS = ("call", "fetch", "methods")
+_CALL = {"op": "call"}  # what a batch's templated call is, to the preemption notice
 
 
 class Worker(Definitions):
@@ -63,6 +65,11 @@ class Worker(Definitions):
         self.sessions = Sessions(self.local, self.outgoing, self.decode)
         #: The acceptor's preemption notice, once it has sent one.
         self.notice: Optional[str] = None
+        #: Types of results that are none of what :meth:`refer` treats apart (keep).
+        self.plain_types: Set[type] = set()
+        self.batches = Batches(
+            self.table, self.decode, self.keep, lambda s: self._tell_notice(s, _CALL)
+        )
 
     # -- values ----------------------------------------------------------------------------
     def resolve(self, node: Dict[str, Any]) -> Any:
@@ -104,6 +111,19 @@ class Worker(Definitions):
         else:
             self.table.put(handle, obj)
         return {"$": "h", "id": handle, "t": nested.type_name(type(obj))}
+
+    def keep(self, obj: Any, handle: int) -> None:
+        """A streamed call's result under the client's id: :meth:`refer` without the reference
+        tree, which nobody reads (the client made its proxy when it sent the call)."""
+        kind = type(obj)
+        if kind not in self.plain_types:
+            if isinstance(obj, (types.ModuleType, ClientCallable)) or (
+                worker_objects.back_reference(obj) is not None
+            ):
+                self.refer(obj, handle)
+                return
+            self.plain_types.add(kind)  # isinstance of an ABC costs a microsecond a call
+        self.table.put(handle, obj)
 
     def result(self, obj: Any, handle: Optional[int]) -> Reply:
         """A call's result: by value when small and plain, else left remote as a handle."""
@@ -190,7 +210,7 @@ class Worker(Definitions):
     # -- connections -----------------------------------------------------------------------
     def serve(self, sock: socket.socket) -> None:
         """One client connection until it ends; nothing it sends can stop the worker."""
-        session = Session(sock, self.handle, self.table.release)
+        session = Session(sock, self.handle, self.table.release, self.run_batch)
         self.local.session = session
         self.local.stdout, self.local.stderr = session.out, session.err
         self.local.warned = session.warned  # worker_warnings: this connection's calls' warnings
@@ -244,6 +264,15 @@ class Worker(Definitions):
             self.stats["bytes_in"] += received
             self.stats["busy_seconds"] += time.perf_counter() - started
             self.stats["errors"] += failed
+
+    def run_batch(self, session: Session, batch: List[Any]) -> int:
+        """A binary batch's records (worker_batch), counted as calls."""
+        started = time.perf_counter()
+        calls = self.batches.run(session, batch)
+        with self.stats_lock:
+            self.stats["calls"] += calls
+            self.stats["busy_seconds"] += time.perf_counter() - started
+        return calls
 
     def counters(self) -> Counters:
         with self.stats_lock:

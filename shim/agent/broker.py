@@ -3,6 +3,8 @@
 A container asks ``connect`` on its ``dp.sock``; the broker dials the lease's acceptor, proves
 the lease credential (the data-plane handshake) and passes the connected socket in
 (``SCM_RIGHTS``). The container never sees the credential and needs no network of its own.
+The reply says which data-plane version the handshake agreed (``v``), so the interposer can
+refuse a socket that speaks another than its own.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from radium.errors import AuthError, LeaseNotFoundError, RadiumError, Unavailabl
 from radium.shim.agent.book import Held
 from radium.shim.agent.protocol import REQUEST_TIMEOUT, bad_request, encode
 from radium_interposer import handshake, wire
+from radium_interposer.errors import VersionMismatch
 
 log = logging.getLogger(__name__)
 #: The container's data-plane socket, in its runtime directory (``/run/radium`` inside).
@@ -26,8 +29,9 @@ DATA_SOCKET = "dp.sock"
 DIAL_TIMEOUT = 10.0
 SOCKET_MODE = 0o660
 
-#: (data address, lease id, credential) -> an authenticated connection to the lease's worker.
-Dialer = Callable[[str, str, str], socket.socket]
+#: (data address, lease id, credential) -> an authenticated connection to the lease's worker,
+#: and the data-plane version its handshake agreed.
+Dialer = Callable[[str, str, str], tuple[socket.socket, int]]
 
 
 def bind_unix(path: str) -> socket.socket:
@@ -59,6 +63,12 @@ def bind_unix(path: str) -> socket.socket:
 
 def dial(address: str, lease_id: str, credential: str) -> socket.socket:
     """A connection to the lease's worker, authenticated with the lease credential."""
+    return dial_versioned(address, lease_id, credential)[0]
+
+
+def dial_versioned(address: str, lease_id: str, credential: str) -> tuple[socket.socket, int]:
+    """:func:`dial`, with the data-plane version agreed. VersionMismatch (its line names both
+    versions and what to update) when the acceptor speaks none of ours."""
     host, _, port = address.rpartition(":")
     try:
         sock = socket.create_connection((host.strip("[]"), int(port)), timeout=DIAL_TIMEOUT)
@@ -69,21 +79,26 @@ def dial(address: str, lease_id: str, credential: str) -> socket.socket:
         ) from exc
     try:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        handshake.client(sock, lease_id, credential)
+        version = handshake.client(sock, lease_id, credential)
         sock.settimeout(None)
+    except VersionMismatch:
+        sock.close()
+        raise
     except handshake.AuthenticationError as exc:
         sock.close()
         raise AuthError(f"acceptor at {address} refused lease {lease_id}: {exc}") from exc
     except (OSError, wire.ProtocolError) as exc:
         sock.close()
         raise UnavailableError(f"data-plane handshake with {address} failed: {exc}") from exc
-    return sock
+    return sock, version
 
 
 class ConnectionBroker:
     """The data-plane sockets of leased containers; ``lookup`` finds a container's lease."""
 
-    def __init__(self, lookup: Callable[[str], Held | None], dialer: Dialer = dial) -> None:
+    def __init__(
+        self, lookup: Callable[[str], Held | None], dialer: Dialer = dial_versioned
+    ) -> None:
         self.lookup, self.dialer = lookup, dialer
         self.servers: dict[str, asyncio.AbstractServer] = {}
 
@@ -121,10 +136,14 @@ class ConnectionBroker:
             held = self.lookup(container)
             if held is None:
                 raise LeaseNotFoundError(f"container {container} holds no lease")
-            connected = await asyncio.to_thread(
+            connected, version = await asyncio.to_thread(
                 self.dialer, str(held.lease.get("data_address", "")), held.lease_id, held.credential
             )
-            reply: dict[str, Any] = {"ok": True}
+            reply: dict[str, Any] = {"ok": True, "v": version}
+        except VersionMismatch as exc:
+            # Typed, so the container raises it as VersionMismatch with this very line.
+            log.warning("container %s: %s", container, exc)
+            reply = {"ok": False, "error": str(exc), "type": "VersionMismatch"}
         except RadiumError as exc:
             reply = {"ok": False, "error": exc.one_line()}
         except (asyncio.TimeoutError, ConnectionError, ValueError) as exc:

@@ -65,7 +65,9 @@ class WorkerHarness:
                     except OSError:  # the worker is gone, as the agent would say
                         agent_side.sendall(b'{"ok": false, "error": "worker gone"}\n')
                         continue
-                    wire.send_fd(agent_side, b'{"ok": true}\n', theirs.fileno())
+                    wire.send_fd(
+                        agent_side, b'{"ok": true, "v": %d}\n' % wire.VERSION, theirs.fileno()
+                    )
                 self.connections += 1
 
     def env(self, remote: str = "", **extra: str) -> dict[str, str]:

@@ -54,7 +54,7 @@ class FakeWorker:
         ours, theirs = socket.socketpair()
         with agent_side, theirs:
             agent_side.recv(1024)
-            wire.send_fd(agent_side, b'{"ok": true}\n', theirs.fileno())
+            wire.send_fd(agent_side, b'{"ok": true, "v": %d}\n' % wire.VERSION, theirs.fileno())
         with ours, contextlib.suppress(OSError):  # the client may hang up mid-answer
             while (frame := wire.read(ours.recv_into)) is not None:
                 wire.send(ours, self.answer[0], frame.call_id, self.answer[1])

@@ -198,7 +198,9 @@ def test_the_handshake_server_accepts_no_random_session() -> None:
     """Half the sessions open with a well-formed hello, so the garbage after it reaches the
     proof check; every session is written whole before the server reads it."""
     rng = random.Random(SEED)
-    hello = encoded((wire.HELLO, 0, {"versions": [1], "lease": "l-abc", "nonce": "0" * 32}, []))
+    hello = encoded(
+        (wire.HELLO, 0, {"versions": [wire.VERSION], "lease": "l-abc", "nonce": "0" * 32}, [])
+    )
     for number in range(20_000):
         parts = [hello] if rng.random() < 0.5 else []
         for _ in range(rng.randrange(1, 4)):

@@ -247,11 +247,11 @@ def test_the_data_plane_socket_hands_over_a_dialled_connection_or_says_why_not(
     dialled: list[tuple[str, str, str]] = []
     ours, theirs = socket.socketpair()
 
-    def dialer(address: str, lease_id: str, credential: str) -> socket.socket:
+    def dialer(address: str, lease_id: str, credential: str) -> tuple[socket.socket, int]:
         dialled.append((address, lease_id, credential))
         if len(dialled) > 1:
             raise UnavailableError(f"acceptor data plane at {address!r} is unreachable")
-        return socket.socket(fileno=os.dup(ours.fileno()))
+        return socket.socket(fileno=os.dup(ours.fileno())), wire.VERSION
 
     async def scenario() -> None:
         book = LeaseBook(tmp_path / "state.json")
@@ -268,7 +268,8 @@ def test_the_data_plane_socket_hands_over_a_dialled_connection_or_says_why_not(
                 return wire.recv_fd(client)
 
         payload, fd = await asyncio.to_thread(connect)
-        assert json.loads(payload) == {"ok": True} and fd is not None
+        # ``v``: the version the dialled handshake agreed, which the interposer checks.
+        assert json.loads(payload) == {"ok": True, "v": wire.VERSION} and fd is not None
         with socket.socket(fileno=fd) as handed:
             handed.sendall(b"ping")
             assert theirs.recv(4) == b"ping"  # the very connection the broker dialled

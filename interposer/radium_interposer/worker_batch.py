@@ -1,0 +1,134 @@
+"""The worker's side of binary batches: templates compiled once per connection, then each
+``C`` record run as the JSON call it stands for (docs/data-plane.md, "Batches").
+
+A templated call runs through the same steps as a streamed JSON call (``op_call`` with ``nr``):
+the callable and arguments resolved as the codec would (handles from the table, a failed one
+raising its error; constant trees decoded at each call, so a name the program's shipped code
+rebinds is seen), ``worker_objects.adapt``/``settle``, the result kept under the client's id,
+or a :class:`~radium_interposer.handles.Failure` when it raised. Only the decoding differs.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from radium_interposer import records, worker_objects
+from radium_interposer.handles import Failure, HandleTable
+from radium_interposer.naming import resolve_path
+
+#: How an argument is had at each call: the handle in a slot, a slot's value, a plain
+#: constant, a library path (resolved as a JSON call's are: once per worker, naming's cache),
+#: or another constant tree decoded at each call.
+HANDLE, VALUE, PLAIN, PATH, TREE = range(5)
+Part = Tuple[int, Any]
+Decode = Callable[[Any, List[Any]], Any]
+
+
+class Template:
+    """A call site's constant part, ready to run calls with their slot values."""
+
+    __slots__ = ("args", "function", "method", "names", "path", "positional")
+
+    def __init__(self, definition: Dict[str, Any]) -> None:
+        function = definition["f"]
+        #: A method of a slot's object: (slot index, name); else None and ``function`` a tree.
+        self.method: Optional[Tuple[int, str]] = None
+        if type(function) is dict and function.get("$") == "a" and records.is_slot(function["o"]):
+            self.method = (function["o"]["i"], str(function.get("n")))
+        self.function = function
+        #: A library function's path, resolved by naming's cache rather than the codec.
+        self.path: Optional[str] = function["p"] if _is_path(function) else None
+        kinds = definition["s"]
+        parts: List[Part] = []
+        for tree in definition["a"]:
+            if records.is_slot(tree):
+                parts.append((HANDLE if kinds[tree["i"]] == "h" else VALUE, tree["i"]))
+            elif _is_path(tree):
+                parts.append((PATH, tree["p"]))
+            else:
+                parts.append((TREE if type(tree) in (dict, list) else PLAIN, tree))
+        self.names: Tuple[str, ...] = tuple(definition.get("k", []))
+        self.positional = len(parts) - len(self.names)
+        self.args = parts
+
+
+class Batches:
+    """Runs a connection's batch records against the lease's handle table."""
+
+    def __init__(
+        self,
+        table: HandleTable,
+        decode: Decode,
+        keep: Callable[[Any, int], None],
+        notice: Callable[[Any], None],
+    ) -> None:
+        self.table, self.decode, self.keep = table, decode, keep
+        #: Raises the lease's preemption notice at a connection's first call after it came.
+        self.notice = notice
+
+    def run(self, session: Any, batch: List[records.Record]) -> int:
+        """Run ``batch`` in order; the number of calls it held."""
+        templates: Dict[int, Template] = session.templates
+        calls = 0
+        for record in batch:
+            if record[0] == "C":
+                calls += 1
+                self.call(session, templates[record[1]], record[2], record[3])
+            elif record[0] == "D":
+                templates[record[1]] = Template(record[2])
+            else:  # "L": after the records before it, which may have used them
+                session.release(record[1])
+        return calls
+
+    def call(self, session: Any, template: Template, handle: int, slots: Tuple[Any, ...]) -> None:
+        """One templated call whose result stays remote as ``handle``."""
+        warned = len(session.warned)
+        if session.prefix is None:
+            session.prefix = handle >> 32
+        try:
+            self.notice(session)
+            function = self._function(template, slots)
+            args = self._arguments(template, slots)
+            kwargs = {}
+            if template.names:
+                kwargs = dict(zip(template.names, args[template.positional :]))
+                del args[template.positional :]
+            try:  # ndarray.tofile into a client file; its writes sent before the call returns
+                result = worker_objects.adapt(function, args)(*args, **kwargs)
+            finally:
+                worker_objects.settle()
+            self.keep(result, handle)
+        # SystemExit and KeyboardInterrupt too: the tenant's code ends its call, not the worker.
+        except BaseException as exc:
+            self.table.put(handle, Failure(exc))
+            session.failed.append((handle, exc))  # a `with` body's, for exits
+        for item in session.warned[warned:]:  # its warnings come later: say whose they are
+            item.setdefault("r", handle)
+
+    def _function(self, template: Template, slots: Tuple[Any, ...]) -> Any:
+        if template.method is not None:
+            index, name = template.method
+            return getattr(self.table.get(slots[index]), name)
+        if template.path is not None:
+            return resolve_path(template.path)
+        return self.decode(template.function, [])
+
+    def _arguments(self, template: Template, slots: Tuple[Any, ...]) -> List[Any]:
+        args: List[Any] = []
+        get = self.table.get
+        for how, part in template.args:
+            if how == HANDLE:
+                args.append(get(slots[part]))
+            elif how == VALUE:
+                args.append(slots[part])
+            elif how == PLAIN:
+                args.append(part)
+            elif how == PATH:
+                args.append(resolve_path(part))
+            else:
+                args.append(self.decode(part, []))
+        return args
+
+
+def _is_path(tree: Any) -> bool:
+    return type(tree) is dict and tree.get("$") == "p" and type(tree.get("p")) is str

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from radium_interposer import callbacks, codec, guarded, nested, peer, program_state, tensor_sync
 from radium_interposer import client_warnings as warns
@@ -23,6 +23,16 @@ STREAM = os.environ.get("RADIUM_STREAM", "1") != "0"
 BINARY = os.environ.get("RADIUM_BINARY", "1") != "0"
 #: Call sites that returned a remote object, with its type: their calls are pipelined.
 _returns_remote: Dict[str, str] = {}
+#: Call sites of operations that return nothing (VOID_*) whose call returned None: their calls
+#: stream too, and an error of one is raised at the program's next sync point
+#: (docs/remoting.md, "Calls are streamed").
+_returns_none: Set[str] = set()
+#: What always returns None: what may be streamed without a result. Only these: a site that
+#: returned None once may return a value another time (``next(it, None)``, ``dict.get``).
+VOID_PATHS = frozenset(
+    ("builtins.setattr", "builtins.delattr", "operator.setitem", "operator.delitem")
+)
+VOID_METHODS = frozenset(("backward", "zero_grad", "step", "fill", "fill_diagonal", "seed"))
 
 
 def invoke(
@@ -32,16 +42,22 @@ def invoke(
     site: str,
     pipeline: bool = True,
     context: Optional[Dict[str, Any]] = None,
+    discard: bool = False,
 ) -> Any:
     """Call ``function`` (a reference tree) on the worker with these arguments (and, for the
-    user's own functions, the program's ``context``: argv and allowed environment)."""
+    user's own functions, the program's ``context``: argv and allowed environment).
+    ``discard``: the program drops the result (a remote ``with``'s enter and exit): the call
+    may stream as one that returns nothing, and None is returned then."""
     # Not at the top: proxy imports this module. Its functions are looked up on the module at
     # each call, as before, so what a test puts in their place (proxy.decode) is used.
     proxy = sys.modules["radium_interposer.proxy"]
     conn = state.connection()
     state.counts["calls"] += 1
     if pipeline and BINARY and STREAM:
-        streamed = _stream(conn, function, args, kwargs, _typed(site, args, proxy.Remote), context)
+        typed = _typed(site, args, proxy.Remote)
+        streamed = _stream(conn, function, args, kwargs, typed, context, discard)
+        if streamed is VOID:
+            return None
         if streamed is not None:
             return streamed
     buffers: List[Any] = []
@@ -67,14 +83,18 @@ def invoke(
     synced = tracking or program_state.syncing() or callbacks.held()
     # Typed after encoding: a local class is told apart from another of its name once shipped.
     site = _typed(site, args, proxy.Remote)
-    predicted = _returns_remote.get(site) if pipeline and STREAM and not synced else None
-    where = _streams_at(site, args, kwargs) if predicted is not None else None
+    streams = pipeline and STREAM and not synced
+    predicted = _returns_remote.get(site) if streams else None
+    void = streams and predicted is None and (discard or site in _returns_none)
+    where = _streams_at(site, args, kwargs) if predicted is not None or void else None
     if where is not None:
         meta["nr"] = 1
+        if void:
+            meta["nv"] = 1
         state.counts["streamed"] += 1
         conn.request(meta, buffers, wait=False)
         warns.pipelined(meta["r"], site, where)
-        return proxy.make({"$": "h", "id": meta["r"]}, predicted, conn)
+        return None if void else proxy.make({"$": "h", "id": meta["r"]}, predicted, conn)
     try:
         frame = conn.request(meta, buffers)
     finally:
@@ -83,9 +103,25 @@ def invoke(
     result = proxy.decode(frame.meta.get("v"), frame.buffers)
     # A numpy scalar that came with its value (sv) is used here (printed, compared): its call
     # site keeps waiting, as when scalars came by value (docs/remoting.md, "numpy scalars").
+    if discard:
+        return result  # nothing to learn: its site streams whenever it may
     if isinstance(result, proxy.Remote) and pipeline and "sv" not in result._rd_ref:
         _returns_remote[site] = object.__getattribute__(result, "_rd_type")
+    elif result is None and pipeline and _void(function):
+        _returns_none.add(site)
     return result
+
+
+#: What _stream gives for a streamed call that returns nothing (None means "not streamed").
+VOID = object()
+
+
+def _void(function: Dict[str, Any]) -> bool:
+    """Whether ``function`` is an operation that returns nothing (VOID_PATHS, VOID_METHODS)."""
+    tag = function.get("$")
+    if tag == "p":
+        return function.get("p") in VOID_PATHS
+    return tag == "a" and function.get("n") in VOID_METHODS
 
 
 def _streams_at(site: str, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Any]:
@@ -106,13 +142,15 @@ def _stream(
     kwargs: Dict[str, Any],
     site: str,
     context: Optional[Dict[str, Any]],
+    discard: bool,
 ) -> Any:
     """The result's proxy when the call went as a binary record (docs/data-plane.md,
     "Batches"); None when it must go as JSON: it waits, or it has another shape, or something
     else must be said with it (context, working directory, the client's description)."""
     predicted = _returns_remote.get(site)
+    void = predicted is None and (discard or site in _returns_none)
     if (
-        predicted is None
+        (predicted is None and not void)
         or tensor_sync.tracking()
         or program_state.syncing()
         or callbacks.held()
@@ -127,7 +165,7 @@ def _stream(
         return None
     proxy = sys.modules["radium_interposer.proxy"]
     r = state.new_id()
-    record = conn.templates.record(function, args, kwargs, r, site, _reference(conn, proxy))
+    record = conn.templates.record(function, args, kwargs, r, site, _reference(conn, proxy), void)
     if record is None:
         return None
     program_state.before_call(conn, {})  # globals the program changed: sent before the call
@@ -135,7 +173,7 @@ def _stream(
     state.counts["records"] += 1
     conn.stream(record)
     warns.pipelined(r, site, where)
-    return proxy.make({"$": "h", "id": r}, predicted, conn)
+    return VOID if void else proxy.make({"$": "h", "id": r}, predicted, conn)
 
 
 def _reference(conn: Any, proxy: Any) -> Any:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import itertools
-import json
 import os
 import random
 import socket
@@ -21,15 +20,15 @@ import weakref
 from typing import Any, Dict, List, Optional, Sequence
 
 from radium_interposer import (
-    RUNTIME_DIR,
+    client_points,
     client_warnings,
-    handshake,
     peer,
     records,
     structs,
     templates,
     wire,
 )
+from radium_interposer.dialing import dial
 from radium_interposer.errors import RemoteError, WorkerGone, rebuild_error
 
 LIMITS = wire.Limits(max_meta=16 << 20)
@@ -39,81 +38,6 @@ OUTBOX_BYTES = 1 << 20
 #: Streamed calls' records wait in the batch until it holds this much (~200 calls): small
 #: enough that the worker starts on them while the program goes on making more.
 BATCH_BYTES = 4096
-
-
-def _dial() -> socket.socket:
-    """A connected, authenticated socket to the lease's worker."""
-    direct = os.environ.get("RADIUM_DP_DIRECT")
-    if direct:  # tests and benchmarks: dial the acceptor with a credential in the environment
-        host, _, port = direct.rpartition(":")
-        sock = socket.create_connection((host, int(port)), timeout=30)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        handshake.client(sock, os.environ["RADIUM_LEASE"], os.environ["RADIUM_LEASE_CREDENTIAL"])
-        sock.settimeout(None)
-        return sock
-    path = os.environ.get("RADIUM_DP_SOCKET") or os.path.join(RUNTIME_DIR, "dp.sock")
-    return dial_agent(path, 60, None)
-
-
-def dial_agent(path: str, timeout: float, then: Optional[float]) -> socket.socket:
-    """A connection to the lease's worker, asked of the node agent's ``path`` within
-    ``timeout`` (the socket's timeout is ``then`` afterwards). VersionMismatch when the agent
-    negotiated another data-plane version than this interposer's, or none with the acceptor."""
-    from radium_interposer.errors import VersionMismatch  # here: this edit stays in one function
-
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as agent:
-            agent.settimeout(timeout)
-            _connect_unix(agent, path)
-            agent.sendall(b'{"op": "connect"}\n')
-            data, fd = wire.recv_fd(agent)
-    except OSError as exc:
-        raise WorkerGone(
-            f"radium: cannot reach the node agent at {path} ({exc.strerror or exc}); "
-            "was this container started with a Radium request (e.g. RADIUM_GPUS=1)?"
-        ) from None
-    try:
-        reply = json.loads(data.decode("utf-8", "replace"))
-    except ValueError:
-        reply = {"error": "the node agent answered garbage"}
-    if fd is None or not isinstance(reply, dict) or not reply.get("ok"):
-        if fd is not None:
-            os.close(fd)
-        error = reply.get("error", "no connection") if isinstance(reply, dict) else "garbage"
-        # The acceptor refused the agent's version: the agent's line, raised as its own type.
-        refused = isinstance(reply, dict) and reply.get("type") == "VersionMismatch"
-        kind = VersionMismatch if refused else WorkerGone
-        raise kind(f"radium: the node agent could not connect this container: {error}")
-    # The agent did the handshake, so the socket speaks its version; one from before version 2
-    # does not say it.
-    version = reply.get("v", 1)
-    if type(version) is not int or version != wire.VERSION:
-        os.close(fd)
-        older = type(version) is int and version < wire.VERSION
-        fix = (
-            "restart the node agent (radium agent) so it runs the Radium installed on this node"
-            if older
-            else "restart this container so it loads the Radium installed on this node"
-        )
-        raise VersionMismatch(
-            f"radium: the node agent speaks data-plane version {version}, "
-            f"this interposer {wire.VERSION}: {fix}"
-        )
-    sock = socket.socket(fileno=fd)
-    sock.settimeout(then)
-    return sock
-
-
-def _connect_unix(sock: socket.socket, path: str) -> None:
-    if len(os.fsencode(path)) < 100:
-        sock.connect(path)
-        return
-    # Longer than sun_path allows: go through the directory's descriptor.
-    fd = os.open(os.path.dirname(path), os.O_PATH | os.O_DIRECTORY)
-    try:
-        sock.connect(f"/proc/self/fd/{fd}/{os.path.basename(path)}")
-    finally:
-        os.close(fd)
 
 
 class Connection:
@@ -201,7 +125,10 @@ class Connection:
             tensor_sync.apply(frame.meta["tw"], frame.buffers)
         client_warnings.raise_pending(frame)  # a remote warning the filters made an error
         if frame.type == wire.ERROR:
-            raise rebuild_error(frame.meta)
+            error = rebuild_error(frame.meta)
+            if "at" in frame.meta:  # a streamed call's, reported at this sync point
+                client_warnings.note_streamed(error, frame.meta["at"])
+            raise error
         return frame
 
     def stream(self, record: bytes) -> None:
@@ -309,7 +236,7 @@ class State:
         conn: Optional[Connection] = getattr(self.local, "conn", None)
         if conn is None or conn.pid != os.getpid() or conn.broken:
             structs.preload()  # before the worker says anything (it may plant files)
-            conn = Connection(_dial())
+            conn = Connection(dial())
             self.local.conn = conn
             self.connections.add(conn)
             if self.retain_on_connect:
@@ -350,29 +277,7 @@ class State:
 state = State()
 
 
-@atexit.register
-def _sync_at_exit() -> None:
-    """Pipelined calls still pending run to their end before the program does: their effects,
-    output and callbacks happen, as they would have locally."""
-    for conn in list(state.connections):
-        if conn.pid == os.getpid() and not conn.broken:
-            with contextlib.suppress(RemoteError):
-                conn.sync()
-    _write_counts(os.environ.get("RADIUM_STATS_FILE"))
-
-
-def _write_counts(path: Optional[str]) -> None:
-    """``RADIUM_STATS_FILE``: this process's counts, one JSON line appended (a forked child
-    adds its own), for the benchmarks' calls and round trips per program."""
-    if not path:
-        return
-    try:
-        with open(path, "a", encoding="utf-8") as out:
-            out.write(json.dumps({"pid": os.getpid(), **state.counts}) + "\n")
-    except OSError as exc:  # the program's own exit must not fail on a statistics file
-        sys.stderr.write(f"radium: cannot write RADIUM_STATS_FILE {path}: {exc}\n")
-
-
+atexit.register(lambda: client_points.sync_at_exit(state))
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(
         before=lambda: state.before_fork(), after_in_child=lambda: state.after_fork_in_child()

@@ -12,6 +12,7 @@ text, the location and the count are bounded.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import linecache
 import os
 import re
@@ -59,6 +60,25 @@ def pipelined(result_id: int, site: str, frame: Optional[FrameType] = None) -> N
         _pipelined[result_id] = (site, _program_frame())
     else:  # its line is worked out only if a warning comes (f_lineno costs a microsecond)
         _pipelined[result_id] = (site, (frame.f_code, frame.f_lasti, frame.f_globals))
+
+
+#: The attribute of an error raised by a streamed call, reported at a later sync point: where
+#: the call was made ("file:line").
+STREAMED_AT = "radium_streamed_at"
+
+
+def note_streamed(error: BaseException, result_id: Any) -> None:
+    """An error of the streamed call ``result_id``, reported at the program's next sync point:
+    it says where that call was made, as an asynchronous GPU error's report does."""
+    noted = _pipelined.get(result_id)
+    place = "an earlier line"
+    if noted is not None:
+        filename, line, _, _ = _where(noted[1])
+        place = f"{filename}:{line}"
+    with contextlib.suppress(AttributeError, TypeError):  # a class with __slots__
+        setattr(error, STREAMED_AT, place)
+    if hasattr(error, "add_note"):  # Python 3.11+
+        error.add_note(f"radium: raised by the streamed call at {place}, reported here")
 
 
 def learn(site: str) -> None:

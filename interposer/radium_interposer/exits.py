@@ -11,7 +11,9 @@ docs/remoting.md.
 
 from __future__ import annotations
 
+import dis
 import threading
+from types import FrameType
 from typing import Any, Callable, Dict, List, Optional
 
 from radium_interposer import codec, guarded
@@ -24,6 +26,10 @@ _bodies = threading.local()
 #: The worker's threads' state (the worker sets it): the running connection, ``session``.
 local: Optional[threading.local] = None
 _CLEAN_EXIT = {"$": "p", "p": "radium_interposer.exits.clean_exit"}
+#: The instruction that calls ``__enter__`` (3.11+, and 3.9-3.10), and the one after it that
+#: drops its result (``with cm:``, no ``as``).
+_ENTERS = {dis.opmap[name] for name in ("BEFORE_WITH", "SETUP_WITH") if name in dis.opmap}
+_POP_TOP = dis.opmap["POP_TOP"]
 
 
 def enter_remote(ref: Dict[str, Any]) -> Any:
@@ -31,7 +37,11 @@ def enter_remote(ref: Dict[str, Any]) -> Any:
     from radium_interposer import proxy
     from radium_interposer.client import state
 
-    entered = proxy.invoke({"$": "a", "o": ref, "n": "__enter__"}, (), {}, "", False)
+    # ``with torch.no_grad():`` drops what __enter__ returns: the enter is streamed then, as a
+    # call that returns nothing (an error of it is raised at the next sync point).
+    discard = _drops_result(guarded.program_frame())
+    tree = {"$": "a", "o": ref, "n": "__enter__"}
+    entered = proxy.invoke(tree, (), {}, "with|__enter__", discard, discard=discard)
     guarded.entered()  # its body's calls keep pipelining: failures reach the exit below
     _starts().append(state.new_id())  # ids only grow: the body's calls have larger ones
     return entered
@@ -53,11 +63,22 @@ def exit_remote(ref: Dict[str, Any], kind: Any, value: Any, traceback: Any) -> b
     guarded.left()
     method = proxy.make({"$": "a", "o": ref, "n": "__exit__"}, "", None)
     if kind is None and start is not None:
-        answer = proxy.invoke(_CLEAN_EXIT, (method, start), {}, "", False)
+        # Nothing was raised here, so what the exit returns does not matter: it is streamed,
+        # and a body's error it does not suppress is raised at the next sync point.
+        args = (method, start)
+        answer = proxy.invoke(_CLEAN_EXIT, args, {}, "with|__exit__", True, discard=True)
     else:
         sent = nameable(kind) if isinstance(kind, type) else None
         answer = proxy.invoke(method._rd_ref, (sent, value, None), {}, "", False)
     return bool(answer)
+
+
+def _drops_result(frame: Optional[FrameType]) -> bool:
+    """Whether the program's ``frame``, entering a ``with``, drops what ``__enter__`` returns."""
+    if frame is None:
+        return False
+    code, at = frame.f_code.co_code, frame.f_lasti
+    return at + 2 < len(code) and code[at] in _ENTERS and code[at + 2] == _POP_TOP
 
 
 def _starts() -> List[int]:

@@ -19,7 +19,15 @@ import sys
 import types
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
-from radium_interposer import client_warnings, codec, exits, main_module, proxy, received
+from radium_interposer import (
+    client_points,
+    client_warnings,
+    codec,
+    exits,
+    main_module,
+    proxy,
+    received,
+)
 from radium_interposer.after_import import find_spec_then
 from radium_interposer.client import state
 from radium_interposer.errors import RemoteError, hide_our_frames
@@ -304,5 +312,6 @@ def install(entries: Sequence[str], environment: Sequence[str] = ()) -> RemoteFi
     codec.exception_node = exits.node  # a `with` body's exception, to a remote __exit__
     received.remoted = finder.covers  # what a worker's module references may import
     sys.meta_path.insert(0, finder)
+    client_points.install_print_barrier(state)
     hide_our_frames()
     return finder

@@ -22,7 +22,7 @@ import re
 import sys
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
-from radium_interposer import client, wire
+from radium_interposer import dialing, wire
 from radium_interposer.errors import WorkerGone
 
 #: The module grammar of RADIUM_REMOTE (finder._MODULE): a dotted path of identifiers.
@@ -69,7 +69,7 @@ def ask(path: str, modules: Sequence[str], timeout: float) -> Optional[Dict[str,
 
     ``path``: the runtime directory's ``dp.sock``. WorkerGone when the worker cannot be reached.
     """
-    sock = client.dial_agent(path, timeout, timeout)
+    sock = dialing.dial_agent(path, timeout, timeout)
     missing: Dict[str, List[str]] = {}
     try:
         for call_id, module in enumerate(modules, 1):

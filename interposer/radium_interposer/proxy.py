@@ -172,10 +172,10 @@ class Remote:
         return _call("builtins.getattr", self, name)
 
     def __setattr__(self, name: str, value: Any) -> None:
-        _call("builtins.setattr", self, name, value)
+        _call("builtins.setattr", self, name, value, pipeline=True)
 
     def __delattr__(self, name: str) -> None:
-        _call("builtins.delattr", self, name)
+        _call("builtins.delattr", self, name, pipeline=True)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         ref = object.__getattribute__(self, "_rd_ref")
@@ -222,10 +222,10 @@ class Remote:
         return bool(_call("operator.contains", self, item))
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        _call("operator.setitem", self, key, value)
+        _call("operator.setitem", self, key, value, pipeline=True)
 
     def __delitem__(self, key: Any) -> None:
-        _call("operator.delitem", self, key)
+        _call("operator.delitem", self, key, pipeline=True)
 
     def __enter__(self) -> Any:
         from radium_interposer import exits  # marks where its body's calls begin

@@ -113,8 +113,9 @@ class Reader:
 
 def _definition(tid: int, data: bytes) -> Dict[str, Any]:
     """A template's JSON, checked: ``f`` a tree, ``a`` a list of trees, ``k`` keyword names
-    (their trees last in ``a``), ``s`` the slot kinds; each slot used exactly once, at the top
-    of an argument, a keyword value or a method's object (``f`` = ``{"$": "a", "o": slot}``)."""
+    (their trees last in ``a``), ``s`` the slot kinds, ``v`` 1 when its calls return nothing;
+    each slot used exactly once, at the top of an argument, a keyword value, the callable itself
+    or a method's object (``f`` = ``{"$": "a", "o": slot}``)."""
     try:
         definition = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
@@ -128,8 +129,11 @@ def _definition(tid: int, data: bytes) -> Dict[str, Any]:
         raise RecordError(f"template {tid} needs a list of arguments and of keyword names")
     if len(names) > len(args) or not all(isinstance(name, str) for name in names):
         raise RecordError(f"template {tid} has keyword names {names!r}")
+    if definition.get("v", 0) not in (0, 1):
+        raise RecordError(f"template {tid} has v {definition.get('v')!r}")
     function = definition.get("f")
-    tops = [function.get("o") if isinstance(function, dict) else None, *args]
+    owner = function.get("o") if isinstance(function, dict) and function.get("$") == "a" else None
+    tops = [function if is_slot(function) else owner, *args]
     used = sorted(top["i"] for top in tops if is_slot(top))
     if used != list(range(len(slots))):
         raise RecordError(f"template {tid} does not use each of its {len(slots)} slots once")

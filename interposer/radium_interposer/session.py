@@ -67,6 +67,9 @@ class Session:
         #: The last pipelined calls that raised (result id, error): a remote ``__exit__`` after
         #: them sees the first of its body's as the body's exception (exits.clean_exit).
         self.failed: Deque[Tuple[Any, BaseException]] = collections.deque(maxlen=64)
+        #: The first error of a streamed call that returns nothing, until it is answered: the
+        #: failed call's id and the error (worker: poison).
+        self.poison: Optional[Tuple[int, BaseException]] = None
 
     def serve(self) -> None:
         """Run the client's calls until it closes the connection (or breaks the protocol)."""

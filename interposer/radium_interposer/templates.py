@@ -42,9 +42,11 @@ class Templates:
         result: int,
         site: str,
         reference: Any,
+        void: bool = False,
     ) -> Optional[bytes]:
         """The call's record (after its template's definition when new), or None when the call
-        has another shape and must go as JSON. ``reference(obj)`` is a remote object's tree."""
+        has another shape and must go as JSON. ``reference(obj)`` is a remote object's tree;
+        ``void``: the call returns nothing (its result is not kept, a failure poisons)."""
         key: List[Any] = []
         values: List[Any] = []
         kinds: List[str] = []
@@ -56,7 +58,7 @@ class Templates:
             if part is None:
                 return None
             key.append(part)
-        full = (fkey, tuple(key), tuple(kwargs) if kwargs else ())
+        full = (fkey, tuple(key), tuple(kwargs) if kwargs else (), void)
         known = self.by_key.get(full)
         if known is not None:
             return known[1].pack(records.CALL, known[0], result, *values)
@@ -80,14 +82,18 @@ class Templates:
         self.per_site[site] = count + 1
         slot = iter(range(len(kinds)))
         tree = function
-        if function["$"] == "a" and function["o"]["$"] == "h":
+        if function["$"] == "h":
+            tree = _slot(next(slot))
+        elif function["$"] == "a" and function["o"]["$"] == "h":
             tree = {"$": "a", "o": _slot(next(slot)), "n": function["n"]}
         trees = [
             _slot(next(slot)) if part in records.SLOTS else _constant(value, reference)
             for value, part in zip((*args, *kwargs.values()), full[1])
         ]
         slots = "".join(kinds)
-        definition = {"f": tree, "a": trees, "k": list(kwargs), "s": slots}
+        definition: Dict[str, Any] = {"f": tree, "a": trees, "k": list(kwargs), "s": slots}
+        if full[3]:
+            definition["v"] = 1
         tid = len(self.by_key) + 1
         layout = records.call_struct(slots)
         self.by_key[full] = (tid, layout)
@@ -102,6 +108,10 @@ def _function_key(function: Dict[str, Any], values: List[Any], kinds: List[str])
     tag = function["$"]
     if tag == "p":
         return function["p"]
+    if tag == "h":  # a remote callable itself (a model, a loss): a slot
+        values.append(function["id"])
+        kinds.append("h")
+        return ("h",)
     if tag == "a":
         owner = function["o"]
         if owner["$"] == "h":  # a method of a remote object: the object is a slot

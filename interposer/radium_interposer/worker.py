@@ -28,6 +28,7 @@ from radium_interposer import (
     exits,
     nested,
     peer,
+    poison,
     scalars,
     wire,
     worker_files,
@@ -171,6 +172,8 @@ class Worker(Definitions):
         finally:
             worker_objects.settle()
         handle = meta.get("r")
+        if meta.get("nv"):  # streamed, and it returns nothing: nothing to keep
+            return {}, []
         if meta.get("nr") or meta.get("keep"):
             return {"v": self.refer(result, handle)}, []
         return self.result(result, handle)
@@ -232,6 +235,10 @@ class Worker(Definitions):
             self, f"op_{meta.get('op')}", None
         )
         failed = False
+        poisoned = poison.answer_instead(session, meta) if session.poison else None
+        if poisoned is not None:
+            self._poisoned(session, frame, poisoned)
+            return
         try:
             if operation is None:
                 raise ValueError(f"unknown operation {meta.get('op')!r}")
@@ -244,7 +251,9 @@ class Worker(Definitions):
         except BaseException as exc:
             failed = True
             if meta.get("nr"):
-                if isinstance(meta.get("r"), int):
+                if isinstance(meta.get("r"), int) and meta.get("nv"):
+                    poison.fail(session, meta["r"], exc)
+                elif isinstance(meta.get("r"), int):
                     self.table.put(meta["r"], Failure(exc))
                     session.failed.append((meta["r"], exc))  # a `with` body's, for exits
                 reply, buffers = {}, []
@@ -273,6 +282,17 @@ class Worker(Definitions):
             self.stats["calls"] += calls
             self.stats["busy_seconds"] += time.perf_counter() - started
         return calls
+
+    def _poisoned(self, session: Session, frame: wire.Frame, poisoned: poison.Poison) -> None:
+        """A request on a poisoned connection: a streamed call's result takes the error, a
+        request that waits is answered with it."""
+        meta = frame.meta
+        if meta.get("nr"):
+            if isinstance(meta.get("r"), int) and not meta.get("nv"):
+                self.table.put(meta["r"], Failure(poisoned[1]))
+            return
+        reply = {**error_meta(poisoned[1]), "at": poisoned[0]}
+        session.answer(wire.ERROR, frame.call_id, reply, [])
 
     def counters(self) -> Counters:
         with self.stats_lock:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from radium_interposer import records, worker_objects
+from radium_interposer import poison, records, worker_objects
 from radium_interposer.handles import Failure, HandleTable
 from radium_interposer.naming import resolve_path
 
@@ -27,15 +27,19 @@ Decode = Callable[[Any, List[Any]], Any]
 class Template:
     """A call site's constant part, ready to run calls with their slot values."""
 
-    __slots__ = ("args", "function", "method", "names", "path", "positional")
+    __slots__ = ("args", "function", "method", "names", "path", "positional", "slot", "void")
 
     def __init__(self, definition: Dict[str, Any]) -> None:
         function = definition["f"]
         #: A method of a slot's object: (slot index, name); else None and ``function`` a tree.
         self.method: Optional[Tuple[int, str]] = None
+        #: The callable itself is a slot's object (a remote model, a loss function).
+        self.slot: Optional[int] = function["i"] if records.is_slot(function) else None
         if type(function) is dict and function.get("$") == "a" and records.is_slot(function["o"]):
             self.method = (function["o"]["i"], str(function.get("n")))
         self.function = function
+        #: Its calls return nothing: their result is not kept, and a failure poisons.
+        self.void = bool(definition.get("v"))
         #: A library function's path, resolved by naming's cache rather than the codec.
         self.path: Optional[str] = function["p"] if _is_path(function) else None
         kinds = definition["s"]
@@ -85,6 +89,10 @@ class Batches:
         warned = len(session.warned)
         if session.prefix is None:
             session.prefix = handle >> 32
+        if session.poison is not None:  # not run: locally the program stopped at the error
+            if not template.void:
+                self.table.put(handle, Failure(session.poison[1]))
+            return
         try:
             self.notice(session)
             function = self._function(template, slots)
@@ -97,11 +105,15 @@ class Batches:
                 result = worker_objects.adapt(function, args)(*args, **kwargs)
             finally:
                 worker_objects.settle()
-            self.keep(result, handle)
+            if not template.void:
+                self.keep(result, handle)
         # SystemExit and KeyboardInterrupt too: the tenant's code ends its call, not the worker.
         except BaseException as exc:
-            self.table.put(handle, Failure(exc))
-            session.failed.append((handle, exc))  # a `with` body's, for exits
+            if template.void:
+                poison.fail(session, handle, exc)
+            else:
+                self.table.put(handle, Failure(exc))
+                session.failed.append((handle, exc))  # a `with` body's, for exits
         for item in session.warned[warned:]:  # its warnings come later: say whose they are
             item.setdefault("r", handle)
 
@@ -111,6 +123,8 @@ class Batches:
             return getattr(self.table.get(slots[index]), name)
         if template.path is not None:
             return resolve_path(template.path)
+        if template.slot is not None:
+            return self.table.get(slots[template.slot])
         return self.decode(template.function, [])
 
     def _arguments(self, template: Template, slots: Tuple[Any, ...]) -> List[Any]:

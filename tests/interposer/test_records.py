@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from radium_interposer import records, templates, wire
+from radium_interposer import poison, records, templates, wire
 from radium_interposer.handles import Failure, HandleTable
 from radium_interposer.worker_batch import Batches
 
@@ -181,6 +181,7 @@ def test_a_batch_frame_is_read_only_where_batches_are_allowed() -> None:
 # -- the worker running records ---------------------------------------------------------------
 class Session:
     def __init__(self, table: HandleTable) -> None:
+        self.poison: Any = None
         self.templates: Dict[int, Any] = {}
         self.warned: List[Dict[str, Any]] = []
         self.failed: List[Any] = []
@@ -267,3 +268,48 @@ def test_definitions_are_plain_json() -> None:
     data = record(t, SUM, 1)
     size = struct.unpack_from("<I", data, 5)[0]
     assert json.loads(data[9 : 9 + size])["f"]["n"] == "sum"
+
+
+def test_a_call_that_returns_nothing_poisons_its_connection_when_it_raises() -> None:
+    table = HandleTable()
+    t = templates.Templates()
+    fill = {"$": "p", "p": "operator.truediv"}
+    body = b"".join(
+        [
+            t.record(ADD, (1, 2), {}, 40, "s", reference),
+            t.record(fill, (1, 0), {}, 41, "s", reference, void=True),
+            t.record(ADD, (1, 3), {}, 42, "s", reference),  # after it: not run
+            t.record(fill, (4, 2), {}, 43, "s", reference, void=True),
+        ]
+    )
+    session = run(table, body)
+    assert table.get(40) == 3 and 41 not in table.objects and 43 not in table.objects
+    with pytest.raises(ZeroDivisionError):
+        table.get(42)
+    assert session.poison is not None and session.poison[0] == 41
+
+
+def test_a_poisoned_connection_answers_its_next_waiting_request_with_the_error() -> None:
+    error = ZeroDivisionError("x")
+
+    class Poisoned:
+        def __init__(self) -> None:
+            self.poison: Any = (41, error)
+
+    session = Poisoned()
+    assert poison.answer_instead(session, {"op": "call", "nr": 1}) == (41, error)
+    assert session.poison is not None  # a streamed call does not clear it
+    exit_call = {"op": "call", "f": {"$": "p", "p": "radium_interposer.exits.clean_exit"}}
+    assert poison.answer_instead(session, {**exit_call, "a": [{"$": "h", "id": 1}, 50]}) == (
+        41,
+        error,
+    )  # the with began after the failure: its exit does not take it
+    session.poison = (41, error)
+    assert poison.answer_instead(session, {**exit_call, "a": [{"$": "h", "id": 1}, 30]}) is None
+    assert session.poison is None  # the body's: its manager's exit sees it
+    session.poison = (41, error)  # streamed, the exit runs too
+    assert poison.answer_instead(session, {**exit_call, "nr": 1, "a": [{}, 41]}) is None
+    assert session.poison is None
+    session.poison = (41, error)
+    assert poison.answer_instead(session, {"op": "fetch"}) == (41, error)
+    assert session.poison is None

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import radium_interposer
-from radium_interposer import client, handshake, wire
+from radium_interposer import dialing, handshake, wire
 from radium_interposer.errors import VersionMismatch, WorkerGone
 
 NONCE = "0" * 32
@@ -172,7 +172,7 @@ def test_a_socket_the_agent_negotiated_at_another_version_is_refused(
     agent = FakeAgent(tmp_path, reply)
     try:
         with pytest.raises(VersionMismatch) as caught:
-            client.dial_agent(agent.path, 10, None)
+            dialing.dial_agent(agent.path, 10, None)
         assert str(caught.value) == expected
         assert agent.far.recv(1) == b""  # the handed-over socket was closed, not leaked
     finally:
@@ -182,7 +182,7 @@ def test_a_socket_the_agent_negotiated_at_another_version_is_refused(
 def test_a_socket_at_our_version_is_used(tmp_path: Path) -> None:
     agent = FakeAgent(tmp_path, {"ok": True, "v": wire.VERSION})
     try:
-        with client.dial_agent(agent.path, 10, None) as sock:
+        with dialing.dial_agent(agent.path, 10, None) as sock:
             sock.sendall(b"ping")
             assert agent.far.recv(4) == b"ping"
         assert json.loads(agent.request) == {"op": "connect"}
@@ -206,5 +206,5 @@ def test_the_agent_s_version_refusal_reaches_the_program_as_its_line(tmp_path: P
 
     threading.Thread(target=serve, daemon=True).start()
     with listener, pytest.raises(VersionMismatch) as caught:
-        client.dial_agent(path, 10, None)
+        dialing.dial_agent(path, 10, None)
     assert str(caught.value) == f"radium: the node agent could not connect this container: {line}"

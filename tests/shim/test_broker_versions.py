@@ -15,7 +15,7 @@ import pytest
 
 from radium.shim.agent.book import Held
 from radium.shim.agent.broker import DATA_SOCKET, ConnectionBroker
-from radium_interposer import client, handshake, wire
+from radium_interposer import dialing, handshake, wire
 from radium_interposer.errors import VersionMismatch
 
 CREDENTIAL = "lease-secret"
@@ -48,7 +48,7 @@ def connect_through_broker(tmp_path: Path, listener: socket.socket) -> socket.so
         await broker.open(held)
         try:
             path = str(tmp_path / DATA_SOCKET)
-            return await asyncio.to_thread(client.dial_agent, path, 30, 10)
+            return await asyncio.to_thread(dialing.dial_agent, path, 30, 10)
         finally:
             broker.close_all()
 

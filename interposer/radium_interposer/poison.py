@@ -1,0 +1,47 @@
+"""The worker's side of streamed calls that return nothing (``nv``): when one raises, the
+connection is *poisoned*. Its later streamed calls do not run (locally the program stopped at
+the error: nothing after it may have effects), and its next request that waits for an answer is
+answered with that error instead of running, with ``at``, the failed call's id, so the client
+names the call's line (docs/data-plane.md, "Streamed calls that return nothing").
+
+One exception: the exit of a remote ``with`` whose body made the failed call runs
+(``exits.clean_exit``, waiting or streamed), and the manager sees the error as its body's, as
+locally.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional, Tuple
+
+Poison = Tuple[int, BaseException]
+_CLEAN_EXIT = {"$": "p", "p": "radium_interposer.exits.clean_exit"}
+
+
+def fail(session: Any, handle: int, error: BaseException) -> None:
+    """A streamed call that returns nothing raised: the first such error poisons."""
+    if session.poison is None:
+        session.poison = (handle, error)
+    session.failed.append((handle, error))  # a `with` body's, for exits.clean_exit
+
+
+def answer_instead(session: Any, meta: Dict[str, Any]) -> Optional[Poison]:
+    """The poison a request meets: for a streamed call, the error its result takes instead of
+    running; for a request that waits, the error to answer (then cleared). None: it runs."""
+    poison: Optional[Poison] = session.poison
+    if poison is None:
+        return None
+    args = meta.get("a")
+    if (
+        meta.get("f") == _CLEAN_EXIT
+        and isinstance(args, list)
+        and len(args) == 2
+        and type(args[1]) is int
+        and poison[0] >= args[1]
+    ):
+        # The manager's exit gets it (clean_exit reads session.failed), waiting or streamed:
+        # it suppresses it, as locally, or raises it again (then it poisons again).
+        session.poison = None
+        return None
+    if not meta.get("nr"):
+        session.poison = None
+    return poison

@@ -2,6 +2,8 @@
 
     sudo .venv/bin/python -m benchmarks.dataplane [--calls 3000] [--loopback] [--smoke] [--port P]
 
+Ports: P the data plane, P+1 the raw echo, P+2 grpcio, P+3 rpyc, P+4 Pyro5.
+
 The acceptor side (``benchmarks/dataplane_server.py``) runs in its own network namespace (or,
 with ``--loopback``, in this one, over 127.0.0.1: no root needed); this process is the client,
 with the interposer. ``--smoke`` shrinks every size (the suite's smoke run; its figures are no
@@ -18,18 +20,19 @@ import statistics
 import subprocess
 import sys
 import time
-import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
 import grpc
 import numpy
 
+from benchmarks.dataplane_extra import memory, peer_call, streamed_cost
 from benchmarks.dataplane_server import CREDENTIAL, LEASE, SIZE
+from benchmarks.machine import Machine
 from benchmarks.own_network import OwnNetwork
 from radium_interposer import wire
 
-PORT = 7501  # the data plane's; the raw echo is at PORT + 1, grpcio's at PORT + 2
+PORT = 7501  # the data plane's; raw echo at + 1, grpcio + 2, rpyc + 3, Pyro5 + 4
 MIB = 1 << 20
 COMPUTE = """
 import sys, time
@@ -109,6 +112,13 @@ def small_calls(host: str, port: int, calls: int) -> float:
     report("radium p50 vs grpcio unary p50", p50, g50, "grpc p50")
     report("radium p99 vs grpcio unary p99", p99, g99, "grpc p99")
     channel.close()
+    for name in ("rpyc", "Pyro5"):
+        peer = peer_call(name, host, port)
+        if peer is None:
+            print(f"  radium p50 vs {name} p50: skipped: not installed")
+            continue
+        p50_peer, _ = percentiles(timed(lambda: peer(payload), calls))  # noqa: B023 - used at once
+        report(f"radium p50 vs {name} p50", p50, p50_peer, f"{name} p50")
     return p50
 
 
@@ -146,19 +156,6 @@ def one_size(raw: Raw, size: int, reps: int) -> None:
         )
 
 
-def memory(action: Callable[[], Any]) -> tuple[int, int]:
-    """Peak extra bytes during ``action``: this process (tracemalloc) and the worker (VmHWM)."""
-    from benchmarks import dpfuncs
-
-    before_worker = dpfuncs.rss_peak_reset()
-    tracemalloc.start()
-    result = action()
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    del result
-    return peak, max(0, dpfuncs.rss_peak() - before_worker)
-
-
 def chain(small_p50: float, length: int = 1000) -> None:
     from benchmarks import dpfuncs
     from radium_interposer.proxy import fetch, stats
@@ -180,8 +177,9 @@ def chain(small_p50: float, length: int = 1000) -> None:
           f" overhead beyond worker time {(total - busy) / small_p50:.0f} round trips")  # fmt: skip
 
 
-def compute(host: str, port: int, namespace: str | None, side: int) -> None:
-    env = {
+def remote_env(host: str, port: int) -> dict[str, str]:
+    """A numpy-less client's environment: numpy remoted, dialling the acceptor directly."""
+    return {
         "PATH": os.environ["PATH"],
         "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(wire.__file__))),
         "RADIUM_DP_DIRECT": f"{host}:{port}",
@@ -189,6 +187,10 @@ def compute(host: str, port: int, namespace: str | None, side: int) -> None:
         "RADIUM_LEASE_CREDENTIAL": CREDENTIAL,
         "RADIUM_REMOTE": "numpy",
     }
+
+
+def compute(host: str, port: int, namespace: str | None, side: int) -> None:
+    env = remote_env(host, port)
     remote = subprocess.run(
         ["/usr/bin/python3", "-c", "import radium_interposer.boot\n" + COMPUTE, str(side)],
         env=env, capture_output=True, text=True, check=True,
@@ -204,9 +206,9 @@ def compute(host: str, port: int, namespace: str | None, side: int) -> None:
     print(f"  checksums equal: {numpy.isclose(r_sum, l_sum)}")
 
 
-#: Sizes: array (bytes, best of), chain length, compute matrix side.
-FULL = {"arrays": ((MIB, 40), (256 * MIB, 3)), "chain": 1000, "side": 700}
-SMOKE = {"arrays": ((64 << 10, 2), (MIB, 2)), "chain": 20, "side": 60}
+#: Sizes: array (bytes, best of), chain length, compute matrix side, streamed calls.
+FULL = {"arrays": ((MIB, 40), (256 * MIB, 3)), "chain": 1000, "side": 700, "streamed": 10000}
+SMOKE = {"arrays": ((64 << 10, 2), (MIB, 2)), "chain": 20, "side": 60, "streamed": 200}
 
 
 #: The acceptor side's namespace: not ``rdm-*``, which integration tests' networks sweep.
@@ -218,9 +220,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=3000)
     parser.add_argument("--loopback", action="store_true", help="no namespace: over 127.0.0.1")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes (the suite's run)")
-    parser.add_argument("--port", type=int, default=PORT, help="the data plane's; +1, +2 too")
+    parser.add_argument("--port", type=int, default=PORT, help="the data plane's; +1..+4 too")
     args = parser.parse_args(argv)
     sizes = SMOKE if args.smoke else FULL
+    machine = Machine()
+    print(machine.line("start"))
+    try:
+        return on_network(args, sizes)
+    finally:
+        print(machine.line("end"))
+
+
+def on_network(args: argparse.Namespace, sizes: dict[str, Any]) -> int:
+    """The run over loopback, or with the acceptor side in a namespace of its own (root)."""
     if args.loopback:
         return run("127.0.0.1", args.port, [], None, args.calls, sizes)
     if os.geteuid() != 0:
@@ -265,9 +277,13 @@ def run(
         print(f"acceptor in {where} at {host}; numpy {numpy.__version__}")
         p50 = small_calls(host, port, calls)
         chain(p50, sizes["chain"])
+        streamed_cost(remote_env(host, port), sizes["streamed"])
         arrays(host, port, sizes["arrays"])
         compute(host, port, namespace, sizes["side"])
-        print("tc netem: not available on this kernel (no sch_netem); no delay was emulated")
+        print(
+            "tc netem: not available on this kernel (no sch_netem); no delay was emulated "
+            "(benchmarks.programs --link dc emulates one with benchmarks/delay_relay.py)"
+        )
     finally:
         server.communicate("", timeout=30)
     return 0

@@ -1,8 +1,9 @@
 """The acceptor side of benchmarks/dataplane.py, run inside the acceptor's network namespace.
 
-It serves three things on one address: the real data plane (``DataPlane`` + a lease slot with
-its worker), a raw-socket echo (the floor any protocol is measured against) and a grpcio unary
-echo. It prints ``ready`` and runs until its stdin closes.
+It serves on one address: the real data plane (``DataPlane`` + a lease slot with its worker),
+a raw-socket echo (the floor any protocol is measured against), a grpcio unary echo, and rpyc's
+and Pyro5's noop (benchmarks/dataplane_extra.py) where they are installed. It prints ``ready``
+and runs until its stdin closes.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from concurrent import futures
 
 import grpc
 
+from benchmarks.dataplane_extra import serve_peers
 from radium.acceptor.dataplane import DataPlane
 from radium.acceptor.devices import CpuBackend
 from radium.acceptor.slots import Slots
@@ -80,6 +82,7 @@ def main(argv: list[str]) -> int:
     plane.start()
     threading.Thread(target=raw_echo, args=(host, port + 1), daemon=True).start()
     server = grpc_echo(host, port + 2)
+    serve_peers(host, port)  # rpyc at port + 3, Pyro5 at + 4, those installed
     # Workers start at their lease's first connection; start this one now, so that the first
     # measured call does not pay for it.
     print("ready", slots.worker(LEASE).pid, flush=True)

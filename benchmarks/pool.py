@@ -41,6 +41,7 @@ from pathlib import Path
 
 import psutil
 
+from benchmarks.machine import cpu_ticks
 from integration.pool import AGENT_TOKEN, PoolCluster, Service
 from radium import rpc
 from radium.leasecalls import LeaseCalls
@@ -119,13 +120,6 @@ def cpu_seconds(service: Service) -> float:
             times = one.cpu_times()
             total += times.user + times.system
     return total
-
-
-def cpu_ticks() -> tuple[int, int]:
-    """(ticks stolen, all ticks) of this machine's CPUs so far: steal is the time a virtual
-    machine's hypervisor ran other guests while this one had work (/proc/stat)."""
-    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    return fields[7], sum(fields)
 
 
 def level(

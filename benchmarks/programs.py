@@ -1,23 +1,28 @@
 """The corpus of real programs (tests/programs), each run locally and remoted, side by side.
 
-    .venv/bin/python -m benchmarks.programs [--runs 2] [--programs NAME,...]
+    .venv/bin/python -m benchmarks.programs [--runs 2] [--programs NAME,...] [--link dc]
 
 Locally: this Python, with torch and numpy, no remoting. Remoted: a Python without them
-(``/usr/bin/python3``) whose torch/numpy run on a worker on this machine (loopback, one worker
-for the whole run). Each program runs ``--runs`` times in one process each way. Printed per
-program:
-- the whole process's wall time each way and their ratio (the local one includes importing
-  torch, which the remoted client never does);
-- the last run's own execution, everything warm on both sides, and that ratio (the comparison
-  that matters once a program is going);
-- the worker's calls (and calls per second), and the bytes of that run's frames in and out of
-  the worker, counted by the client (a worker's own counters hold buffer bytes only, and a
-  numpy-less client gets small arrays as values in the frame's metadata, not as buffers).
+(``/usr/bin/python3``) whose torch/numpy run on a worker on this machine (one worker for the
+whole run), twice: every call waiting for its answer (``RADIUM_STREAM=0``) and streaming (the
+default: a call whose result stays remote is sent without waiting). Each program runs
+``--runs`` times in one process each way. Printed per program:
+- the whole process's wall time each way (the local one includes importing torch, which the
+  remoted client never does);
+- the last run's own execution, everything warm on both sides, ended by a sync (the streamed
+  calls still in flight finish inside it), and its ratio to local, per remoted mode;
+- that last run's calls, streamed calls and round trips (requests that waited for an answer),
+  counted by the client, and the bytes of its frames in and out of the worker (streaming).
+Then the torch and numpy programs' median and worst warm ratio per remoted mode, and the sums of
+``RADIUM_STATS_FILE`` (a fresh file per remoted process: every run in it, at its exit).
+``--link dc`` puts a delay relay (benchmarks/delay_relay.py, ``--delay-us`` each way) between the
+client and the worker: an emulated datacenter link; the link and its measured RTT are printed.
 Then function mode for the programs that have functions: the same, with a split file that also
 names the program's own functions (they then run whole on the worker: fewer round trips).
 Then the cost of a callback (the worker calling a local lambda): ``np.vectorize`` over
 ``--callbacks`` elements with a lambda (called back once per element), against the same with a
 top-level function (shipped: no callbacks) and against running it all locally.
+The machine (CPU, cores, load, steal) is printed at the start and the end.
 Nothing here is a pass/fail test.
 """
 
@@ -26,13 +31,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+from typing import Any
 
+from benchmarks import remoted
+from benchmarks.delay_relay import RelayedHarness
+from benchmarks.machine import Machine
+from benchmarks.remoted import timed
 from tests.interposer.harness import BARE_PYTHON, WorkerHarness
 from tests.programs.test_corpus import (
     PROGRAMS,
@@ -43,7 +50,8 @@ from tests.programs.test_corpus import (
 )
 
 #: Runs the program as __main__ (what shipping needs) with its frameworks imported before the
-#: clock starts, so only the program's own work is timed; remoted, with the worker's counters.
+#: clock starts, so only the program's own work is timed; remoted, with the worker's counters
+#: and the client's (calls, streamed, round trips) over the last run.
 RUNNER = """
 import json, os, runpy, sys, time
 remote = sys.argv[2] == "remote"
@@ -52,6 +60,7 @@ crossed = {"bytes_in": 0, "bytes_out": 0}  # whole frames, as this client sends 
 if remote:
     import radium_interposer.boot
     from radium_interposer import wire
+    from radium_interposer.client import state as client
     from radium_interposer.proxy import stats
     _read, _send = wire.read, wire.send_chunks
     def _counted_read(readinto, limits=None):
@@ -64,6 +73,10 @@ if remote:
         crossed["bytes_in"] += sum(memoryview(c).nbytes for c in chunks)
         _send(sock, chunks)
     wire.read, wire.send_chunks = _counted_read, _counted_send
+def settle():  # streamed calls still in flight run inside the timed run, as at the exit
+    for conn in list(client.connections):
+        if conn.pid == os.getpid() and not conn.broken:
+            conn.sync()
 for name in sys.argv[3].split(","):
     __import__(name)
 functions = json.loads(sys.argv[5]) if len(sys.argv) > 5 else {}
@@ -72,10 +85,14 @@ for _ in range(int(sys.argv[4])):  # the last run is timed: everything warm on b
         from radium_interposer import finder, main_module
         main_module.watch(functions, finder.remote_main_function)
     before = {**stats(), **crossed} if remote else {}
+    counts = dict(client.counts) if remote else {}
     started = time.perf_counter()
     runpy.run_path(sys.argv[1], run_name="__main__")
+    if remote:
+        settle()
     report = {"seconds": time.perf_counter() - started}
 if remote:
+    report["counts"] = {k: client.counts[k] - counts[k] for k in counts}
     frames = dict(crossed)  # before the stats call's own frames
     after = {**stats(), **frames}
     report.update({k: after[k] - before[k] for k in ("calls", "bytes_in", "bytes_out")})
@@ -129,7 +146,10 @@ def function_mode(root: Path, runs: int, programs: list[Path]) -> None:
     """What a split file of the program's own functions brings: they run whole on the worker.
     Each program gets a worker of its own, as each would get its lease: the main-program
     functions of two programs shipped to one worker share its ``radium_shipped.__main__``."""
-    print("\nfunction mode (module mode + the program's functions in the split file), warm:")
+    print(
+        "\nfunction mode (module mode + the program's functions in the split file), warm, "
+        "streaming, over the local link:"
+    )
     print(f"{'program':<26} {'local':>8} {'module':>8} {'ratio':>6} {'calls':>6}"
           f" {'function':>9} {'ratio':>6} {'calls':>6}")  # fmt: skip
     for program in (p for p in programs if p in WITH_FUNCTIONS):
@@ -159,13 +179,68 @@ def _warm(argv: list[str], env: dict[str, str], cwd: Path) -> dict[str, float]:
     return report
 
 
-def timed(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, str]:
-    started = time.perf_counter()
-    done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=900)
-    elapsed = time.perf_counter() - started
-    if done.returncode != 0:
-        raise RuntimeError(f"{argv[-1]} failed: {done.stderr[-2000:]}")
-    return elapsed, done.stderr
+def make_harness(root: Path, link: str, delay_us: float) -> WorkerHarness:
+    """The worker, reached over a socketpair (``local``) or through a delay relay (``dc``)."""
+    if link == "local":
+        print("link: local (the agent stand-in's socketpair, no network)")
+        return WorkerHarness(root)
+    harness = RelayedHarness(root, delay_us)
+    print(f"link: dc, a user-space relay holding each chunk >= {delay_us:.0f} us each way "
+          f"(no sch_netem in this kernel); measured 32 B TCP RTT p50 {harness.link_rtt:.0f} us "
+          f"through it, {harness.direct_rtt:.0f} us without it")  # fmt: skip
+    return harness
+
+
+HEADER = (
+    f"{'program':<26} {'whole: local':>12} {'s=0':>6} {'strm':>6} {'warm: local':>11} "
+    f"{'s=0':>7} {'ratio':>6} {'strm':>7} {'ratio':>6} {'calls':>6} {'rt s=0':>7} "
+    f"{'streamed':>8} {'rt strm':>7} {'KiB in':>7} {'KiB out':>8}"
+)
+
+
+def one_program(harness: WorkerHarness, root: Path, program: Path, runs: int) -> dict[str, Any]:
+    """Its reports, local and per remoted mode, and its table row."""
+    args = ["-c", RUNNER, str(program), "local", remote_for(program), str(runs)]
+    reports = {"local": remoted.run(harness, "local", args, remote_for(program), root)}
+    args[3] = "remote"
+    for mode in remoted.MODES:
+        reports[mode] = remoted.run(harness, mode, args, remote_for(program), root)
+    local, off, on = reports["local"], reports["nostream"], reports["stream"]
+    warm = local["seconds"]
+    print(f"{name_of(program):<26} {local['whole']:12.2f} {off['whole']:6.2f} {on['whole']:6.2f} "
+          f"{warm:11.3f} {off['seconds']:7.3f} {off['seconds'] / warm:6.2f} "
+          f"{on['seconds']:7.3f} {on['seconds'] / warm:6.2f} "
+          f"{on['counts']['calls']:6d} {off['counts']['round_trips']:7d} "
+          f"{on['counts']['streamed']:8d} {on['counts']['round_trips']:7d} "
+          f"{on['bytes_in'] / 1024:7.1f} {on['bytes_out'] / 1024:8.1f}", flush=True)  # fmt: skip
+    return reports
+
+
+def corpus(harness: WorkerHarness, root: Path, runs: int, programs: list[Path]) -> None:
+    """The table, then the ratios' summary and the stats files' sums."""
+    print(f"\nwarm: the last of {runs} runs in one process, in seconds; ratio: remoted/local; "
+          "s=0: RADIUM_STREAM=0 (every call waits), strm: streaming (the default);\n"
+          "calls, streamed, rt (round trips): that last run, counted by the client; "
+          "KiB: its frames in/out of the worker, streaming")  # fmt: skip
+    print(HEADER)
+    ratios: dict[str, dict[str, list[tuple[float, str]]]] = {
+        kind: {mode: [] for mode in remoted.MODES} for kind in ("torch", "numpy")
+    }
+    files = {mode: dict.fromkeys((*remoted.COUNTS, "processes"), 0) for mode in remoted.MODES}
+    for program in programs:
+        reports = one_program(harness, root, program, runs)
+        kind = "torch" if name_of(program).startswith("torch") else "numpy"
+        for mode in remoted.MODES:
+            ratio = reports[mode]["seconds"] / reports["local"]["seconds"]
+            ratios[kind][mode].append((ratio, name_of(program)))
+            for key, value in reports[mode]["totals"].items():
+                files[mode][key] += value
+    for line in remoted.ratio_summary(ratios):
+        print(line)
+    for mode, sums in files.items():
+        print(f"RADIUM_STATS_FILE sums, {remoted.LABELS[mode]} ({sums['processes']} processes, "
+              f"all {runs} runs each): calls {sums['calls']}, streamed {sums['streamed']}, "
+              f"round trips {sums['round_trips']}")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -173,6 +248,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--callbacks", type=int, default=5000, metavar="N")
     parser.add_argument("--programs", help="these corpus programs only (comma-separated names)")
+    parser.add_argument("--link", choices=("local", "dc"), default="local")
+    parser.add_argument("--delay-us", type=float, default=50.0, help="--link dc: each way")
     args = parser.parse_args(argv)
     programs = PROGRAMS
     if args.programs:
@@ -180,40 +257,17 @@ def main(argv: list[str] | None = None) -> int:
         programs = [p for p in PROGRAMS if name_of(p) in wanted]
         if len(programs) != len(wanted):
             parser.error(f"--programs: not all of {wanted} are in tests/programs")
+    machine = Machine()
+    print(machine.line("start"))
     root = Path(tempfile.mkdtemp(prefix="radium-programs-"))
-    harness = WorkerHarness(root)
-    ratios: dict[str, list[float]] = {"torch": [], "numpy": []}
+    harness = make_harness(root, args.link, args.delay_us)
     try:
         callback_cost(harness, root, args.callbacks)
-        print(f"\n{'program':<26} {'whole: local':>12} {'remote':>7} {'ratio':>6} "
-              f"{'warm: local':>12} {'remote':>7} {'ratio':>6} {'calls':>7} {'calls/s':>8} "
-              f"{'KiB in':>7} {'KiB out':>8}")  # fmt: skip
-        for program in programs:
-            plain = {"PATH": os.environ["PATH"]}
-            runs = str(args.runs)
-            local, stderr = timed([sys.executable, "-c", RUNNER, str(program), "local",
-                                   remote_for(program), runs], plain, root)  # fmt: skip
-            warm_local = json.loads(stderr.strip().splitlines()[-1])["seconds"]
-            env = harness.env(remote_for(program))
-            remote, stderr = timed([BARE_PYTHON, "-c", RUNNER, str(program), "remote",
-                                    remote_for(program), runs], env, root)  # fmt: skip
-            used = json.loads(stderr.strip().splitlines()[-1])
-            warm = used["seconds"]
-            ratios["torch" if name_of(program).startswith("torch") else "numpy"].append(
-                warm / warm_local
-            )
-            print(f"{name_of(program):<26} {local:12.2f} {remote:7.2f} {remote / local:6.2f} "
-                  f"{warm_local:12.3f} {warm:7.3f} {warm / warm_local:6.2f} {used['calls']:7d} "
-                  f"{used['calls'] / warm:8.0f} {used['bytes_in'] / 1024:7.1f} "
-                  f"{used['bytes_out'] / 1024:8.1f}")  # fmt: skip
+        corpus(harness, root, args.runs, programs)
     finally:
         harness.close()
     function_mode(root, args.runs, programs)
-    for kind, values in ratios.items():
-        if values:
-            print(
-                f"median warm remote/local ratio, {kind} programs: {statistics.median(values):.2f}"
-            )
+    print(machine.line("end"))
     return 0
 
 

@@ -56,12 +56,12 @@ def trace_dir() -> str:
     return given or found[0]
 
 
-def three_ports() -> int:
-    """A free loopback port whose next two are free too (the benchmark's raw and grpc echo)."""
+def five_ports() -> int:
+    """A free loopback port whose next four are free too (raw, grpc, rpyc and Pyro5 echoes)."""
     while True:
         port = free_port()
         try:
-            for taken in (port + 1, port + 2):
+            for taken in range(port + 1, port + 5):
                 with socket.socket() as s:
                     s.bind(("127.0.0.1", taken))
         except OSError:
@@ -69,21 +69,60 @@ def three_ports() -> int:
         return port
 
 
+def check_machine(out: str) -> None:
+    """The machine line at the start and the end: cores, load average, steal."""
+    for when in ("start", "end"):
+        line = re.search(rf"machine \({when}\): .+, (\d+) cores, load ({NUMBER}) {NUMBER} "
+                         rf"{NUMBER}, steal ({NUMBER}) % since start", out)  # fmt: skip
+        assert line and int(line[1]) > 0 and float(line[2]) >= 0 and float(line[3]) >= 0, out
+
+
 def test_dataplane_loopback() -> None:
     out = run_benchmark(
-        "dataplane", "--loopback", "--smoke", "--calls", "60", "--port", str(three_ports())
+        "dataplane", "--loopback", "--smoke", "--calls", "60", "--port", str(five_ports())
     )
     check_dataplane(out)
 
 
 def check_dataplane(out: str) -> None:
-    """Its figures: ratios to raw and grpcio, shares of raw throughput, the chain, compute."""
+    """Its figures: ratios to raw, grpcio, rpyc and Pyro5, shares of raw throughput, the chain,
+    the streamed call's client cost, compute; the machine."""
+    peers = [p for p in ("rpyc", "Pyro5") if f"vs {p} p50: skipped: not installed" not in out]
+    for peer in peers:
+        assert re.search(rf"radium p50 vs {peer} p50 .* ratio\s+{NUMBER}x", out), out
     ratios = [float(r) for r in re.findall(rf"ratio\s+({NUMBER})x", out)]
-    assert len(ratios) == 6 and all(r > 0 for r in ratios), out  # 4 small-call, chain, compute
+    assert len(ratios) == 6 + len(peers) and all(r > 0 for r in ratios), out
     shares = [float(s) for s in re.findall(rf"({NUMBER})% of raw throughput", out)]
     assert len(shares) == 4 and all(s > 0 for s in shares), out
     assert "checksums equal: True" in out, out
     assert re.search(r"= \d+ round trips of latency", out), out
+    cost = (rf"(streaming|STREAM=0)\s+client CPU\s+({NUMBER}) µs/call .* streamed (\d+), "
+            r"round trips (\d+) of (\d+) calls; result right: True")  # fmt: skip
+    costs = re.findall(cost, out)
+    assert [c[0] for c in costs] == ["streaming", "STREAM=0"], out
+    assert all(float(c[1]) > 0 for c in costs), out
+    assert int(costs[1][2]) == 0 and int(costs[1][3]) == int(costs[1][4]), out  # every call waits
+    check_machine(out)
+
+
+def check_programs(out: str, programs: tuple[str, ...]) -> None:
+    """Per program: times, ratios, counts and bytes; the summary per kind and mode; the stats
+    files' sums; the machine."""
+    for program in programs:
+        figures = rows(out, program)[0]
+        assert len(figures) == 14, out  # 3 whole, 3 warm, 2 ratios, 4 counts, 2 KiB
+        calls, rt_off, streamed, rt_on, kib_in, kib_out = figures[8:]
+        assert calls > 0 and rt_off > 0 and rt_on > 0 and kib_in > 0 and kib_out > 0, out
+        assert 0 <= streamed <= calls, out
+    for kind in ("torch", "numpy"):
+        assert re.search(rf"warm remoted/local, {kind} programs \(1\): STREAM=0 median {NUMBER} "
+                         rf"worst {NUMBER} \(\w+\); streaming median {NUMBER} worst {NUMBER}",
+                         out), out  # fmt: skip
+    sums = dict(re.findall(r"RADIUM_STATS_FILE sums, (\S+) \(\d+ processes, all \d+ runs each\):"
+                           r" (calls \d+, streamed \d+, round trips \d+)", out))  # fmt: skip
+    assert set(sums) == {"STREAM=0", "streaming"}, out
+    assert numbers(sums["STREAM=0"])[1] == 0 and numbers(sums["streaming"])[0] > 0, out
+    check_machine(out)
 
 
 def test_programs_count_calls_and_bytes() -> None:
@@ -91,16 +130,54 @@ def test_programs_count_calls_and_bytes() -> None:
         "programs", "--runs", "1", "--callbacks", "20",
         "--programs", "numpy_user_functions,torch_autograd",
     )  # fmt: skip
-    for program in ("numpy_user_functions", "torch_autograd"):
-        figures = rows(out, program)[0]
-        assert len(figures) == 10, out  # times, ratios, calls, calls/s, KiB in, KiB out
-        calls, kib_in, kib_out = figures[6], figures[8], figures[9]
-        assert calls > 0 and kib_in > 0 and kib_out > 0, out
+    assert "link: local" in out, out
+    check_programs(out, ("numpy_user_functions", "torch_autograd"))
     module_and_function_mode = rows(out, "numpy_user_functions")
     assert len(module_and_function_mode) == 2 and len(module_and_function_mode[1]) == 7, out
     assert re.search(rf"one callback costs {NUMBER} us", out), out
-    for kind in ("torch", "numpy"):
-        assert re.search(rf"median warm remote/local ratio, {kind} programs: {NUMBER}", out), out
+
+
+def test_programs_over_the_delay_relay() -> None:
+    out = run_benchmark(
+        "programs", "--runs", "1", "--callbacks", "5", "--link", "dc",
+        "--programs", "numpy_user_functions,torch_autograd",
+    )  # fmt: skip
+    rtt = re.search(rf"link: dc, .* >= 50 us each way .* RTT p50 ({NUMBER}) us through it, "
+                    rf"({NUMBER}) us without it", out)  # fmt: skip
+    assert rtt and float(rtt[1]) > 0 and float(rtt[2]) > 0, out
+    check_programs(out, ("numpy_user_functions", "torch_autograd"))
+
+
+def test_delay_relay_forwards_every_byte_in_order() -> None:
+    """Both ways, small chunks and a large one, through the relay to an echo and back."""
+    from benchmarks import delay_relay
+
+    relay, port = delay_relay.start(("127.0.0.1", delay_relay.echo_server()), 50)
+    try:
+        payload = os.urandom(3 << 20)
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            for message in (b"a", b"bc" * 100, payload):
+                sock.sendall(message)
+                got = bytearray()
+                while len(got) < len(message):
+                    got += sock.recv(1 << 20)
+                assert bytes(got) == message
+    finally:
+        relay.kill()
+        relay.wait()
+
+
+def test_mlp_step() -> None:
+    out = run_benchmark("mlp_step", "--smoke")
+    local = rows(out, "local")[-1]
+    assert len(local) == 3 and local[0] > 0, out  # µs/step, ratio 1.00, the loss
+    for mode in ("STREAM=0", "streaming"):
+        (figures,) = rows(out, mode)
+        us, ratio, calls, streamed, round_trips = figures[:5]
+        assert us > 0 and ratio > 0 and calls > 0 and round_trips > 0 and 0 <= streamed <= calls
+        assert re.search(rf"{mode} .* identical: (yes|no \({NUMBER}\))$", out, re.M), out
+    assert rows(out, "STREAM=0")[0][3] == 0, out  # nothing streams when every call waits
+    check_machine(out)
 
 
 def test_handshakes() -> None:

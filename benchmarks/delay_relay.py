@@ -19,7 +19,6 @@ import contextlib
 import ctypes
 import heapq
 import itertools
-import json
 import selectors
 import socket
 import statistics
@@ -29,12 +28,10 @@ import threading
 import time
 from pathlib import Path
 
-from radium_interposer import wire
 from tests.interposer.harness import WorkerHarness
 
 CHUNK = 1 << 20
 #: The node agent's answer to ``connect``, as the interposer of this tree expects it.
-REPLY = (json.dumps({"ok": True, "v": getattr(wire, "VERSION", 1)}) + "\n").encode()
 PR_SET_TIMERSLACK = 29
 
 
@@ -214,22 +211,13 @@ class RelayedHarness(WorkerHarness):
         self.link_rtt = rtt_us(echo_port)
         super().__init__(root)
 
-    def _hand_out(self) -> None:
-        while True:
-            try:
-                agent_side, _ = self.listener.accept()
-            except OSError:
-                return
-            with agent_side:
-                agent_side.recv(1024)
-                client = socket.create_connection(("127.0.0.1", self.relay_port))
-                worker_side, _ = self.upstream.accept()
-                with client, worker_side:
-                    for s in (client, worker_side):
-                        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                    wire.send_fd(self.control, b"c", worker_side.fileno())
-                    wire.send_fd(agent_side, REPLY, client.fileno())
-                self.connections += 1
+    def connection(self) -> tuple[socket.socket, socket.socket]:
+        """The worker's end and the container's, with the relay between them (TCP)."""
+        client = socket.create_connection(("127.0.0.1", self.relay_port))
+        worker_side, _ = self.upstream.accept()
+        for s in (client, worker_side):
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return worker_side, client
 
     def close(self) -> None:
         super().close()

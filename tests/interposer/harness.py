@@ -58,7 +58,7 @@ class WorkerHarness:
                 return
             with agent_side:
                 agent_side.recv(1024)
-                ours, theirs = socket.socketpair()
+                ours, theirs = self.connection()
                 with ours, theirs:
                     try:
                         wire.send_fd(self.control, b"c", ours.fileno())
@@ -69,6 +69,10 @@ class WorkerHarness:
                         agent_side, b'{"ok": true, "v": %d}\n' % wire.VERSION, theirs.fileno()
                     )
                 self.connections += 1
+
+    def connection(self) -> tuple[socket.socket, socket.socket]:
+        """A new connection's two ends: the worker's, and the one the container gets."""
+        return socket.socketpair()
 
     def env(self, remote: str = "", **extra: str) -> dict[str, str]:
         return {

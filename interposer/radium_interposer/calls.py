@@ -1,8 +1,11 @@
-"""The one function that calls the worker, :func:`invoke`, and when it pipelines a call.
+"""The one function that calls the worker, :func:`invoke`, and when it streams a call.
 
 Once a call site (a function, or a method of a type) has returned a remote object, its later
-calls are *pipelined*: sent without waiting, the proxy for the result made at once, so chains
-of array operations cost one round trip at the end rather than one per call. Proxies
+calls are *streamed*: sent without waiting, the proxy for the result made at once, so chains
+of array operations cost one round trip at the end rather than one per call. So are the calls
+of operations that return nothing (``backward``, ``step``, assignments) once their site
+returned None. A streamed call of the common shape goes as a binary record
+(:mod:`radium_interposer.templates`), any other as a JSON frame. Proxies
 (:mod:`radium_interposer.proxy`, which re-exports ``invoke``) call through here.
 """
 
@@ -145,8 +148,9 @@ def _stream(
     discard: bool,
 ) -> Any:
     """The result's proxy when the call went as a binary record (docs/data-plane.md,
-    "Batches"); None when it must go as JSON: it waits, or it has another shape, or something
-    else must be said with it (context, working directory, the client's description)."""
+    "Batches"), VOID when it went so and returns nothing; None when it must go as JSON: it
+    waits, or it has another shape, or something else must be said with it (context, working
+    directory, the client's description)."""
     predicted = _returns_remote.get(site)
     void = predicted is None and (discard or site in _returns_none)
     if (
@@ -163,12 +167,14 @@ def _stream(
     where = _streams_at(site, args, kwargs)
     if where is None:
         return None
+    # Globals the program changed go first. Before the template is made: a definition made but
+    # not sent would leave the worker without it (a raise here) and the stream out of step.
+    program_state.before_call(conn, {})
     proxy = sys.modules["radium_interposer.proxy"]
     r = state.new_id()
     record = conn.templates.record(function, args, kwargs, r, site, _reference(conn, proxy), void)
     if record is None:
         return None
-    program_state.before_call(conn, {})  # globals the program changed: sent before the call
     state.counts["streamed"] += 1
     state.counts["records"] += 1
     conn.stream(record)

@@ -13,6 +13,10 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional, Tuple
 
+from radium_interposer import wire
+from radium_interposer.handles import Failure, HandleTable
+from radium_interposer.naming import error_meta
+
 Poison = Tuple[int, BaseException]
 _CLEAN_EXIT = {"$": "p", "p": "radium_interposer.exits.clean_exit"}
 
@@ -45,3 +49,14 @@ def answer_instead(session: Any, meta: Dict[str, Any]) -> Optional[Poison]:
     if not meta.get("nr"):
         session.poison = None
     return poison
+
+
+def answer(session: Any, frame: wire.Frame, poisoned: Poison, table: HandleTable) -> None:
+    """A request on a poisoned connection (answer_instead): a streamed call's result takes the
+    error, a request that waits is answered with it."""
+    meta = frame.meta
+    if meta.get("nr"):
+        if isinstance(meta.get("r"), int) and not meta.get("nv"):
+            table.put(meta["r"], Failure(poisoned[1]))
+        return
+    session.answer(wire.ERROR, frame.call_id, {**error_meta(poisoned[1]), "at": poisoned[0]}, [])

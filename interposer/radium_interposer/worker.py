@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 import types
-from typing import Any, Callable, Dict, List, Optional, Set
+from typing import Any, Callable, Dict, List, Optional
 
 from radium_interposer import (
     client_files,
@@ -66,10 +66,8 @@ class Worker(Definitions):
         self.sessions = Sessions(self.local, self.outgoing, self.decode)
         #: The acceptor's preemption notice, once it has sent one.
         self.notice: Optional[str] = None
-        #: Types of results that are none of what :meth:`refer` treats apart (keep).
-        self.plain_types: Set[type] = set()
         self.batches = Batches(
-            self.table, self.decode, self.keep, lambda s: self._tell_notice(s, _CALL)
+            self.table, self.decode, self.refer, lambda s: self._tell_notice(s, _CALL)
         )
 
     # -- values ----------------------------------------------------------------------------
@@ -112,19 +110,6 @@ class Worker(Definitions):
         else:
             self.table.put(handle, obj)
         return {"$": "h", "id": handle, "t": nested.type_name(type(obj))}
-
-    def keep(self, obj: Any, handle: int) -> None:
-        """A streamed call's result under the client's id: :meth:`refer` without the reference
-        tree, which nobody reads (the client made its proxy when it sent the call)."""
-        kind = type(obj)
-        if kind not in self.plain_types:
-            if isinstance(obj, (types.ModuleType, ClientCallable)) or (
-                worker_objects.back_reference(obj) is not None
-            ):
-                self.refer(obj, handle)
-                return
-            self.plain_types.add(kind)  # isinstance of an ABC costs a microsecond a call
-        self.table.put(handle, obj)
 
     def result(self, obj: Any, handle: Optional[int]) -> Reply:
         """A call's result: by value when small and plain, else left remote as a handle."""
@@ -237,7 +222,7 @@ class Worker(Definitions):
         failed = False
         poisoned = poison.answer_instead(session, meta) if session.poison else None
         if poisoned is not None:
-            self._poisoned(session, frame, poisoned)
+            poison.answer(session, frame, poisoned, self.table)
             return
         try:
             if operation is None:
@@ -282,17 +267,6 @@ class Worker(Definitions):
             self.stats["calls"] += calls
             self.stats["busy_seconds"] += time.perf_counter() - started
         return calls
-
-    def _poisoned(self, session: Session, frame: wire.Frame, poisoned: poison.Poison) -> None:
-        """A request on a poisoned connection: a streamed call's result takes the error, a
-        request that waits is answered with it."""
-        meta = frame.meta
-        if meta.get("nr"):
-            if isinstance(meta.get("r"), int) and not meta.get("nv"):
-                self.table.put(meta["r"], Failure(poisoned[1]))
-            return
-        reply = {**error_meta(poisoned[1]), "at": poisoned[0]}
-        session.answer(wire.ERROR, frame.call_id, reply, [])
 
     def counters(self) -> Counters:
         with self.stats_lock:

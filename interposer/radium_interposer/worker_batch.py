@@ -10,11 +10,13 @@ or a :class:`~radium_interposer.handles.Failure` when it raised. Only the decodi
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Tuple
+import types
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from radium_interposer import poison, records, worker_objects
 from radium_interposer.handles import Failure, HandleTable
 from radium_interposer.naming import resolve_path
+from radium_interposer.session import ClientCallable
 
 #: How an argument is had at each call: the handle in a slot, a slot's value, a plain
 #: constant, a library path (resolved as a JSON call's are: once per worker, naming's cache),
@@ -63,10 +65,12 @@ class Batches:
         self,
         table: HandleTable,
         decode: Decode,
-        keep: Callable[[Any, int], None],
+        refer: Callable[[Any, Optional[int]], Any],
         notice: Callable[[Any], None],
     ) -> None:
-        self.table, self.decode, self.keep = table, decode, keep
+        self.table, self.decode, self.refer = table, decode, refer
+        #: Types of results that are none of what ``refer`` treats apart (keep).
+        self.plain_types: Set[type] = set()
         #: Raises the lease's preemption notice at a connection's first call after it came.
         self.notice = notice
 
@@ -116,6 +120,19 @@ class Batches:
                 session.failed.append((handle, exc))  # a `with` body's, for exits
         for item in session.warned[warned:]:  # its warnings come later: say whose they are
             item.setdefault("r", handle)
+
+    def keep(self, obj: Any, handle: int) -> None:
+        """A streamed call's result under the client's id: ``refer`` without the reference
+        tree, which nobody reads (the client made its proxy when it sent the call)."""
+        kind = type(obj)
+        if kind not in self.plain_types:
+            if isinstance(obj, (types.ModuleType, ClientCallable)) or (
+                worker_objects.back_reference(obj) is not None
+            ):
+                self.refer(obj, handle)
+                return
+            self.plain_types.add(kind)  # isinstance of an ABC costs a microsecond a call
+        self.table.put(handle, obj)
 
     def _function(self, template: Template, slots: Tuple[Any, ...]) -> Any:
         if template.method is not None:

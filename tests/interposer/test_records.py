@@ -195,11 +195,12 @@ def run(table: HandleTable, body: bytes, notice: Any = lambda session: None) -> 
         module, _, name = tree["p"].rpartition(".")
         return getattr(__import__(module), name)
 
-    def keep(obj: Any, handle: int) -> None:
+    def refer(obj: Any, handle: Optional[int]) -> None:
+        assert handle is not None
         table.put(handle, obj)
 
     session = Session(table)
-    batch = Batches(table, decode, keep, notice)
+    batch = Batches(table, decode, refer, notice)
     batch.run(session, records.Reader().parse(body))
     return session
 

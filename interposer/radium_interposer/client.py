@@ -22,6 +22,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from radium_interposer import (
     client_points,
     client_warnings,
+    known,
     peer,
     records,
     structs,
@@ -73,6 +74,8 @@ class Connection:
         buffers: Sequence[Any] = (),
         wait: bool = True,
     ) -> Optional[wire.Frame]:
+        if meta["op"] != "call" and meta["op"] not in known.READ_OPERATIONS:
+            known.forget()  # it may run the program's code (import, define, ship)
         with self.lock:
             if self.broken:
                 raise WorkerGone(self.broken)
@@ -270,6 +273,7 @@ class State:
         self.local = threading.local()
         self.releases = []
         self.counts = dict.fromkeys(self.counts, 0)
+        known.forget()  # the parent may change what both now share on the worker
         self.retain_on_connect = bool(self.live)
         self._new_id_base()
 

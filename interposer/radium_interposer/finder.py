@@ -26,6 +26,7 @@ from radium_interposer import (
     exits,
     main_module,
     proxy,
+    reads,
     received,
 )
 from radium_interposer.after_import import find_spec_then
@@ -70,7 +71,7 @@ class RemoteModule(types.ModuleType):
             raise AttributeError(attr)
         kind = self.__radium_directory__.get(attr)
         if kind == "l":  # a property of the module's class: the worker's value now, not kept
-            return proxy._call("builtins.getattr", self._rd_itself(), attr, pipeline=False)
+            return reads.call("builtins.getattr", self._rd_itself(), attr, pipeline=False)
         if kind is None or kind == "m":
             try:
                 value: Any = importlib.import_module(f"{self.__name__}.{attr}")
@@ -94,7 +95,7 @@ class RemoteModule(types.ModuleType):
     def __setattr__(self, attr: str, value: Any) -> None:
         directory = self.__dict__.get("__radium_directory__", {})
         if directory.get(attr) == "l":  # torch.backends.cudnn.benchmark = True: the worker's
-            proxy._call("builtins.setattr", self._rd_itself(), attr, value, pipeline=False)
+            reads.call("builtins.setattr", self._rd_itself(), attr, value, pipeline=False)
         else:
             super().__setattr__(attr, value)
 
@@ -104,7 +105,7 @@ class RemoteModule(types.ModuleType):
         missing: Set[str] = self.__dict__.setdefault("__radium_missing__", set())
         if attr not in missing:
             try:
-                return proxy._call("builtins.getattr", self._rd_itself(), attr, pipeline=False)
+                return reads.call("builtins.getattr", self._rd_itself(), attr, pipeline=False)
             except AttributeError:
                 missing.add(attr)  # hasattr() in a loop asks once
         raise AttributeError(f"remote module {self.__name__!r} has no {attr!r}")

@@ -9,13 +9,14 @@ rest stay remote as new proxies.
 
 from __future__ import annotations
 
-import operator
 import types
 from typing import Any, Dict, List, Optional
 
-from radium_interposer import callbacks, client_objects, codec, pickled, received
+from radium_interposer import callbacks, client_objects, codec, operators, pickled, reads, received
 from radium_interposer.calls import invoke as invoke  # where callers have always found it
 from radium_interposer.client import Connection, state
+from radium_interposer.reads import call as _call
+from radium_interposer.reads import remote_kind as remote_kind  # calls.invoke finds it here
 
 #: Method names of remote types, so ``obj.method`` needs no round trip.
 _methods: Dict[str, frozenset] = {}  # type: ignore[type-arg]
@@ -122,12 +123,7 @@ def request(op: str, **fields: Any) -> Dict[str, Any]:
     return meta
 
 
-def _call(name: str, *args: Any, pipeline: bool = False) -> Any:
-    kind = object.__getattribute__(args[0], "_rd_type") if isinstance(args[0], Remote) else ""
-    return invoke(_path(name), args, {}, f"{kind}|{name}", pipeline)
-
-
-class Remote:
+class Remote(reads.Reads):
     """An object on the worker. Attribute access, calls and operators run remotely."""
 
     __slots__ = ("__weakref__", "_rd_conn", "_rd_owner", "_rd_ref", "_rd_type")
@@ -169,7 +165,7 @@ class Remote:
         ref = object.__getattribute__(self, "_rd_ref")
         if kind and name in _methods_of(self, kind):
             return make({"$": "a", "o": ref, "n": name}, f"{kind}.{name}", None, self)
-        return _call("builtins.getattr", self, name)
+        return reads.attribute(self, kind, ref, name)
 
     def __setattr__(self, name: str, value: Any) -> None:
         _call("builtins.setattr", self, name, value, pipeline=True)
@@ -181,45 +177,6 @@ class Remote:
         ref = object.__getattribute__(self, "_rd_ref")
         site = ref.get("p") or object.__getattribute__(self, "_rd_type")
         return invoke(ref, args, kwargs, str(site))
-
-    def __repr__(self) -> str:
-        return str(_call("builtins.repr", self))
-
-    def __str__(self) -> str:
-        return str(_call("builtins.str", self))
-
-    def __format__(self, spec: str) -> str:
-        return str(_call("builtins.format", self, spec))
-
-    def __bool__(self) -> bool:
-        return bool(_call("builtins.bool", self))
-
-    def __len__(self) -> int:
-        return int(_call("builtins.len", self))
-
-    def __hash__(self) -> int:
-        return int(_call("builtins.hash", self))
-
-    def __int__(self) -> int:
-        return int(_call("builtins.int", self))
-
-    def __float__(self) -> float:
-        return float(_call("builtins.float", self))
-
-    def __complex__(self) -> complex:
-        return complex(_call("builtins.complex", self))
-
-    def __index__(self) -> int:
-        return int(_call("operator.index", self))
-
-    def __iter__(self) -> Any:
-        return _call("builtins.iter", self)
-
-    def __next__(self) -> Any:
-        return _call("builtins.next", self)
-
-    def __contains__(self, item: Any) -> bool:
-        return bool(_call("operator.contains", self, item))
 
     def __setitem__(self, key: Any, value: Any) -> None:
         _call("operator.setitem", self, key, value, pipeline=True)
@@ -265,28 +222,16 @@ def _methods_of(obj: Remote, kind: str) -> frozenset:  # type: ignore[type-arg]
     return names
 
 
-def _operator(name: str, reflected: bool = False) -> Any:
-    function = getattr(operator, name)
-    path = _path(f"operator.{name}")
-
-    def method(self: Remote, *other: Any) -> Any:
-        args = (other[0], self) if reflected else (self, *other)
-        kind = object.__getattribute__(self, "_rd_type")
-        return invoke(path, args, {}, f"{kind}|{name}|{int(reflected)}")
-
-    method.__name__ = function.__name__
-    return method
+operators.install(Remote, invoke)
+_getitem = vars(Remote)["__getitem__"]
 
 
-_BINARY = "add sub mul matmul truediv floordiv mod pow lshift rshift and or xor".split()  # noqa: SIM905
-for _name in _BINARY:
-    _op = _name + "_" if _name in ("and", "or") else _name
-    setattr(Remote, f"__{_name}__", _operator(_op))
-    setattr(Remote, f"__r{_name}__", _operator(_op, reflected=True))
-    setattr(Remote, f"__i{_name}__", _operator(f"i{_name}"))
-_OTHER = "lt le eq ne gt ge getitem neg pos abs invert".split()  # noqa: SIM905
-for _name in _OTHER:
-    setattr(Remote, f"__{_name}__", _operator(_name))
+def _item(self: Remote, key: Any) -> Any:
+    """``obj[key]``; kept for an immutable object (``x.shape[0]``: known)."""
+    return reads.answer(self, "getitem", key, lambda: _getitem(self, key))
+
+
+setattr(Remote, "__getitem__", _item)  # noqa: B010 - over the operator's, which it calls
 
 
 def unpickle(data: bytes) -> Any:

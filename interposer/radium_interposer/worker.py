@@ -11,8 +11,6 @@ Spec: docs/data-plane.md.
 
 from __future__ import annotations
 
-import argparse
-import functools
 import importlib
 import logging
 import socket
@@ -25,25 +23,23 @@ from typing import Any, Callable, Dict, List, Optional
 from radium_interposer import (
     client_files,
     codec,
-    exits,
+    iteration,
     nested,
     peer,
     poison,
     scalars,
     wire,
-    worker_files,
+    worker_main,
     worker_objects,
-    worker_pickled,
     worker_state,
-    worker_warnings,
 )
-from radium_interposer.control import COUNTER_NAMES, READY, Counters, serve
+from radium_interposer.control import COUNTER_NAMES, Counters
 from radium_interposer.errors import LeasePreempted
 from radium_interposer.handles import Failure, HandleTable
 from radium_interposer.naming import error_meta, method_names, resolve_path
 from radium_interposer.session import ClientCallable, Session, Sessions
 from radium_interposer.worker_batch import Batches
-from radium_interposer.worker_context import Capture, apply_context
+from radium_interposer.worker_context import apply_context
 from radium_interposer.worker_definitions import Definitions, Reply
 
 log = logging.getLogger("radium.worker")
@@ -114,11 +110,13 @@ class Worker(Definitions):
     def result(self, obj: Any, handle: Optional[int]) -> Reply:
         """A call's result: by value when small and plain, else left remote as a handle."""
         buffers: List[Any] = []
+        return {"v": self.node(obj, handle, buffers)}, buffers
+
+    def node(self, obj: Any, handle: Optional[int], buffers: List[Any]) -> Any:
         if codec.is_plain(obj):
-            return {"v": codec.encode(obj, buffers, lambda _: None)}, buffers
+            return codec.encode(obj, buffers, lambda _: None)
         # A numpy scalar to a client without numpy: by value with its text, no handle.
-        node = scalars.by_value(obj) or self.refer(obj, handle)
-        return {"v": node}, buffers
+        return scalars.by_value(obj) or self.refer(obj, handle)
 
     def outgoing(self, obj: Any, buffers: List[Any]) -> Any:
         """A callback's argument: plain values by value, containers by structure, the rest
@@ -165,6 +163,18 @@ class Worker(Definitions):
 
     def op_fetch(self, meta: Dict[str, Any], buffers: List[Any]) -> Reply:
         return self.value(self.decode(meta["o"], buffers))
+
+    def op_items(self, meta: Dict[str, Any], buffers: List[Any]) -> Reply:
+        obj = self.decode(meta["o"], buffers)
+        # A list or tuple, or a subclass iterated as one is (torch.Size, named tuples).
+        kind = type(obj)
+        iterated = kind.__iter__ in (list.__iter__, tuple.__iter__) and isinstance(
+            obj, (list, tuple)
+        )
+        if not iterated or len(obj) > iteration.MAX_ITEMS:
+            return {"v": None}, []
+        out: List[Any] = []  # each item as next() on its iterator would give it
+        return {"v": [self.node(item, None, out) for item in obj]}, out
 
     def op_methods(self, meta: Dict[str, Any], buffers: List[Any]) -> Reply:
         kind = type(self.decode(meta["o"], buffers))
@@ -273,45 +283,9 @@ class Worker(Definitions):
             return dict(self.stats)
 
 
-def serve_connection(worker: Worker, fd: int) -> None:
-    """Serve a connection the acceptor handed over, in its own thread."""
-    sock = socket.socket(fileno=fd)
-    if sock.family != socket.AF_UNIX:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    threading.Thread(target=worker.serve, args=(sock,), daemon=True).start()
-
-
 def main(argv: Optional[List[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="radium-worker")
-    control_from = parser.add_mutually_exclusive_group(required=True)
-    control_from.add_argument("--control-fd", type=int, help="inherited from the acceptor")
-    control_from.add_argument(
-        "--control-socket", help="the acceptor's unix socket to connect to (container mode)"
-    )
-    parser.add_argument("--lease", default="")
-    args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO, format=f"%(asctime)s worker[{args.lease}] %(levelname)s %(message)s"
-    )
-    worker = Worker()
-    # The client's own library objects (tag pk): only a worker unpickles.
-    codec.unpickle = functools.partial(worker_pickled.load, table=worker.table)
-    worker_files.install()  # before any library keeps the real open
-    client_files.connect(worker.sessions.call_current)
-    sys.stdout = Capture(sys.stdout, "stdout", worker.local)
-    sys.stderr = Capture(sys.stderr, "stderr", worker.local)
-    worker_warnings.install(worker.local)  # each warning to its call's program
-    exits.local = worker.local  # a remote __exit__ sees the failures of its body's calls
-    if args.control_socket:
-        control = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        control.connect(args.control_socket)
-    else:
-        control = socket.socket(fileno=args.control_fd)
-    log.info("worker for lease %s ready", args.lease)
-    control.sendall(READY)
-    serve(control, functools.partial(serve_connection, worker), worker.preempt, worker.counters)
-    log.info("control socket closed; worker exits")
-    return 0
+    """``python -m radium_interposer.worker``: start-up in worker_main."""
+    return worker_main.run(Worker(), argv)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,63 @@
+"""When iterating a remote list or tuple (or a ``torch.Size``) takes its items in one round
+trip (the ``items`` operation, docs/data-plane.md) instead of one ``next`` each.
+
+Only where the result is the same as iterating it remotely: a tuple cannot change while it is
+iterated, and a list being unpacked (``x, y = batch``) is read whole by that one instruction,
+with no code of the program in between. A list iterated by a ``for`` loop is not: the loop's
+body may change it, and its iterator sees the change.
+"""
+
+from __future__ import annotations
+
+import dis
+from types import FrameType
+from typing import Any, Callable, Dict, List, Optional
+
+from radium_interposer import codec
+
+__all__ = ["MAX_ITEMS", "items", "whole"]
+
+#: At most this many items come in one answer; a longer list or tuple is iterated remotely.
+MAX_ITEMS = 256
+_UNPACKS = {dis.opmap[name] for name in ("UNPACK_SEQUENCE", "UNPACK_EX")}
+Decode = Callable[[Any, List[Any]], Any]
+#: Tuples and the tuple types iterated as tuples are (the worker checks it again).
+_TUPLES = frozenset(("builtins.tuple", "torch.Size"))
+#: Whether the worker knows ``items`` (False after one answered it is unknown).
+_supported = True
+
+
+def whole(kind: str, frame: Optional[FrameType]) -> bool:
+    """Whether an object of remote type ``kind``, iterated by the program's ``frame`` (its
+    caller), may be read whole: a tuple, or a list that the frame is unpacking."""
+    if kind in _TUPLES:
+        return True
+    if kind != "builtins.list" or frame is None:
+        return False
+    code, at = frame.f_code.co_code, frame.f_lasti
+    return 0 <= at < len(code) and code[at] in _UNPACKS
+
+
+def items(
+    ref: Dict[str, Any], request: Callable[..., Dict[str, Any]], decode: Decode
+) -> Optional[List[Any]]:
+    """The items of the remote list or tuple ``ref``, read in one round trip with ``request``
+    (proxy.request) and ``decode`` (proxy.decode); None when it must be iterated remotely
+    (too long, or a worker from before ``items``)."""
+    global _supported
+    if not _supported:
+        return None
+    try:
+        answer = request("items", o=ref)
+    except ValueError as exc:
+        if "unknown operation 'items'" not in str(exc):
+            raise
+        _supported = False  # an older worker: it iterates, as before
+        return None
+    tree = answer.get("v")
+    if tree is None:
+        return None
+    if not isinstance(tree, list) or len(tree) > MAX_ITEMS:  # checked before decoding it
+        raise codec.DecodeError("the worker answered `items` with more than a list may hold")
+    decoded: List[Any] = decode(tree, answer["buffers"])
+    return decoded

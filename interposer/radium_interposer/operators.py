@@ -1,0 +1,36 @@
+"""The operators of remote objects (``x + y``, ``x[i]``, ``x < y``...): each a call of the
+``operator`` function of its name on the worker, through ``calls.invoke``."""
+
+from __future__ import annotations
+
+import operator
+from typing import Any, Callable
+
+__all__ = ["install"]
+
+_BINARY = "add sub mul matmul truediv floordiv mod pow lshift rshift and or xor".split()  # noqa: SIM905
+_OTHER = "lt le eq ne gt ge getitem neg pos abs invert".split()  # noqa: SIM905
+
+
+def install(cls: type, invoke: Callable[..., Any]) -> None:
+    """Give the proxy class ``cls`` every operator, reflected and in-place ones too."""
+    for name in _BINARY:
+        function = name + "_" if name in ("and", "or") else name
+        setattr(cls, f"__{name}__", _operator(invoke, function))
+        setattr(cls, f"__r{name}__", _operator(invoke, function, reflected=True))
+        setattr(cls, f"__i{name}__", _operator(invoke, f"i{name}"))
+    for name in _OTHER:
+        setattr(cls, f"__{name}__", _operator(invoke, name))
+
+
+def _operator(invoke: Callable[..., Any], name: str, reflected: bool = False) -> Any:
+    function = getattr(operator, name)
+    path = {"$": "p", "p": f"operator.{name}"}
+
+    def method(self: Any, *other: Any) -> Any:
+        args = (other[0], self) if reflected else (self, *other)
+        kind = object.__getattribute__(self, "_rd_type")
+        return invoke(path, args, {}, f"{kind}|{name}|{int(reflected)}")
+
+    method.__name__ = function.__name__
+    return method

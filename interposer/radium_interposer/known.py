@@ -23,6 +23,7 @@ from typing import Any, Callable, Dict, Hashable, Sequence, Tuple
 __all__ = [
     "ATTRIBUTES",
     "LIBRARY",
+    "METHODS",
     "READ_OPERATIONS",
     "TYPES",
     "answers",
@@ -42,6 +43,10 @@ ATTRIBUTES = frozenset(
         "itemsize", "nbytes", "layout", "is_sparse", "is_quantized", "is_meta",
     )
 )  # fmt: skip
+#: Their methods whose answers (given ints, or nothing) are metadata too.
+METHODS = frozenset(
+    ("size", "dim", "ndimension", "numel", "nelement", "element_size", "is_floating_point")
+)
 #: Types whose objects never change.
 _IMMUTABLE = frozenset(("torch.Size", "torch.dtype", "torch.device", "torch.layout", "numpy.dtype"))
 #: The remote type given for a library's object named by path (``torch.float32``).

@@ -10,12 +10,12 @@ looked up when needed (it imports this one).
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from radium_interposer import iteration, known
 from radium_interposer.calls import invoke
 
-__all__ = ["Reads", "answer", "attribute", "call", "remote_kind"]
+__all__ = ["Reads", "answer", "attribute", "call", "metadata", "remote_kind"]
 
 #: Attributes that are always an object of the library's (never None, never a plain value)
 #: for these exact types: read as calls, so once one has been a remote object its later reads
@@ -41,6 +41,19 @@ def attribute(obj: Any, kind: str, ref: Dict[str, Any], name: str) -> Any:
     if kind in known.TYPES and name in known.ATTRIBUTES and ref["$"] == "h":
         return known.attribute(ref["id"], name, lambda: _read(obj, kind, name), _keepable)
     return _read(obj, kind, name)
+
+
+def metadata(ref: Dict[str, Any], site: str, args: Tuple[Any, ...], ask: Callable[[], Any]) -> Any:
+    """A metadata method's answer (``x.size(0)``, ``x.dim()``: ``ref`` the method, ``site``
+    ``<type>.<name>``), known or asked with ``ask``."""
+    owner = ref["o"]
+    if (
+        owner.get("$") != "h"
+        or site.rpartition(".")[0] not in known.TYPES
+        or not all(type(arg) is int for arg in args)
+    ):
+        return ask()
+    return known.attribute(owner["id"], f"{ref['n']}{args}", ask, _keepable)
 
 
 def _read(obj: Any, kind: str, name: str) -> Any:

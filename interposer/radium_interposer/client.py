@@ -116,7 +116,9 @@ class Connection:
                 )
                 self.sock.close()
                 raise WorkerGone(self.broken)
-            self.unsynced = 0
+            # After a quiet barrier a streamed call's error may still be owed: the next
+            # print, fork or exit asks again.
+            self.unsynced = 1 if meta.get("q") else 0
         forward_output(frame.meta)
         if "ps" in frame.meta:  # the program's random state after shipped code drew from it
             from radium_interposer import program_state  # it imports this module
@@ -190,10 +192,12 @@ class Connection:
             outbox, self.outbox, self.outbox_bytes = self.outbox, [], 0
             wire.send_chunks(self.sock, outbox)
 
-    def sync(self) -> None:
-        """Wait until every pipelined call sent so far has run on the worker."""
+    def sync(self, quiet: bool = False) -> None:
+        """Wait until every pipelined call sent so far has run on the worker. ``quiet``: a
+        streamed call's error is not raised here but left to this connection's next request
+        (a barrier from another thread, or at a fork, is not where the program made it)."""
         if self.unsynced:
-            self.request({"op": "ping"})
+            self.request({"op": "ping", "q": 1} if quiet else {"op": "ping"})
 
 
 def forward_output(meta: Dict[str, Any]) -> None:
@@ -264,7 +268,7 @@ class State:
         for conn in list(self.connections):
             if conn.pid == os.getpid() and not conn.broken:
                 with contextlib.suppress(RemoteError):
-                    conn.sync()
+                    conn.sync(quiet=True)  # an at-fork hook cannot raise: it would be lost
 
     def after_fork_in_child(self) -> None:
         for conn in list(self.connections):

@@ -18,9 +18,9 @@ __all__ = ["install_print_barrier", "sync_at_exit"]
 
 
 def install_print_barrier(state: Any) -> None:
-    """``print`` first waits for this thread's streamed calls: their output (a shipped
-    ``forward`` that prints) comes before the line, and a streamed call's error is raised at
-    the print, not after it, as locally (docs/remoting.md, "Calls are streamed")."""
+    """``print`` (and ``os.fork``) first waits for this thread's streamed calls: their output
+    (a shipped ``forward`` that prints) comes before the line, and a streamed call's error is
+    raised at the print, not after it, as locally (docs/remoting.md, "Calls are streamed")."""
     original = builtins.print
     if getattr(original, "radium_barrier", False):
         return
@@ -34,6 +34,27 @@ def install_print_barrier(state: Any) -> None:
 
     print.radium_barrier = True  # type: ignore[attr-defined]
     builtins.print = print
+    _install_fork_barrier(state)
+
+
+def _install_fork_barrier(state: Any) -> None:
+    """``os.fork`` first waits for this thread's streamed calls, so that a streamed call's
+    error is raised at the fork, in the program, before there are two processes. (The at-fork
+    hook, run for forks that do not go through ``os.fork``, cannot raise: its barrier is quiet
+    and leaves the error to the parent's next sync point.)"""
+    original = getattr(os, "fork", None)
+    if original is None or getattr(original, "radium_barrier", False):
+        return
+
+    @functools.wraps(original)
+    def fork() -> int:
+        conn = getattr(state.local, "conn", None)
+        if conn is not None and conn.unsynced and conn.pid == os.getpid() and not conn.broken:
+            conn.sync()
+        return original()  # type: ignore[no-any-return]
+
+    fork.radium_barrier = True  # type: ignore[attr-defined]
+    os.fork = fork
 
 
 def sync_at_exit(state: Any) -> None:

@@ -60,7 +60,9 @@ def reference(obj: Any, conn: Optional[Connection] = None) -> Optional[Dict[str,
     if isinstance(obj, Remote):
         origin = object.__getattribute__(obj, "_rd_conn")
         if origin is not None and origin is not conn and origin.unsynced:
-            origin.sync()  # its result must exist before another connection refers to it
+            # Its result must exist before another connection refers to it. Quiet: an error of
+            # that connection's streamed calls is raised in its own thread, not in this one.
+            origin.sync(quiet=True)
         return object.__getattribute__(obj, "_rd_ref")  # type: ignore[no-any-return]
     if isinstance(obj, types.ModuleType) and getattr(obj, "__radium_remote__", False):
         return {"$": "m", "n": obj.__name__}

@@ -1,7 +1,7 @@
 """What ``radium exec`` and ``radium run`` are told to remote, checked before anything is leased.
 
 - :func:`entries`: each ``--remote`` value (comma-separated, as ``RADIUM_REMOTE`` is read) and
-  the split file's lists must be what the interposer accepts (``finder.parse_entries``): a
+  the split file's lists must be what the interposer accepts (``split_file.parse_entries``): a
   dotted module path, or ``module:function``. Otherwise one line, before a lease is taken.
 - :func:`check_on_worker`: once ``radium exec`` holds the lease, and before its program runs,
   the worker is asked whether it can import each module (the ``find`` operation,
@@ -23,7 +23,7 @@ GRAMMAR = "a dotted Python name: numpy.linalg, or app.model:train_step"
 def entries(remote: Sequence[str], split: str | None = None) -> list[str]:
     """The remoted modules (not ``module:function`` entries: those are the user's own code,
     shipped to the worker when it lacks them); UsageError naming a malformed entry."""
-    from radium_interposer.finder import SplitError, parse_entries, read_split
+    from radium_interposer.split_file import SplitError, parse_entries, read_split
 
     modules: set[str] = set()
     for value in remote:

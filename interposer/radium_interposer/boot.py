@@ -27,7 +27,7 @@ def _requested() -> "tuple[list[str], list[str]]":
         entries = [e for e in str(request.get("radium.io/remote", "")).split(",") if e.strip()]
         split = str(request.get("radium.io/split", ""))
     if split:
-        from radium_interposer.finder import read_split
+        from radium_interposer.split_file import read_split
 
         listed, environment = read_split(split)
         entries.extend(listed)

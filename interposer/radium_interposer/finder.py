@@ -14,10 +14,9 @@ import hashlib
 import importlib.abc
 import importlib.machinery
 import os
-import re
 import sys
 import types
-from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set
 
 from radium_interposer import (
     client_points,
@@ -32,13 +31,7 @@ from radium_interposer import (
 from radium_interposer.after_import import find_spec_then
 from radium_interposer.client import state
 from radium_interposer.errors import RemoteError, hide_our_frames
-
-_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
-
-
-class SplitError(ValueError):
-    """The remote list or split file is malformed."""
-
+from radium_interposer.split_file import parse_entries
 
 #: Module attributes that stay this process's own (the import system's), whatever the worker's.
 _OWN = frozenset(("__name__", "__loader__", "__spec__", "__path__", "__package__",
@@ -239,62 +232,6 @@ def _context() -> Dict[str, Any]:
         else {}
     )
     return {"argv": list(sys.argv), "env": env}
-
-
-def parse_entries(entries: Sequence[str]) -> Tuple[Set[str], Dict[str, List[str]]]:
-    modules: Set[str] = set()
-    functions: Dict[str, List[str]] = {}
-    for raw in entries:
-        entry = raw.strip()
-        if not entry:
-            continue
-        module, _, function = entry.partition(":")
-        if not _MODULE.match(module) or (function and not function.isidentifier()):
-            raise SplitError(f"{entry!r} is neither a module nor module:function")
-        if function:
-            functions.setdefault(module, []).append(function)
-        else:
-            modules.add(module)
-    return modules, functions
-
-
-def read_split(path: str) -> Tuple[List[str], List[str]]:
-    """``modules`` and ``functions`` of a split file (TOML; a small subset on Python < 3.11),
-    and its ``environment``: the variables (fnmatch patterns) remoted functions see."""
-    with open(path, "rb") as f:
-        text = f.read().decode("utf-8")
-    try:
-        import tomllib  # type: ignore[import-not-found,unused-ignore]
-
-        data = tomllib.loads(text)
-    except ImportError:
-        data = _parse_lists(text)
-    except ValueError as exc:
-        raise SplitError(f"split file {path}: {exc}") from None
-    unknown = set(data) - {"modules", "functions", "environment"}
-    if unknown:
-        raise SplitError(f"split file {path}: unknown key {sorted(unknown)[0]!r}")
-    lists: Dict[str, List[str]] = {}
-    for key in ("modules", "functions", "environment"):
-        values = data.get(key, [])
-        if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
-            raise SplitError(f"split file {path}: {key} must be a list of strings")
-        lists[key] = values
-    if any(":" not in v for v in lists["functions"]):
-        raise SplitError(f"split file {path}: functions are written module:function")
-    return lists["modules"] + lists["functions"], lists["environment"]
-
-
-def _parse_lists(text: str) -> Dict[str, Any]:
-    """``key = ["a", "b"]`` (lists may span lines, # comments): all a split file needs."""
-    body = re.sub(r"#[^\n\"]*", "", text)
-    data: Dict[str, Any] = {}
-    for match in re.finditer(r"(?m)^\s*([A-Za-z_]+)\s*=\s*\[([^\]]*)\]", body):
-        data[match.group(1)] = re.findall(r'"([^"\\]*)"', match.group(2))
-    leftover = re.sub(r"(?m)^\s*([A-Za-z_]+)\s*=\s*\[([^\]]*)\]", "", body).strip()
-    if leftover:
-        raise SplitError(f"cannot read {leftover.splitlines()[0]!r} (expected key = [...])")
-    return data
 
 
 def _class_ref(cls: type) -> Optional[str]:

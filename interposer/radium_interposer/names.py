@@ -25,7 +25,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence
 from radium_interposer import dialing, wire
 from radium_interposer.errors import WorkerGone
 
-#: The module grammar of RADIUM_REMOTE (finder._MODULE): a dotted path of identifiers.
+#: The module grammar of RADIUM_REMOTE (split_file._MODULE): a dotted path of identifiers.
 MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 MAX_NAME = 256
 #: Close names given back at most.

@@ -74,7 +74,7 @@ class Connection:
         buffers: Sequence[Any] = (),
         wait: bool = True,
     ) -> Optional[wire.Frame]:
-        if meta["op"] != "call" and meta["op"] not in known.READ_OPERATIONS:
+        if meta.get("op") != "call" and meta.get("op") not in known.READ_OPERATIONS:
             known.forget()  # it may run the program's code (import, define, ship)
         with self.lock:
             if self.broken:

@@ -27,9 +27,7 @@ def install_print_barrier(state: Any) -> None:
 
     @functools.wraps(original)
     def print(*args: Any, **kwargs: Any) -> None:
-        conn = getattr(state.local, "conn", None)
-        if conn is not None and conn.unsynced and conn.pid == os.getpid() and not conn.broken:
-            conn.sync()
+        _barrier(state)
         original(*args, **kwargs)
 
     print.radium_barrier = True  # type: ignore[attr-defined]
@@ -48,13 +46,18 @@ def _install_fork_barrier(state: Any) -> None:
 
     @functools.wraps(original)
     def fork() -> int:
-        conn = getattr(state.local, "conn", None)
-        if conn is not None and conn.unsynced and conn.pid == os.getpid() and not conn.broken:
-            conn.sync()
+        _barrier(state)
         return original()  # type: ignore[no-any-return]
 
     fork.radium_barrier = True  # type: ignore[attr-defined]
     os.fork = fork
+
+
+def _barrier(state: Any) -> None:
+    """Wait for this thread's streamed calls, if any are not yet answered for."""
+    conn = getattr(state.local, "conn", None)
+    if conn is not None and conn.unsynced and conn.pid == os.getpid() and not conn.broken:
+        conn.sync()
 
 
 def sync_at_exit(state: Any) -> None:

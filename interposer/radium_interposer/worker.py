@@ -45,7 +45,7 @@ from radium_interposer.worker_definitions import Definitions, Reply
 log = logging.getLogger("radium.worker")
 LIMITS = wire.Limits(max_meta=16 << 20)
 #: Operations a preemption notice is raised at.
-NOTICED_OPS = ("call", "fetch", "methods")
+NOTICED_OPS = ("call", "fetch", "methods", "items")
 _CALL = {"op": "call"}  # what a batch's templated call is, to the preemption notice
 
 

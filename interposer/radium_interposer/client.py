@@ -74,7 +74,8 @@ class Connection:
         buffers: Sequence[Any] = (),
         wait: bool = True,
     ) -> Optional[wire.Frame]:
-        if meta.get("op") != "call" and meta.get("op") not in known.READ_OPERATIONS:
+        op = meta.get("op")
+        if op != "call" and op not in known.READ_OPERATIONS:
             known.forget()  # it may run the program's code (import, define, ship)
         with self.lock:
             if self.broken:

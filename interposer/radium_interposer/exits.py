@@ -77,8 +77,7 @@ def _drops_result(frame: Optional[FrameType]) -> bool:
     """Whether the program's ``frame``, entering a ``with``, drops what ``__enter__`` returns."""
     if frame is None:
         return False
-    code, at = frame.f_code.co_code, frame.f_lasti
-    return at + 2 < len(code) and code[at] in _ENTERS and code[at + 2] == _POP_TOP
+    return guarded.opcode(frame) in _ENTERS and guarded.opcode(frame, 2) == _POP_TOP
 
 
 def _starts() -> List[int]:

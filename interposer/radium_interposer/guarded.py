@@ -81,6 +81,13 @@ def in_try(frame: Optional[FrameType]) -> bool:
     return True
 
 
+def opcode(frame: FrameType, after: int = 0) -> Optional[int]:
+    """The opcode of the instruction ``frame`` is running (``after`` bytes further on), None
+    past its code: what the program does with a call's result (exits, iteration)."""
+    code, at = frame.f_code.co_code, frame.f_lasti + after
+    return code[at] if 0 <= at < len(code) else None
+
+
 def program_frame() -> Optional[FrameType]:
     """The program's frame making the current remote call: its first outside the interposer."""
     frame: Optional[FrameType] = sys._getframe(1)

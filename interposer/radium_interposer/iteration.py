@@ -13,7 +13,7 @@ import dis
 from types import FrameType
 from typing import Any, Callable, Dict, List, Optional
 
-from radium_interposer import codec
+from radium_interposer import codec, guarded
 
 __all__ = ["MAX_ITEMS", "items", "whole"]
 
@@ -34,8 +34,7 @@ def whole(kind: str, frame: Optional[FrameType]) -> bool:
         return True
     if kind != "builtins.list" or frame is None:
         return False
-    code, at = frame.f_code.co_code, frame.f_lasti
-    return 0 <= at < len(code) and code[at] in _UNPACKS
+    return guarded.opcode(frame) in _UNPACKS
 
 
 def items(

@@ -81,9 +81,7 @@ def attribute(handle: int, name: str, ask: Callable[[], Any], kept: Callable[[An
         return answers[key]
     value = ask()
     if kept(value):
-        if len(answers) >= LIMIT:
-            answers.clear()
-        answers[key] = value
+        _keep(answers, key, value)
     return value
 
 
@@ -97,10 +95,14 @@ def of_immutable(handle: int, operation: str, argument: Hashable, ask: Callable[
     except TypeError:  # an unhashable argument: asked each time
         return ask()
     value = ask()
-    if len(_immutable) >= LIMIT:
-        _immutable.clear()
-    _immutable[key] = value
+    _keep(_immutable, key, value)
     return value
+
+
+def _keep(store: Dict[Any, Any], key: Any, value: Any) -> None:
+    if len(store) >= LIMIT:  # bounded: dropped all at once, asked again when read again
+        store.clear()
+    store[key] = value
 
 
 # -- which calls cannot change kept metadata -------------------------------------------------

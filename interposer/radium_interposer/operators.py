@@ -9,7 +9,8 @@ from typing import Any, Callable
 __all__ = ["install"]
 
 _BINARY = "add sub mul matmul truediv floordiv mod pow lshift rshift and or xor".split()  # noqa: SIM905
-_OTHER = "lt le eq ne gt ge getitem neg pos abs invert".split()  # noqa: SIM905
+#: ``getitem`` is a read (reads.Reads): an immutable object's answer is kept.
+_OTHER = "lt le eq ne gt ge neg pos abs invert".split()  # noqa: SIM905
 
 
 def install(cls: type, invoke: Callable[..., Any]) -> None:

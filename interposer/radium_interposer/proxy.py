@@ -31,10 +31,6 @@ from radium_interposer.reads import remote_kind as remote_kind  # calls.invoke f
 _methods: Dict[str, frozenset] = {}  # type: ignore[type-arg]
 
 
-def _path(name: str) -> Dict[str, Any]:
-    return {"$": "p", "p": name}
-
-
 def refer_for(conn: Connection, buffers: Optional[List[Any]] = None) -> codec.Refer:
     """How arguments sent on ``conn`` refer to what is not a value: remote objects by handle,
     the user's top-level functions shipped, library functions by path, this process's own
@@ -236,15 +232,6 @@ def _methods_of(obj: Remote, kind: str) -> frozenset:  # type: ignore[type-arg]
 
 
 operators.install(Remote, invoke)
-_getitem = vars(Remote)["__getitem__"]
-
-
-def _item(self: Remote, key: Any) -> Any:
-    """``obj[key]``; kept for an immutable object (``x.shape[0]``: known)."""
-    return reads.answer(self, "getitem", key, lambda: _getitem(self, key))
-
-
-setattr(Remote, "__getitem__", _item)  # noqa: B010 - over the operator's, which it calls
 
 
 def unpickle(data: bytes) -> Any:

@@ -28,6 +28,7 @@ _STREAMED_ATTRIBUTES = {
     "numpy.ndarray": frozenset(("T",)),  # not dtype: its class follows the array's (Int64DType)
 }
 _GETATTR = {"$": "p", "p": "builtins.getattr"}
+_GETITEM = {"$": "p", "p": "operator.getitem"}
 
 
 def call(name: str, *args: Any, pipeline: bool = False) -> Any:
@@ -142,6 +143,11 @@ class Reads:
 
     def __next__(self) -> Any:
         return call("builtins.next", self)
+
+    def __getitem__(self, key: Any) -> Any:
+        kind = object.__getattribute__(self, "_rd_type")
+        ask = lambda: invoke(_GETITEM, (self, key), {}, f"{kind}|getitem|0")  # noqa: E731
+        return answer(self, "getitem", key, ask)  # ``x.shape[0]``: known
 
     def __contains__(self, item: Any) -> bool:
         return bool(call("operator.contains", self, item))

@@ -23,7 +23,7 @@ import threading
 from types import CodeType, FrameType
 from typing import Dict, List, Optional, Tuple
 
-__all__ = ["entered", "in_try", "left", "program_frame"]
+__all__ = ["attribute_use", "entered", "in_try", "left", "opcode", "program_frame"]
 
 _OURS = os.path.dirname(os.path.abspath(__file__)) + os.sep
 #: An exception table entry: its range, its handler, and its kind: TRY, PASS (a cleanup that
@@ -38,6 +38,10 @@ _NESTING = 16
 #: the id is not reused): it holds the program's code objects, which its functions hold anyway.
 _tables: Dict[int, Tuple[CodeType, Tuple[Entry, ...]]] = {}
 _SUPPORTED = sys.version_info >= (3, 11)
+#: Each code object's attribute reads, read once as _tables: by offset, the attribute's name
+#: and the instruction that takes its value.
+_reads: Dict[int, Tuple[CodeType, Dict[int, Tuple[str, str]]]] = {}
+_READS_ATTRIBUTE = frozenset(("LOAD_ATTR", "LOAD_METHOD"))
 
 
 def entered() -> None:
@@ -86,6 +90,29 @@ def opcode(frame: FrameType, after: int = 0) -> Optional[int]:
     past its code: what the program does with a call's result (exits, iteration)."""
     code, at = frame.f_code.co_code, frame.f_lasti + after
     return code[at] if 0 <= at < len(code) else None
+
+
+def attribute_use(frame: Optional[FrameType], name: str) -> Optional[str]:
+    """The instruction (its name: ``BINARY_OP``, ``LOAD_ATTR``) that takes the value of the
+    attribute ``name`` the program's ``frame`` is reading; None when the frame is not at an
+    instruction reading that attribute itself (``getattr(x, name)``, or our own read)."""
+    if frame is None:
+        return None
+    code = frame.f_code
+    known = _reads.get(id(code))
+    if known is None or known[0] is not code:
+        known = _reads[id(code)] = (code, _attribute_reads(code))
+    read = known[1].get(frame.f_lasti)
+    return read[1] if read is not None and read[0] == name else None
+
+
+def _attribute_reads(code: CodeType) -> Dict[int, Tuple[str, str]]:
+    instructions = [i for i in dis.get_instructions(code) if i.opname != "EXTENDED_ARG"]
+    return {
+        ins.offset: (str(ins.argval), after.opname)
+        for ins, after in zip(instructions, instructions[1:])
+        if ins.opname in _READS_ATTRIBUTE
+    }
 
 
 def program_frame() -> Optional[FrameType]:

@@ -9,10 +9,11 @@ looked up when needed (it imports this one).
 
 from __future__ import annotations
 
+import dis
 import sys
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from radium_interposer import iteration, known
+from radium_interposer import guarded, iteration, known
 from radium_interposer.calls import invoke
 
 __all__ = ["Reads", "answer", "attribute", "call", "metadata", "remote_kind"]
@@ -27,6 +28,18 @@ _STREAMED_ATTRIBUTES = {
     "torch.nn.parameter.Parameter": _TENSOR_ATTRIBUTES,
     "numpy.ndarray": frozenset(("T",)),  # not dtype: its class follows the array's (Int64DType)
 }
+#: Attributes that are such an object or None (``p.grad``): read as calls, on a call site of
+#: their own, only where the program's next instruction uses the value in a way None and a
+#: remote None share: an operand (``lr * p.grad``), an attribute (``p.grad.zero_()``), an item.
+#: There both raise the same error, on the worker. ``p.grad is None`` and ``g = p.grad`` wait.
+_MAYBE_NONE = {
+    "torch.Tensor": frozenset(("grad",)),
+    "torch.nn.parameter.Parameter": frozenset(("grad",)),
+}
+_ALIKE_FOR_NONE = frozenset(
+    [op for op in dis.opmap if op.startswith(("BINARY_", "INPLACE_", "UNARY_"))]
+    + ["LOAD_ATTR", "LOAD_METHOD"]
+) - {"UNARY_NOT"}
 _GETATTR = {"$": "p", "p": "builtins.getattr"}
 _GETITEM = {"$": "p", "p": "operator.getitem"}
 
@@ -60,6 +73,10 @@ def metadata(ref: Dict[str, Any], site: str, args: Tuple[Any, ...], ask: Callabl
 def _read(obj: Any, kind: str, name: str) -> Any:
     if name in _STREAMED_ATTRIBUTES.get(kind, ()):  # a site of its own per name
         return invoke(_GETATTR, (obj, name), {}, f"{kind}|getattr|{name}")
+    if name in _MAYBE_NONE.get(kind, ()):
+        use = guarded.attribute_use(guarded.program_frame(), name)
+        if use in _ALIKE_FOR_NONE:
+            return invoke(_GETATTR, (obj, name), {}, f"{kind}|getattr|{name}|used")
     return call("builtins.getattr", obj, name)
 
 

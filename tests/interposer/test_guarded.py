@@ -3,6 +3,8 @@ and the program's handler sees it, as locally (docs/remoting.md, "Chains are pip
 
 from __future__ import annotations
 
+import sys
+
 from radium_interposer import guarded
 from tests.interposer.harness import WorkerHarness
 
@@ -35,6 +37,32 @@ def test_which_calls_are_inside_a_try_body() -> None:
         return seen
 
     assert where() == [False, True, False, True, True, True, False, False]
+
+
+class _Reads:
+    """Records what its reader does with ``grad``, as the proxy's read asks it."""
+
+    seen: list[str | None] = []
+
+    def __getattr__(self, name: str) -> int:
+        _Reads.seen.append(guarded.attribute_use(sys._getframe(1), name))
+        return 1
+
+
+def test_what_the_program_does_with_an_attribute_it_reads() -> None:
+    _Reads.seen = []
+    x = _Reads()
+    _ = 0.5 * x.grad
+    _ = -x.grad
+    _ = x.grad.real
+    _ = x.grad.bit_length()
+    is_none = x.grad is None
+    kept = x.grad
+    _ = getattr(x, "grad")  # noqa: B009 - read by a call, not by the frame's instruction
+    assert (is_none, kept) == (False, 1)
+    assert _Reads.seen[:2] == ["BINARY_OP", "UNARY_NEGATIVE"]
+    assert _Reads.seen[2] == "LOAD_ATTR" and _Reads.seen[3] in ("LOAD_ATTR", "LOAD_METHOD")
+    assert _Reads.seen[4:] == ["LOAD_CONST", "STORE_FAST", None]
 
 
 def test_an_error_in_a_try_body_is_caught_by_its_handler_as_locally(

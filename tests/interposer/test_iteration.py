@@ -4,6 +4,7 @@ docs/data-plane.md), and attributes that are always a tensor streamed (docs/remo
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from typing import Any, ClassVar, Dict, Iterator, List, Optional
 
@@ -83,10 +84,74 @@ def test_attributes_that_are_always_a_tensor_stream(harness: WorkerHarness) -> N
     stats = harness.root / "stats.jsonl"
     out = harness.same_as_local(ATTRIBUTES, remote="torch", RADIUM_STATS_FILE=str(stats))
     assert out.splitlines()[0] == "True" and out.splitlines()[-1].startswith("False True")
-    # Per step, 7 wait: model.weight (a module's attribute may be anything), two p.grad (they
-    # may be None), the parameters() generator's iter and three next. p.data twice,
-    # p.grad.data and .T stream: 13.6 round trips a step before (816 in all).
-    assert counts(stats)["round_trips"] < 60 * 8, counts(stats)
+    # Per step, 5 wait: model.weight (a module's attribute may be anything), the parameters()
+    # generator's iter and three next. p.data twice, p.grad.data (p.grad's value is read for an
+    # attribute) and .T stream: 13.6 round trips a step before (816 in all), then 7.6.
+    assert counts(stats)["round_trips"] < 60 * 6, counts(stats)
+
+
+GRADIENTS = """
+import torch
+
+torch.manual_seed(0)
+w = torch.randn(3, requires_grad=True)
+b = torch.randn((), requires_grad=True)
+x = torch.randn(16, 3)
+print(w.grad is None)  # None: it waits, and the answer is None
+for step in range(40):
+    loss = ((x @ w + b) ** 2).sum()
+    loss.backward()
+    with torch.no_grad():
+        w -= 0.01 * w.grad  # an operand: streams
+        b -= -(b.grad) * -0.01  # a unary operand: streams
+        w.grad.zero_()  # an attribute: streams
+        kept = b.grad  # kept by the program, which may test it for None: waits
+        b.grad = None
+print(loss.item(), kept.item(), w.grad is None, b.grad is None, w.grad[0] * 0)
+"""
+
+
+def test_a_gradient_used_at_once_streams(harness: WorkerHarness) -> None:
+    stats = harness.root / "stats.jsonl"
+    out = harness.same_as_local(GRADIENTS, remote="torch", RADIUM_STATS_FILE=str(stats))
+    assert out.splitlines()[0] == "True" and "False True" in out.splitlines()[-1]
+    # Per step, only ``kept = b.grad`` waits (and the first read of each use): 3 more before.
+    assert counts(stats)["round_trips"] < 40 * 2, counts(stats)
+
+
+NONE_WHERE_STREAMED = """
+import torch
+
+w = torch.ones(2, requires_grad=True)
+(w * 2).sum().backward()
+print((0.5 * w.grad).tolist())  # a tensor: reads of .grad used at once stream from now on
+v = torch.ones(2, requires_grad=True)  # never backward: v.grad is None
+try:
+    0.5 * v.grad  # in a try: waits, and the handler sees the error here
+except TypeError as error:
+    print("caught:", error)
+step = 0.5 * v.grad  # streamed: the worker raises the error a local run raises here
+print(step)  # its next use: raised here (locally one line above)
+"""
+
+
+def test_a_gradient_that_is_none_where_it_streamed_raises_the_local_error(
+    harness: WorkerHarness,
+) -> None:
+    path = harness.root / "app.py"
+    path.write_text(NONE_WHERE_STREAMED)
+    local = subprocess.run(
+        [sys.executable, str(path)], capture_output=True, text=True, timeout=120, check=False
+    )
+    remoted = harness.program(path, "torch")
+    assert remoted.returncode == local.returncode == 1, remoted.stderr
+    assert remoted.stdout == local.stdout
+    assert "caught: unsupported operand type(s) for *: 'float' and 'NoneType'" in local.stdout
+    error = "TypeError: unsupported operand type(s) for *: 'float' and 'NoneType'"
+    assert error in local.stderr.splitlines() and error in remoted.stderr.splitlines()
+    # Raised at the next use of the streamed call's result (docs/remoting.md, "Calls are
+    # streamed"): the line after the one a local run stops at.
+    assert 'app.py", line 13' in remoted.stderr and 'app.py", line 12' in local.stderr
 
 
 class _Iterated:

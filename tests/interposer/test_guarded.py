@@ -4,6 +4,7 @@ and the program's handler sees it, as locally (docs/remoting.md, "Chains are pip
 from __future__ import annotations
 
 import sys
+from typing import ClassVar
 
 from radium_interposer import guarded
 from tests.interposer.harness import WorkerHarness
@@ -42,7 +43,7 @@ def test_which_calls_are_inside_a_try_body() -> None:
 class _Reads:
     """Records what its reader does with ``grad``, as the proxy's read asks it."""
 
-    seen: list[str | None] = []
+    seen: ClassVar[list[str | None]] = []
 
     def __getattr__(self, name: str) -> int:
         _Reads.seen.append(guarded.attribute_use(sys._getframe(1), name))

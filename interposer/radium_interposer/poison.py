@@ -1,8 +1,10 @@
-"""The worker's side of streamed calls that return nothing (``nv``): when one raises, the
-connection is *poisoned*. Its later streamed calls do not run (locally the program stopped at
-the error: nothing after it may have effects), and its next request that waits for an answer is
-answered with that error instead of running, with ``at``, the failed call's id, so the client
-names the call's line (docs/data-plane.md, "Streamed calls that return nothing").
+"""The worker's side of streamed calls that raise: the first error of one *poisons* the
+connection, whether the call returns nothing (``nv``) or its result stays remote (that result
+keeps the error too, for its uses). Its later streamed calls do not run (locally the program
+stopped at the error: nothing after it may have effects), and its next request that waits for
+an answer is answered with that error instead of running, with ``at``, the failed call's id, so
+the client names the call's line (docs/data-plane.md, "Streamed calls and the poisoned
+connection"). A streamed call's error is raised even when the program never uses its result.
 
 One exception: the exit of a remote ``with`` whose body made the failed call runs
 (``exits.clean_exit``, waiting or streamed), and the manager sees the error as its body's, as
@@ -22,7 +24,7 @@ _CLEAN_EXIT = {"$": "p", "p": "radium_interposer.exits.clean_exit"}
 
 
 def fail(session: Any, handle: int, error: BaseException) -> None:
-    """A streamed call that returns nothing raised: the first such error poisons."""
+    """A streamed call raised: the first such error poisons."""
     if session.poison is None:
         session.poison = (handle, error)
     session.failed.append((handle, error))  # a `with` body's, for exits.clean_exit

@@ -246,11 +246,10 @@ class Worker(Definitions):
         except BaseException as exc:
             failed = True
             if meta.get("nr"):
-                if isinstance(meta.get("r"), int) and meta.get("nv"):
+                if isinstance(meta.get("r"), int):
+                    if not meta.get("nv"):
+                        self.table.put(meta["r"], Failure(exc))
                     poison.fail(session, meta["r"], exc)
-                elif isinstance(meta.get("r"), int):
-                    self.table.put(meta["r"], Failure(exc))
-                    session.failed.append((meta["r"], exc))  # a `with` body's, for exits
                 reply, buffers = {}, []
             else:
                 reply, buffers, kind = error_meta(exc), [], wire.ERROR

@@ -113,11 +113,9 @@ class Batches:
                 self.keep(result, handle)
         # SystemExit and KeyboardInterrupt too: the tenant's code ends its call, not the worker.
         except BaseException as exc:
-            if template.void:
-                poison.fail(session, handle, exc)
-            else:
+            if not template.void:
                 self.table.put(handle, Failure(exc))
-                session.failed.append((handle, exc))  # a `with` body's, for exits
+            poison.fail(session, handle, exc)
         for item in session.warned[warned:]:  # its warnings come later: say whose they are
             item.setdefault("r", handle)
 

@@ -54,14 +54,40 @@ print(float(b.sum()))
 """
 
 
-def test_a_record_that_raises_raises_at_the_next_use_of_its_result(
+def test_a_record_that_raises_raises_at_the_next_point_that_waits(
     harness: WorkerHarness,
 ) -> None:
     done = harness.script(FAILS_LATER, remote="numpy")
-    assert done.returncode == 1 and done.stdout == "streamed\n", done
-    assert done.stderr.strip().splitlines()[-1] == (
-        "ValueError: cannot reshape array of size 5 into shape (7,)"
-    ), done.stderr
+    # The print waits first: the error is raised there, before its output, as a local run
+    # raises it at the reshape, before the print.
+    assert done.returncode == 1 and done.stdout == "", done
+    lines = done.stderr.strip().splitlines()
+    assert "ValueError: cannot reshape array of size 5 into shape (7,)" in lines, done.stderr
+    assert lines[-1].endswith("app.py:6, reported here"), done.stderr
+
+
+DROPPED = """
+import torch
+
+x = torch.ones(3)
+for i in range(3):
+    x.add_(torch.ones(3))  # its site returns a remote tensor: the next ones stream
+x.add_(torch.ones(4))  # raises on the worker; the program drops its result
+print(x)
+"""
+
+
+def test_the_error_of_a_streamed_call_whose_result_is_dropped_is_raised(
+    harness: WorkerHarness,
+) -> None:
+    done = harness.script(DROPPED, remote="torch")
+    assert done.returncode == 1 and done.stdout == "", done  # never a silent wrong x
+    lines = done.stderr.strip().splitlines()
+    assert (
+        "RuntimeError: The size of tensor a (3) must match the size of tensor b (4) at"
+        " non-singleton dimension 0"
+    ) in lines, done.stderr
+    assert lines[-1].endswith("app.py:7, reported here"), done.stderr
 
 
 RELEASED = """

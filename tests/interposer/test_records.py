@@ -242,8 +242,9 @@ def test_a_failed_record_leaves_its_error_for_the_next_use() -> None:
     )
     assert isinstance(table.objects[20][0], Failure) and isinstance(table.objects[21][0], Failure)
     with pytest.raises(ZeroDivisionError):
-        table.get(21)  # the second used the first's result: it raised the same error
-    assert [h for h, _ in session.failed] == [20, 21]
+        table.get(21)  # the second did not run: it holds the first's error
+    assert [h for h, _ in session.failed] == [20]
+    assert session.poison is not None and session.poison[0] == 20  # raised at the next wait
 
 
 def test_the_preemption_notice_is_raised_at_a_templated_call() -> None:
@@ -258,10 +259,14 @@ def test_the_preemption_notice_is_raised_at_a_templated_call() -> None:
     body = t.record(ADD, (1, 2), {}, 30, "s", reference) + t.record(
         ADD, (1, 3), {}, 31, "s", reference
     )
-    run(table, body, notice)
+    session = run(table, body, notice)
     with pytest.raises(RuntimeError, match="preempted"):
         table.get(30)
-    assert table.get(31) == 4
+    # It poisons as any error of a streamed call: the program is told at its next wait, and
+    # what it streamed after that call did not run.
+    assert session.poison is not None and session.poison[0] == 30
+    with pytest.raises(RuntimeError, match="preempted"):
+        table.get(31)
 
 
 def test_definitions_are_plain_json() -> None:

@@ -26,6 +26,8 @@ _stand_ins: Dict[str, type] = {}
 #: classes only.
 _checks: Dict[Tuple[str, str], bool] = {}
 _lock = threading.Lock()
+#: The callables of each remote class itself, by its path (RemoteType.__getattr__).
+_methods: Dict[str, frozenset] = {}  # type: ignore[type-arg]
 
 
 def path_of(cls: type) -> Optional[str]:
@@ -54,7 +56,10 @@ class RemoteType(type):
     def __getattr__(cls, name: str) -> Any:
         if name.startswith("__") and name.endswith("__"):
             raise AttributeError(name)
-        _ensure_remote(cls)
+        path = _ensure_remote(cls)
+        if name in _class_methods(path):  # ``Function.apply``: resolved where it is called
+            ref = {"$": "a", "o": {"$": "p", "p": path}, "n": name}
+            return proxy.make(ref, f"{path}.{name}", None)
         return proxy.invoke(_GETATTR, (cls, name), {}, "", False)
 
     def __instancecheck__(cls, obj: Any) -> bool:
@@ -86,6 +91,16 @@ def _ensure_remote(cls: type) -> str:
 
         path = shipping.ship_class(cls)
     return path
+
+
+def _class_methods(path: str) -> frozenset:  # type: ignore[type-arg]
+    """The callables of the remote class at ``path`` itself (the ``methods`` operation with
+    ``c``), asked once: ``Cls.name`` for one of them is a method reference, no round trip."""
+    names = _methods.get(path)
+    if names is None:
+        answer = proxy.request("methods", o={"$": "p", "p": path}, c=True)
+        names = _methods[path] = frozenset(answer["methods"])
+    return names
 
 
 def _remote_check(check: str, subject: Any, subject_type: str, cls: type) -> bool:

@@ -177,7 +177,9 @@ class Worker(Definitions):
         return {"v": [self.node(item, None, out) for item in obj]}, out
 
     def op_methods(self, meta: Dict[str, Any], buffers: List[Any]) -> Reply:
-        kind = type(self.decode(meta["o"], buffers))
+        obj = self.decode(meta["o"], buffers)
+        # c: a class's own callables (``Net.apply``), not those of its metaclass
+        kind = obj if meta.get("c") is True and isinstance(obj, type) else type(obj)
         return {"methods": method_names(kind)}, []
 
     def op_retain(self, meta: Dict[str, Any], buffers: List[Any]) -> Reply:

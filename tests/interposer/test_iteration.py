@@ -155,6 +155,45 @@ def test_a_gradient_that_is_none_where_it_streamed_raises_the_local_error(
     assert remoted.stderr.strip().splitlines()[-1].endswith("app.py:12, reported here")
 
 
+CLASS_METHODS = """
+import torch
+
+
+class Square(torch.autograd.Function):
+    scale = 2.0  # a plain class attribute: read as itself
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * Square.scale * x
+
+
+w = torch.full((3,), 0.5, requires_grad=True)
+for step in range(30):
+    f = Square.apply  # a callable of the class: a method reference, no round trip
+    loss = f(w).sum()
+    loss.backward()
+    with torch.no_grad():
+        w -= 0.1 * w.grad
+        w.grad = None
+print(w.tolist(), Square.scale, type(Square.scale).__name__)
+print(torch.Tensor.add(w, 1).tolist(), torch.Tensor.is_leaf.__class__.__name__)
+"""
+
+
+def test_a_class_s_callables_are_method_references(harness: WorkerHarness) -> None:
+    stats = harness.root / "stats.jsonl"
+    out = harness.same_as_local(CLASS_METHODS, remote="torch", RADIUM_STATS_FILE=str(stats))
+    assert "2.0 float" in out and out.strip().endswith("getset_descriptor")
+    # Square.apply waited once a step before (30 round trips); now no step waits.
+    assert counts(stats)["round_trips"] < 30, counts(stats)
+
+
 class _Iterated:
     """Asks ``whole`` while it is iterated, of its caller, as the proxy's ``__iter__`` does."""
 

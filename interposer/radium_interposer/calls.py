@@ -19,6 +19,7 @@ from radium_interposer import (
     callbacks,
     codec,
     guarded,
+    iteration,
     known,
     nested,
     peer,
@@ -55,11 +56,13 @@ def invoke(
     pipeline: bool = True,
     context: Optional[Dict[str, Any]] = None,
     discard: bool = False,
+    items: bool = False,
 ) -> Any:
     """Call ``function`` (a reference tree) on the worker with these arguments (and, for the
     user's own functions, the program's ``context``: argv and allowed environment).
     ``discard``: the program drops the result (a remote ``with``'s enter and exit): the call
-    may stream as one that returns nothing, and None is returned then."""
+    may stream as one that returns nothing, and None is returned then. ``items``: a ``next``
+    whose result the program unpacks: its items come along (``ni``, iteration.keep)."""
     # Not at the top: proxy imports this module. Its functions are looked up on the module at
     # each call, as before, so what a test puts in their place (proxy.decode) is used.
     proxy = sys.modules["radium_interposer.proxy"]
@@ -77,6 +80,8 @@ def invoke(
     buffers: List[Any] = []
     refer = proxy.refer_for(conn, buffers)
     meta: Dict[str, Any] = {"op": "call", "f": function, "r": state.new_id()}
+    if items:
+        meta["ni"] = True
     meta["a"] = [codec.encode(arg, buffers, refer) for arg in args]
     if kwargs:
         meta["k"] = codec.encode(kwargs, buffers, refer)
@@ -115,6 +120,8 @@ def invoke(
         warns.learn(site)  # whether its answer carried a warning of its own
     assert frame is not None
     result = proxy.decode(frame.meta.get("v"), frame.buffers)
+    if items and "vi" in frame.meta and isinstance(result, proxy.Remote):
+        iteration.keep(result, frame.meta["vi"], frame.buffers, proxy.decode)
     # A numpy scalar that came with its value (sv) is used here (printed, compared): its call
     # site keeps waiting, as when scalars came by value (docs/remoting.md, "numpy scalars").
     if discard:

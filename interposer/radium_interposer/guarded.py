@@ -23,7 +23,7 @@ import threading
 from types import CodeType, FrameType
 from typing import Dict, List, Optional, Tuple
 
-__all__ = ["attribute_use", "entered", "in_try", "left", "opcode", "program_frame"]
+__all__ = ["attribute_use", "entered", "in_try", "instruction", "left", "opcode", "program_frame"]
 
 _OURS = os.path.dirname(os.path.abspath(__file__)) + os.sep
 #: An exception table entry: its range, its handler, and its kind: TRY, PASS (a cleanup that
@@ -38,9 +38,9 @@ _NESTING = 16
 #: the id is not reused): it holds the program's code objects, which its functions hold anyway.
 _tables: Dict[int, Tuple[CodeType, Tuple[Entry, ...]]] = {}
 _SUPPORTED = sys.version_info >= (3, 11)
-#: Each code object's attribute reads, read once as _tables: by offset, the attribute's name
-#: and the instruction that takes its value.
-_reads: Dict[int, Tuple[CodeType, Dict[int, Tuple[str, str]]]] = {}
+#: Each code object's instructions, read once as _tables: by offset, the instruction's name,
+#: its argument (as text) and the name of the instruction after it.
+_instructions: Dict[int, Tuple[CodeType, Dict[int, Tuple[str, str, str]]]] = {}
 _READS_ATTRIBUTE = frozenset(("LOAD_ATTR", "LOAD_METHOD"))
 
 
@@ -96,22 +96,27 @@ def attribute_use(frame: Optional[FrameType], name: str) -> Optional[str]:
     """The instruction (its name: ``BINARY_OP``, ``LOAD_ATTR``) that takes the value of the
     attribute ``name`` the program's ``frame`` is reading; None when the frame is not at an
     instruction reading that attribute itself (``getattr(x, name)``, or our own read)."""
+    now = instruction(frame)
+    return now[2] if now is not None and now[0] in _READS_ATTRIBUTE and now[1] == name else None
+
+
+def instruction(frame: Optional[FrameType]) -> Optional[Tuple[str, str, str]]:
+    """The instruction the program's ``frame`` is running: its name, its argument (as text)
+    and the name of the instruction after it, which takes the value it makes."""
     if frame is None:
         return None
     code = frame.f_code
-    known = _reads.get(id(code))
+    known = _instructions.get(id(code))
     if known is None or known[0] is not code:
-        known = _reads[id(code)] = (code, _attribute_reads(code))
-    read = known[1].get(frame.f_lasti)
-    return read[1] if read is not None and read[0] == name else None
+        known = _instructions[id(code)] = (code, _read_instructions(code))
+    return known[1].get(frame.f_lasti)
 
 
-def _attribute_reads(code: CodeType) -> Dict[int, Tuple[str, str]]:
-    instructions = [i for i in dis.get_instructions(code) if i.opname != "EXTENDED_ARG"]
+def _read_instructions(code: CodeType) -> Dict[int, Tuple[str, str, str]]:
+    listed = [i for i in dis.get_instructions(code) if i.opname != "EXTENDED_ARG"]
     return {
-        ins.offset: (str(ins.argval), after.opname)
-        for ins, after in zip(instructions, instructions[1:])
-        if ins.opname in _READS_ATTRIBUTE
+        ins.offset: (ins.opname, str(ins.argval), after.opname)
+        for ins, after in zip(listed, listed[1:])
     }
 
 

@@ -13,13 +13,14 @@ import dis
 from types import FrameType
 from typing import Any, Callable, Dict, List, Optional
 
-from radium_interposer import codec, guarded
+from radium_interposer import codec, guarded, known
 
-__all__ = ["MAX_ITEMS", "items", "whole"]
+__all__ = ["MAX_ITEMS", "items", "keep", "kept", "unpacks_next", "whole"]
 
 #: At most this many items come in one answer; a longer list or tuple is iterated remotely.
 MAX_ITEMS = 256
-_UNPACKS = {dis.opmap[name] for name in ("UNPACK_SEQUENCE", "UNPACK_EX")}
+_UNPACK_NAMES = ("UNPACK_SEQUENCE", "UNPACK_EX")
+_UNPACKS = {dis.opmap[name] for name in _UNPACK_NAMES}
 Decode = Callable[[Any, List[Any]], Any]
 #: Tuples and the tuple types iterated as tuples are (the worker checks it again).
 _TUPLES = frozenset(("builtins.tuple", "torch.Size"))
@@ -35,6 +36,33 @@ def whole(kind: str, frame: Optional[FrameType]) -> bool:
     if kind != "builtins.list" or frame is None:
         return False
     return guarded.opcode(frame) in _UNPACKS
+
+
+def unpacks_next(frame: Optional[FrameType]) -> bool:
+    """Whether the program's ``frame`` calls ``next`` for a ``for`` loop that unpacks what it
+    gets (``for x, y in loader``; ``for i, (x, y) in enumerate(loader)`` too, whose tuple is
+    unpacked at once): then the item's items come with it (``ni``)."""
+    now = guarded.instruction(frame)
+    return now is not None and now[0] == "FOR_ITER" and now[2] in _UNPACK_NAMES
+
+
+def keep(result: Any, tree: Any, buffers: List[Any], decode: Decode) -> None:
+    """The items that came with the answer of an unpacked ``next`` (``vi``) for its result
+    (a proxy): kept as metadata is (:mod:`known`), until a call may have changed the list."""
+    if tree is None:
+        return
+    if not isinstance(tree, list) or len(tree) > MAX_ITEMS:  # checked before decoding it
+        raise codec.DecodeError("the worker answered `next` with more items than a list may hold")
+    ref = object.__getattribute__(result, "_rd_ref")
+    known.remember(ref["id"], "items", decode(tree, buffers))
+
+
+def kept(ref: Dict[str, Any]) -> Optional[List[Any]]:
+    """The items of the remote list ``ref`` kept from its ``next`` answer, if still valid."""
+    if ref["$"] != "h":
+        return None
+    value: Optional[List[Any]] = known.answers.get((ref["id"], "items"))
+    return value
 
 
 def items(

@@ -32,6 +32,7 @@ __all__ = [
     "harmless",
     "immutable",
     "of_immutable",
+    "remember",
 ]
 
 #: Exact types whose metadata is kept (subclasses may compute theirs: they are asked).
@@ -83,6 +84,12 @@ def attribute(handle: int, name: str, ask: Callable[[], Any], kept: Callable[[An
     if kept(value):
         _keep(answers, key, value)
     return value
+
+
+def remember(handle: int, name: str, value: Any) -> None:
+    """Keep ``value`` as what ``name`` of the object ``handle`` is, as a read metadata answer
+    is (the items of a list that came with the ``next`` that made it)."""
+    _keep(answers, (handle, name), value)
 
 
 def of_immutable(handle: int, operation: str, argument: Hashable, ask: Callable[[], Any]) -> Any:

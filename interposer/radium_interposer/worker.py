@@ -159,22 +159,30 @@ class Worker(Definitions):
             return {}, []
         if meta.get("nr") or meta.get("keep"):
             return {"v": self.refer(result, handle)}, []
-        return self.result(result, handle)
+        reply, out = self.result(result, handle)
+        if meta.get("ni") is True and isinstance(reply["v"], dict) and reply["v"].get("$") == "h":
+            items = self.items(result, out)  # a next() the program unpacks: its items too
+            if items is not None:
+                reply["vi"] = items
+        return reply, out
 
     def op_fetch(self, meta: Dict[str, Any], buffers: List[Any]) -> Reply:
         return self.value(self.decode(meta["o"], buffers))
 
     def op_items(self, meta: Dict[str, Any], buffers: List[Any]) -> Reply:
-        obj = self.decode(meta["o"], buffers)
-        # A list or tuple, or a subclass iterated as one is (torch.Size, named tuples).
+        out: List[Any] = []
+        return {"v": self.items(self.decode(meta["o"], buffers), out)}, out
+
+    def items(self, obj: Any, out: List[Any]) -> Optional[List[Any]]:
+        """The items of a list or tuple (or a subclass iterated as one is: torch.Size, named
+        tuples) of at most MAX_ITEMS, each as next() on its iterator would give it."""
         kind = type(obj)
         iterated = kind.__iter__ in (list.__iter__, tuple.__iter__) and isinstance(
             obj, (list, tuple)
         )
         if not iterated or len(obj) > iteration.MAX_ITEMS:
-            return {"v": None}, []
-        out: List[Any] = []  # each item as next() on its iterator would give it
-        return {"v": [self.node(item, None, out) for item in obj]}, out
+            return None
+        return [self.node(item, None, out) for item in obj]
 
     def op_methods(self, meta: Dict[str, Any], buffers: List[Any]) -> Reply:
         obj = self.decode(meta["o"], buffers)

@@ -11,7 +11,6 @@ docs/remoting.md.
 
 from __future__ import annotations
 
-import dis
 import threading
 from types import FrameType
 from typing import Any, Callable, Dict, List, Optional
@@ -28,8 +27,7 @@ local: Optional[threading.local] = None
 _CLEAN_EXIT = {"$": "p", "p": "radium_interposer.exits.clean_exit"}
 #: The instruction that calls ``__enter__`` (3.11+, and 3.9-3.10), and the one after it that
 #: drops its result (``with cm:``, no ``as``).
-_ENTERS = {dis.opmap[name] for name in ("BEFORE_WITH", "SETUP_WITH") if name in dis.opmap}
-_POP_TOP = dis.opmap["POP_TOP"]
+_ENTERS = ("BEFORE_WITH", "SETUP_WITH")
 
 
 def enter_remote(ref: Dict[str, Any]) -> Any:
@@ -77,7 +75,8 @@ def _drops_result(frame: Optional[FrameType]) -> bool:
     """Whether the program's ``frame``, entering a ``with``, drops what ``__enter__`` returns."""
     if frame is None:
         return False
-    return guarded.opcode(frame) in _ENTERS and guarded.opcode(frame, 2) == _POP_TOP
+    now = guarded.instruction(frame)
+    return now is not None and now[0] in _ENTERS and now[2] == "POP_TOP"
 
 
 def _starts() -> List[int]:

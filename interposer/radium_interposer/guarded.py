@@ -23,7 +23,7 @@ import threading
 from types import CodeType, FrameType
 from typing import Dict, List, Optional, Tuple
 
-__all__ = ["attribute_use", "entered", "in_try", "instruction", "left", "opcode", "program_frame"]
+__all__ = ["attribute_use", "entered", "in_try", "instruction", "left", "program_frame"]
 
 _OURS = os.path.dirname(os.path.abspath(__file__)) + os.sep
 #: An exception table entry: its range, its handler, and its kind: TRY, PASS (a cleanup that
@@ -83,13 +83,6 @@ def in_try(frame: Optional[FrameType]) -> bool:
             return True
         offset = entry[2]
     return True
-
-
-def opcode(frame: FrameType, after: int = 0) -> Optional[int]:
-    """The opcode of the instruction ``frame`` is running (``after`` bytes further on), None
-    past its code: what the program does with a call's result (exits, iteration)."""
-    code, at = frame.f_code.co_code, frame.f_lasti + after
-    return code[at] if 0 <= at < len(code) else None
 
 
 def attribute_use(frame: Optional[FrameType], name: str) -> Optional[str]:

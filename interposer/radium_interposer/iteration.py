@@ -9,7 +9,6 @@ body may change it, and its iterator sees the change.
 
 from __future__ import annotations
 
-import dis
 from types import FrameType
 from typing import Any, Callable, Dict, List, Optional
 
@@ -20,7 +19,6 @@ __all__ = ["MAX_ITEMS", "items", "keep", "kept", "unpacks_next", "whole"]
 #: At most this many items come in one answer; a longer list or tuple is iterated remotely.
 MAX_ITEMS = 256
 _UNPACK_NAMES = ("UNPACK_SEQUENCE", "UNPACK_EX")
-_UNPACKS = {dis.opmap[name] for name in _UNPACK_NAMES}
 Decode = Callable[[Any, List[Any]], Any]
 #: Tuples and the tuple types iterated as tuples are (the worker checks it again).
 _TUPLES = frozenset(("builtins.tuple", "torch.Size"))
@@ -35,7 +33,8 @@ def whole(kind: str, frame: Optional[FrameType]) -> bool:
         return True
     if kind != "builtins.list" or frame is None:
         return False
-    return guarded.opcode(frame) in _UNPACKS
+    now = guarded.instruction(frame)
+    return now is not None and now[0] in _UNPACK_NAMES
 
 
 def unpacks_next(frame: Optional[FrameType]) -> bool:

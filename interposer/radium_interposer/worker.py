@@ -23,7 +23,6 @@ from typing import Any, Callable, Dict, List, Optional
 from radium_interposer import (
     client_files,
     codec,
-    iteration,
     nested,
     peer,
     poison,
@@ -161,7 +160,8 @@ class Worker(Definitions):
             return {"v": self.refer(result, handle)}, []
         reply, out = self.result(result, handle)
         if meta.get("ni") is True and isinstance(reply["v"], dict) and reply["v"].get("$") == "h":
-            items = self.items(result, out)  # a next() the program unpacks: its items too
+            # a next() the program unpacks: its items too
+            items = worker_objects.items(result, lambda item: self.node(item, None, out))
             if items is not None:
                 reply["vi"] = items
         return reply, out
@@ -171,18 +171,8 @@ class Worker(Definitions):
 
     def op_items(self, meta: Dict[str, Any], buffers: List[Any]) -> Reply:
         out: List[Any] = []
-        return {"v": self.items(self.decode(meta["o"], buffers), out)}, out
-
-    def items(self, obj: Any, out: List[Any]) -> Optional[List[Any]]:
-        """The items of a list or tuple (or a subclass iterated as one is: torch.Size, named
-        tuples) of at most MAX_ITEMS, each as next() on its iterator would give it."""
-        kind = type(obj)
-        iterated = kind.__iter__ in (list.__iter__, tuple.__iter__) and isinstance(
-            obj, (list, tuple)
-        )
-        if not iterated or len(obj) > iteration.MAX_ITEMS:
-            return None
-        return [self.node(item, None, out) for item in obj]
+        obj = self.decode(meta["o"], buffers)
+        return {"v": worker_objects.items(obj, lambda item: self.node(item, None, out))}, out
 
     def op_methods(self, meta: Dict[str, Any], buffers: List[Any]) -> Reply:
         obj = self.decode(meta["o"], buffers)

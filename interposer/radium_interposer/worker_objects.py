@@ -16,13 +16,14 @@ import functools
 import sys
 import threading
 import types
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from radium_interposer import iteration
 from radium_interposer.client_file_objects import ClientBinaryFile, ClientTextFile
 from radium_interposer.client_streams import settle
 from radium_interposer.naming import resolve_path
 
-__all__ = ["adapt", "back_reference", "path_reference", "resolve", "settle"]
+__all__ = ["adapt", "back_reference", "items", "path_reference", "resolve", "settle"]
 PROTOCOLS = ("__array__", "__array_function__", "__array_ufunc__")
 _BINARY = "add sub mul matmul truediv floordiv mod pow lshift rshift and or xor".split()  # noqa: SIM905
 #: Operators the stand-in forwards when the program's class defines them: numpy defers to them
@@ -176,3 +177,14 @@ def adapt(function: Any, args: Any) -> Any:
     from radium_interposer.client_arrays import tofile
 
     return functools.partial(tofile, owner)
+
+
+def items(obj: Any, node: Callable[[Any], Any]) -> Optional[List[Any]]:
+    """The items of a list or tuple (or a subclass iterated as one is: torch.Size, named
+    tuples) of at most MAX_ITEMS, each as ``node`` gives it (as next() on its iterator would:
+    ``items`` and a ``next`` the program unpacks); None for anything else."""
+    kind = type(obj)
+    iterated = kind.__iter__ in (list.__iter__, tuple.__iter__) and isinstance(obj, (list, tuple))
+    if not iterated or len(obj) > iteration.MAX_ITEMS:
+        return None
+    return [node(item) for item in obj]

@@ -33,12 +33,14 @@ from radium_interposer.dialing import dial
 from radium_interposer.errors import RemoteError, WorkerGone, rebuild_error
 
 LIMITS = wire.Limits(max_meta=16 << 20)
-#: Pipelined calls wait in the outbox until a call needs an answer or it holds this much.
+#: Calls sent without waiting (records of streamed calls, frames of pipelined ones) wait here
+#: until a call needs an answer or this much is waiting (~100 records): small enough that the
+#: worker starts on them while the program goes on making more. One bound for both: a program
+#: that mixes them (a ``with`` per step) once waited for 256 frames, and the worker had a
+#: hundred steps to run at each value the program read.
+PENDING_BYTES = 4096
+#: ... or this many chunks (frames of pipelined calls, each a few).
 OUTBOX_CHUNKS = 256
-OUTBOX_BYTES = 1 << 20
-#: Streamed calls' records wait in the batch until it holds this much (~200 calls): small
-#: enough that the worker starts on them while the program goes on making more.
-BATCH_BYTES = 4096
 
 
 class Connection:
@@ -91,7 +93,7 @@ class Connection:
                 self._queue(wire.encode(wire.CALL, self.call_id, meta, buffers))
                 if not wait:
                     self.unsynced += 1
-                    if len(self.outbox) < OUTBOX_CHUNKS and self.outbox_bytes < OUTBOX_BYTES:
+                    if len(self.outbox) < OUTBOX_CHUNKS and self.outbox_bytes < PENDING_BYTES:
                         return None
                 self._flush()
                 if not wait:
@@ -145,7 +147,7 @@ class Connection:
                 raise WorkerGone(self.broken)
             self.batch += record
             self.unsynced += 1
-            if len(self.batch) >= BATCH_BYTES:
+            if len(self.batch) + self.outbox_bytes >= PENDING_BYTES:
                 try:
                     self._flush()
                 except OSError as exc:

@@ -228,8 +228,11 @@ def _cwd() -> Optional[str]:
         return None
 
 
-#: Types of arguments that never name a file (checked first: most arguments are these).
+#: Types of arguments that never name a file (checked first: most arguments are these), and
+#: those found so since (a proxy's class, a local class): asked of the ABC once per type.
 _NOT_PATHS = frozenset((int, float, bool, type(None), complex, bytes))
+_pathless: Set[type] = set()
+_MAX_PATHLESS = 1024
 
 
 def _may_name_a_file(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> bool:
@@ -238,11 +241,13 @@ def _may_name_a_file(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> bool:
     for values in (args, kwargs.values()) if kwargs else (args,):
         for a in values:  # a loop, not any(): this runs for every pipelined call
             kind = type(a)
-            if kind in _NOT_PATHS:
+            if kind in _NOT_PATHS or kind in _pathless:
                 continue
             if isinstance(a, str):
                 if "/" in a or "." in a:
                     return True
-            elif isinstance(a, os.PathLike):
+            elif isinstance(a, os.PathLike):  # an ABC: ~1 us, so asked once per type
                 return True
+            elif len(_pathless) < _MAX_PATHLESS:
+                _pathless.add(kind)
     return False

@@ -36,7 +36,8 @@ _open = threading.local()
 _NESTING = 16
 #: Each code object's exception table, read once, by the code's id (with the code itself, so
 #: the id is not reused): it holds the program's code objects, which its functions hold anyway.
-_tables: Dict[int, Tuple[CodeType, Tuple[Entry, ...]]] = {}
+#: With it, in_try's answers by offset where they cannot change (no ``with`` on the way).
+_tables: Dict[int, Tuple[CodeType, Tuple[Entry, ...], Dict[int, bool]]] = {}
 _SUPPORTED = sys.version_info >= (3, 11)
 #: Each code object's instructions, read once as _tables: by offset, the instruction's name,
 #: its argument (as text) and the name of the instruction after it.
@@ -67,22 +68,36 @@ def in_try(frame: Optional[FrameType]) -> bool:
     code = frame.f_code
     known = _tables.get(id(code))  # by id: hashing a code object hashes all of its bytecode
     if known is None or known[0] is not code:
-        known = _tables[id(code)] = (code, _read(code))
-    entries = known[1]
-    if not entries:
+        known = _tables[id(code)] = (code, _read(code), {})
+    if not known[1]:
         return False
-    offset, opened = frame.f_lasti, _opened()
+    answer = known[2].get(frame.f_lasti)
+    if answer is None:
+        answer, fixed = _covered(known[1], frame)
+        if fixed:  # no ``with`` on the way: the same at every call from this instruction
+            known[2][frame.f_lasti] = answer
+    return answer
+
+
+def _covered(entries: Tuple[Entry, ...], frame: FrameType) -> Tuple[bool, bool]:
+    """in_try's answer, and whether it holds at every call from this instruction: unless a
+    ``with`` covers it, whose kind (remote or local) is known only by what is open now."""
+    offset, opened, fixed = frame.f_lasti, _opened(), True
     for _ in range(_NESTING):
         # The table maps each instruction to its innermost handler only: a remote ``with``'s
         # exit or an ``except`` block's cleanup hands the exception on from its own code,
         # which the enclosing handler (if any) covers in turn.
         entry = next((e for e in entries if e[0] <= offset < e[1]), None)
         if entry is None:
-            return False
-        if entry[3] == TRY or (entry[3] >= 0 and (id(frame), entry[3]) not in opened):
-            return True
+            return False, fixed
+        if entry[3] >= 0:
+            fixed = False
+            if (id(frame), entry[3]) not in opened:
+                return True, fixed
+        elif entry[3] == TRY:
+            return True, fixed
         offset = entry[2]
-    return True
+    return True, fixed
 
 
 def attribute_use(frame: Optional[FrameType], name: str) -> Optional[str]:

@@ -40,9 +40,17 @@ _NESTING = 16
 _tables: Dict[int, Tuple[CodeType, Tuple[Entry, ...], Dict[int, bool]]] = {}
 _SUPPORTED = sys.version_info >= (3, 11)
 #: Each code object's instructions, read once as _tables: by offset, the instruction's name,
-#: its argument (as text) and the name of the instruction after it.
+#: its argument (as text) and the name of the instruction that takes the value it makes.
 _instructions: Dict[int, Tuple[CodeType, Dict[int, Tuple[str, str, str]]]] = {}
 _READS_ATTRIBUTE = frozenset(("LOAD_ATTR", "LOAD_METHOD"))
+#: Instructions that push one value and run nothing of the program's: between a value and the
+#: instruction that takes it, the other operand's (``p.grad * lr``).
+_LOADS = frozenset(("LOAD_FAST", "LOAD_CONST", "LOAD_NAME", "LOAD_DEREF", "LOAD_CLOSURE"))
+#: What takes two values and makes one, and what changes the value on top.
+_TAKES_TWO = ("BINARY_", "INPLACE_")
+_ON_TOP = ("UNARY_", "LOAD_ATTR")
+#: How far _taker looks (each code object is read once, but a long run of loads is no use).
+_AHEAD = 16
 
 
 def entered() -> None:
@@ -110,7 +118,7 @@ def attribute_use(frame: Optional[FrameType], name: str) -> Optional[str]:
 
 def instruction(frame: Optional[FrameType]) -> Optional[Tuple[str, str, str]]:
     """The instruction the program's ``frame`` is running: its name, its argument (as text)
-    and the name of the instruction after it, which takes the value it makes."""
+    and the name of the instruction that takes the value it makes (:func:`_taker`)."""
     if frame is None:
         return None
     code = frame.f_code
@@ -123,9 +131,32 @@ def instruction(frame: Optional[FrameType]) -> Optional[Tuple[str, str, str]]:
 def _read_instructions(code: CodeType) -> Dict[int, Tuple[str, str, str]]:
     listed = [i for i in dis.get_instructions(code) if i.opname != "EXTENDED_ARG"]
     return {
-        ins.offset: (ins.opname, str(ins.argval), after.opname)
-        for ins, after in zip(listed, listed[1:])
+        ins.offset: (ins.opname, str(ins.argval), _taker(listed, n + 1))
+        for n, ins in enumerate(listed[:-1])
     }
+
+
+def _taker(listed: List[dis.Instruction], start: int) -> str:
+    """The name of the instruction that takes the value the one before ``start`` makes: the
+    next, or past loads of another operand the one that takes both (``BINARY_OP`` in
+    ``p.grad * lr``); ``?`` when something else comes first (a call: not followed)."""
+    above = 0  # values pushed over ours since
+    for ins in listed[start : start + _AHEAD]:
+        name = ins.opname
+        calls = ins.argrepr.startswith("NULL")  # a callable is loaded: a call comes
+        if name == "LOAD_GLOBAL" and calls:
+            return "?"
+        if name in _LOADS or name == "LOAD_GLOBAL":
+            above += 1
+        elif above == 0:
+            return name
+        elif name.startswith(_TAKES_TWO):
+            if above == 1:
+                return name  # ours is its left operand
+            above -= 1
+        elif calls or not name.startswith(_ON_TOP):
+            return "?"
+    return "?"
 
 
 def program_frame() -> Optional[FrameType]:

@@ -133,7 +133,7 @@ _READS = frozenset(
 #: or run the program's own code (hooks, a custom Function's backward).
 _CHANGING_METHODS = frozenset(("resize", "setflags", "backward", "register_hook"))
 _LIBRARIES = ("torch.", "numpy.")
-_PLAIN = (int, float, bool, str, bytes, complex, type(None), slice, type(Ellipsis))
+_PLAIN = (int, float, bool, str, bytes, complex, type(None), slice, range, type(Ellipsis))
 _sites: Dict[str, bool] = {}
 
 

@@ -29,8 +29,9 @@ _STREAMED_ATTRIBUTES = {
     "numpy.ndarray": frozenset(("T",)),  # not dtype: its class follows the array's (Int64DType)
 }
 #: Attributes that are such an object or None (``p.grad``): read as calls, on a call site of
-#: their own, only where the program's next instruction uses the value in a way None and a
-#: remote None share: an operand (``lr * p.grad``), an attribute (``p.grad.zero_()``), an item.
+#: their own, only where the instruction that takes the value uses it in a way None and a
+#: remote None share: an operand (``lr * p.grad``, ``p.grad * lr``), an attribute
+#: (``p.grad.zero_()``), an item (guarded.instruction).
 #: There both raise the same error, on the worker. ``p.grad is None`` and ``g = p.grad`` wait.
 _MAYBE_NONE = {
     "torch.Tensor": frozenset(("grad",)),

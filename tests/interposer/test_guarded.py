@@ -52,7 +52,7 @@ class _Reads:
 
 def test_what_the_program_does_with_an_attribute_it_reads() -> None:
     _Reads.seen = []
-    x = _Reads()
+    x, k = _Reads(), 2
     _ = 0.5 * x.grad
     _ = -x.grad
     _ = x.grad.real
@@ -63,7 +63,21 @@ def test_what_the_program_does_with_an_attribute_it_reads() -> None:
     assert (is_none, kept) == (False, 1)
     assert _Reads.seen[:2] == ["BINARY_OP", "UNARY_NEGATIVE"]
     assert _Reads.seen[2] == "LOAD_ATTR" and _Reads.seen[3] in ("LOAD_ATTR", "LOAD_METHOD")
-    assert _Reads.seen[4:] == ["LOAD_CONST", "STORE_FAST", None]
+    assert _Reads.seen[4:] == ["?", "STORE_FAST", None]
+    # The left operand: past the loads of the right one, the instruction that takes both.
+    _Reads.seen = []
+    _ = x.grad * k
+    _ = x.grad * 0.5 + k
+    _ = x.grad - k.real
+    _ = k * x.grad * k
+    assert _Reads.seen == ["BINARY_OP"] * 4
+    # Given to a call, or with a call between it and its use: not followed.
+    _Reads.seen = []
+    _ = abs(x.grad)
+    _ = divmod(x.grad, k)
+    _ = x.grad * abs(k)
+    _ = x.grad * k.bit_length()
+    assert _Reads.seen[0] in ("PRECALL", "CALL") and _Reads.seen[1:] == ["?", "?", "?"]
 
 
 def test_an_error_in_a_try_body_is_caught_by_its_handler_as_locally(

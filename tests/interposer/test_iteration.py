@@ -133,6 +133,7 @@ for step in range(40):
     loss.backward()
     with torch.no_grad():
         w -= 0.01 * w.grad  # an operand: streams
+        w += w.grad * 0.001  # the left operand, the right one loaded after it: streams
         b -= -(b.grad) * -0.01  # a unary operand: streams
         w.grad.zero_()  # an attribute: streams
         kept = b.grad  # kept by the program, which may test it for None: waits

@@ -126,6 +126,8 @@ def _path(path: str) -> Dict[str, Any]:
         (_path("numpy.add"), "numpy.add", (TENSOR, 2.0), {}),
         (_path("builtins.getattr"), "torch.Tensor|builtins.getattr", (TENSOR, "shape"), {}),
         (_method("to"), "torch.Tensor.to", (_Remote(known.LIBRARY),), {}),
+        # ``x[range(n), target]``: a range is plain data
+        (_path("operator.getitem"), "torch.Tensor|getitem|0", (TENSOR, (range(3), TENSOR)), {}),
     ],
 )
 def test_calls_that_make_new_objects_keep_metadata(

@@ -49,6 +49,11 @@ _LOADS = frozenset(("LOAD_FAST", "LOAD_CONST", "LOAD_NAME", "LOAD_DEREF", "LOAD_
 #: What takes two values and makes one, and what changes the value on top.
 _TAKES_TWO = ("BINARY_", "INPLACE_")
 _ON_TOP = ("UNARY_", "LOAD_ATTR")
+#: What instruction() names as the taker of an attribute given to a method of the variable it
+#: was read from (``p.data.add_(p.grad)``): a call of a remote method, the variable being a
+#: remote object, where None and a remote None are alike.
+OWN_METHOD = "OWN_METHOD_CALL"
+_VARIABLES = frozenset(("LOAD_FAST", "LOAD_NAME", "LOAD_DEREF"))
 #: How far _taker looks (each code object is read once, but a long run of loads is no use).
 _AHEAD = 16
 
@@ -131,9 +136,41 @@ def instruction(frame: Optional[FrameType]) -> Optional[Tuple[str, str, str]]:
 def _read_instructions(code: CodeType) -> Dict[int, Tuple[str, str, str]]:
     listed = [i for i in dis.get_instructions(code) if i.opname != "EXTENDED_ARG"]
     return {
-        ins.offset: (ins.opname, str(ins.argval), _taker(listed, n + 1))
+        ins.offset: (
+            ins.opname,
+            str(ins.argval),
+            OWN_METHOD if _to_own_method(listed, n) else _taker(listed, n + 1),
+        )
         for n, ins in enumerate(listed[:-1])
     }
+
+
+def _to_own_method(listed: List[dis.Instruction], n: int) -> bool:
+    """Whether the attribute read by ``listed[n]`` is given to a method reached from the same
+    variable it is read from, plain loads around it: ``p.data.add_(p.grad, alpha=-lr)``."""
+    owner = listed[n - 1] if n >= 3 and listed[n].opname == "LOAD_ATTR" else None
+    if owner is None or owner.opname not in _VARIABLES:
+        return False
+    start = n - 2  # back over the plain arguments before it, to the method's load
+    while start > 0 and _plain_load(listed[start]):
+        start -= 1
+    method, before = listed[start], n - 2 - start
+    if not (method.opname == "LOAD_METHOD" or method.argrepr.startswith("NULL|self")):
+        return False
+    chain = start - 1  # back over the attributes the method is read from, to the variable
+    while chain > 0 and listed[chain].opname == "LOAD_ATTR" and "NULL" not in listed[chain].argrepr:
+        chain -= 1
+    if (listed[chain].opname, listed[chain].argval) != (owner.opname, owner.argval):
+        return False
+    after = 0  # forward over the plain arguments after it, to the call that takes them all
+    for ins in listed[n + 1 : n + 1 + _AHEAD]:
+        if _plain_load(ins):
+            after += 1
+        elif ins.opname in ("PRECALL", "CALL"):
+            return bool(ins.argval == before + 1 + after)
+        elif not (ins.opname == "KW_NAMES" or (after and ins.opname.startswith("UNARY_"))):
+            return False
+    return False
 
 
 def _taker(listed: List[dis.Instruction], start: int) -> str:
@@ -146,7 +183,7 @@ def _taker(listed: List[dis.Instruction], start: int) -> str:
         calls = ins.argrepr.startswith("NULL")  # a callable is loaded: a call comes
         if name == "LOAD_GLOBAL" and calls:
             return "?"
-        if name in _LOADS or name == "LOAD_GLOBAL":
+        if _plain_load(ins):
             above += 1
         elif above == 0:
             return name
@@ -157,6 +194,11 @@ def _taker(listed: List[dis.Instruction], start: int) -> str:
         elif calls or not name.startswith(_ON_TOP):
             return "?"
     return "?"
+
+
+def _plain_load(ins: dis.Instruction) -> bool:
+    """Whether ``ins`` pushes one value and runs nothing of the program's."""
+    return ins.opname in _LOADS or (ins.opname == "LOAD_GLOBAL" and "NULL" not in ins.argrepr)
 
 
 def program_frame() -> Optional[FrameType]:

@@ -31,7 +31,8 @@ _STREAMED_ATTRIBUTES = {
 #: Attributes that are such an object or None (``p.grad``): read as calls, on a call site of
 #: their own, only where the instruction that takes the value uses it in a way None and a
 #: remote None share: an operand (``lr * p.grad``, ``p.grad * lr``), an attribute
-#: (``p.grad.zero_()``), an item (guarded.instruction).
+#: (``p.grad.zero_()``), an item, an argument of a method of ``p``'s own
+#: (``p.data.add_(p.grad)``: a remote call) (guarded.instruction).
 #: There both raise the same error, on the worker. ``p.grad is None`` and ``g = p.grad`` wait.
 _MAYBE_NONE = {
     "torch.Tensor": frozenset(("grad",)),
@@ -39,10 +40,11 @@ _MAYBE_NONE = {
 }
 _ALIKE_FOR_NONE = frozenset(
     [op for op in dis.opmap if op.startswith(("BINARY_", "INPLACE_", "UNARY_"))]
-    + ["LOAD_ATTR", "LOAD_METHOD"]
+    + ["LOAD_ATTR", "LOAD_METHOD", guarded.OWN_METHOD]
 ) - {"UNARY_NOT"}
 _GETATTR = {"$": "p", "p": "builtins.getattr"}
 _NEXT = {"$": "p", "p": "builtins.next"}
+_ITER = {"$": "p", "p": "builtins.iter"}
 _GETITEM = {"$": "p", "p": "operator.getitem"}
 
 
@@ -161,6 +163,10 @@ class Reads:
             whole = answer(self, "items", None, ask)
             if whole is not None:
                 return iter(whole)
+        if kind == "builtins.generator":  # ``model.parameters()``: its items may come along
+            it = invoke(_ITER, (self,), {}, f"{kind}|builtins.iter", False, items=True)
+            walked = iteration.walked(it)
+            return it if walked is None else iter(walked)
         return call("builtins.iter", self)
 
     def __next__(self) -> Any:

@@ -158,12 +158,16 @@ class Worker(Definitions):
             return {}, []
         if meta.get("nr") or meta.get("keep"):
             return {"v": self.refer(result, handle)}, []
+        with_items = meta.get("ni") is True  # a next() unpacked, an iter() looped: items too
+        walked = None
+        if with_items:
+            result, walked = worker_objects.drain(result)
         reply, out = self.result(result, handle)
-        if meta.get("ni") is True and isinstance(reply["v"], dict) and reply["v"].get("$") == "h":
-            # a next() the program unpacks: its items too
-            items = worker_objects.items(result, lambda item: self.node(item, None, out))
+        if with_items and isinstance(reply["v"], dict) and reply["v"].get("$") == "h":
+            node = lambda item: self.node(item, None, out)  # noqa: E731
+            items = worker_objects.items(result, node) if walked is None else map(node, walked)
             if items is not None:
-                reply["vi"] = items
+                reply["vi"] = list(items)
         return reply, out
 
     def op_fetch(self, meta: Dict[str, Any], buffers: List[Any]) -> Reply:

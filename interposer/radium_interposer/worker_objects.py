@@ -13,6 +13,9 @@ die here. Functions the worker passes to such a method
 from __future__ import annotations
 
 import functools
+import inspect
+import itertools
+import os
 import sys
 import threading
 import types
@@ -23,7 +26,7 @@ from radium_interposer.client_file_objects import ClientBinaryFile, ClientTextFi
 from radium_interposer.client_streams import settle
 from radium_interposer.naming import resolve_path
 
-__all__ = ["adapt", "back_reference", "items", "path_reference", "resolve", "settle"]
+__all__ = ["adapt", "back_reference", "drain", "items", "path_reference", "resolve", "settle"]
 PROTOCOLS = ("__array__", "__array_function__", "__array_ufunc__")
 _BINARY = "add sub mul matmul truediv floordiv mod pow lshift rshift and or xor".split()  # noqa: SIM905
 #: Operators the stand-in forwards when the program's class defines them: numpy defers to them
@@ -188,3 +191,34 @@ def items(obj: Any, node: Callable[[Any], Any]) -> Optional[List[Any]]:
     if not iterated or len(obj) > iteration.MAX_ITEMS:
         return None
     return [node(item) for item in obj]
+
+
+#: Generators of library code that only walk a structure: a module's parameters, buffers,
+#: children. A loop over a fresh one gets its items with its ``iter`` (``ni``), not one ``next``
+#: each: nothing of the program's runs while they are read, so reading them first gives the
+#: same items (docs/data-plane.md, ``call``).
+_WALKS = frozenset(
+    f"Module.{name}"
+    for name in ("parameters", "named_parameters", "buffers", "named_buffers", "children",
+                 "named_children", "modules", "named_modules")
+)  # fmt: skip
+_WALKS_FILE = os.path.join("torch", "nn", "modules", "module.py")
+
+
+def drain(obj: Any) -> Tuple[Any, Optional[List[Any]]]:
+    """``obj``, and its items when it is a fresh generator of _WALKS with at most MAX_ITEMS
+    (then it is spent, as the loop leaves it); with more, what stands for it (the items read,
+    then the rest of it) and None; anything else as it is, and None."""
+    if not isinstance(obj, types.GeneratorType):
+        return obj, None
+    code = obj.gi_code
+    if (
+        getattr(code, "co_qualname", None) not in _WALKS  # 3.11+: older Pythons iterate
+        or not code.co_filename.endswith(_WALKS_FILE)
+        or inspect.getgeneratorstate(obj) != inspect.GEN_CREATED
+    ):
+        return obj, None
+    taken = list(itertools.islice(obj, iteration.MAX_ITEMS + 1))
+    if len(taken) > iteration.MAX_ITEMS:
+        return itertools.chain(taken, obj), None
+    return obj, taken

@@ -4,7 +4,7 @@ and the program's handler sees it, as locally (docs/remoting.md, "Chains are pip
 from __future__ import annotations
 
 import sys
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from radium_interposer import guarded
 from tests.interposer.harness import WorkerHarness
@@ -40,6 +40,9 @@ def test_which_calls_are_inside_a_try_body() -> None:
     assert where() == [False, True, False, True, True, True, False, False]
 
 
+_RATE = 0.5
+
+
 class _Reads:
     """Records what its reader does with ``grad``, as the proxy's read asks it."""
 
@@ -48,6 +51,9 @@ class _Reads:
     def __getattr__(self, name: str) -> int:
         _Reads.seen.append(guarded.attribute_use(sys._getframe(1), name))
         return 1
+
+    def add_(self, *args: Any, **kwargs: Any) -> None:
+        pass
 
 
 def test_what_the_program_does_with_an_attribute_it_reads() -> None:
@@ -78,6 +84,16 @@ def test_what_the_program_does_with_an_attribute_it_reads() -> None:
     _ = x.grad * abs(k)
     _ = x.grad * k.bit_length()
     assert _Reads.seen[0] in ("PRECALL", "CALL") and _Reads.seen[1:] == ["?", "?", "?"]
+    # Given to a method reached from its own variable (a remote call, the variable being a
+    # proxy), plain loads around it; another variable's method is any call's.
+    _Reads.seen = []
+    y = _Reads()
+    x.add_(x.grad, alpha=-k)
+    x.add_(_RATE, x.grad, alpha=-_RATE)  # globals too
+    y.add_(x.grad)
+    x.add_(x.grad, abs(k))
+    assert _Reads.seen[:2] == [guarded.OWN_METHOD] * 2
+    assert _Reads.seen[2] in ("PRECALL", "CALL") and _Reads.seen[3] == "?"
 
 
 def test_an_error_in_a_try_body_is_caught_by_its_handler_as_locally(

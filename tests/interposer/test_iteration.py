@@ -186,6 +186,73 @@ def test_a_gradient_that_is_none_where_it_streamed_raises_the_local_error(
     assert remoted.stderr.strip().splitlines()[-1].endswith("app.py:12, reported here")
 
 
+PARAMETERS = """
+import torch
+
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+x = torch.randn(5, 3)
+for step in range(20):
+    loss = model(x).pow(2).sum()
+    model.zero_grad()
+    loss.backward()
+    for p in model.parameters():  # its items come with the iter: no next() each
+        p.data.add_(p.grad, alpha=-0.01)  # given to p's own method: streams
+print(loss.item())
+for name, p in model.named_parameters():
+    print(name, tuple(p.shape))
+print([type(m).__name__ for m in model.children()])
+"""
+PARAMETERS_ELSE = """
+import torch
+
+model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+big = torch.nn.ModuleList([torch.nn.Linear(1, 1) for _ in range(150)])  # 300: read remotely
+print(sum(1 for _ in big.parameters()), len(list(big.named_parameters())))
+it = model.parameters()
+first = next(it)  # next() on it, never iter(): as before
+print(tuple(first.shape), len(list(it)), len(list(model.modules())))
+"""
+
+
+def test_a_loop_over_a_modules_parameters_takes_one_round_trip(harness: WorkerHarness) -> None:
+    stats = harness.root / "stats.jsonl"
+    harness.same_as_local(PARAMETERS, remote="torch", RADIUM_STATS_FILE=str(stats))
+    # Per step: the loop's iter (and the first reads of each site); before, a next() and a
+    # p.grad per parameter (9 a step): 180 more.
+    assert counts(stats)["round_trips"] < 80, counts(stats)
+    harness.same_as_local(PARAMETERS_ELSE, remote="torch")
+
+
+NONE_TO_OWN_METHOD = """
+import torch
+
+w = torch.nn.Parameter(torch.ones(2))
+unused = torch.nn.Parameter(torch.ones(2))  # never in the loss: its grad stays None
+for p in (w, w, unused):
+    (w * 2).sum().backward()
+    p.data.add_(p.grad, alpha=-0.1)  # streamed from the second: the worker raises for unused
+print("not reached")
+"""
+
+
+def test_none_given_to_a_method_where_it_streamed_raises_the_local_error(
+    harness: WorkerHarness,
+) -> None:
+    path = harness.root / "app.py"
+    path.write_text(NONE_TO_OWN_METHOD)
+    local = subprocess.run(
+        [sys.executable, str(path)], capture_output=True, text=True, timeout=120, check=False
+    )
+    remoted = harness.program(path, "torch")
+    assert remoted.returncode == local.returncode == 1, remoted.stderr
+    assert remoted.stdout == local.stdout == ""
+    error = local.stderr.strip().splitlines()[-1]
+    assert error.startswith("TypeError: add_(): argument 'other'"), local.stderr
+    assert error in remoted.stderr.splitlines(), remoted.stderr
+    assert remoted.stderr.strip().splitlines()[-1].endswith("app.py:8, reported here")
+
+
 CLASS_METHODS = """
 import torch
 

@@ -23,6 +23,8 @@ import threading
 from types import CodeType, FrameType
 from typing import Dict, List, Optional, Tuple
 
+from radium_interposer import files_opened
+
 __all__ = ["attribute_use", "entered", "in_try", "instruction", "left", "program_frame"]
 
 _OURS = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -36,8 +38,9 @@ _open = threading.local()
 _NESTING = 16
 #: Each code object's exception table, read once, by the code's id (with the code itself, so
 #: the id is not reused): it holds the program's code objects, which its functions hold anyway.
-#: With it, in_try's answers by offset where they cannot change (no ``with`` on the way).
-_tables: Dict[int, Tuple[CodeType, Tuple[Entry, ...], Dict[int, bool]]] = {}
+#: With it, in_try's answers by offset where they cannot change (no ``with`` on the way), and
+#: the ``with`` statements of a file of ``open``: by their BEFORE_WITH, how ``open`` is loaded.
+_tables: Dict[int, Tuple[CodeType, Tuple[Entry, ...], Dict[int, bool], Dict[int, str]]] = {}
 _SUPPORTED = sys.version_info >= (3, 11)
 #: Each code object's instructions, read once as _tables: by offset, the instruction's name,
 #: its argument (as text) and the name of the instruction that takes the value it makes.
@@ -81,20 +84,23 @@ def in_try(frame: Optional[FrameType]) -> bool:
     code = frame.f_code
     known = _tables.get(id(code))  # by id: hashing a code object hashes all of its bytecode
     if known is None or known[0] is not code:
-        known = _tables[id(code)] = (code, _read(code), {})
+        entries, files = _read(code)
+        known = _tables[id(code)] = (code, entries, {}, files)
     if not known[1]:
         return False
     answer = known[2].get(frame.f_lasti)
     if answer is None:
-        answer, fixed = _covered(known[1], frame)
+        answer, fixed = _covered(known[1], known[3], frame)
         if fixed:  # no ``with`` on the way: the same at every call from this instruction
             known[2][frame.f_lasti] = answer
     return answer
 
 
-def _covered(entries: Tuple[Entry, ...], frame: FrameType) -> Tuple[bool, bool]:
+def _covered(
+    entries: Tuple[Entry, ...], files: Dict[int, str], frame: FrameType
+) -> Tuple[bool, bool]:
     """in_try's answer, and whether it holds at every call from this instruction: unless a
-    ``with`` covers it, whose kind (remote or local) is known only by what is open now."""
+    ``with`` covers it, whose kind (remote or local, a file's) is known only at run time."""
     offset, opened, fixed = frame.f_lasti, _opened(), True
     for _ in range(_NESTING):
         # The table maps each instruction to its innermost handler only: a remote ``with``'s
@@ -105,7 +111,9 @@ def _covered(entries: Tuple[Entry, ...], frame: FrameType) -> Tuple[bool, bool]:
             return False, fixed
         if entry[3] >= 0:
             fixed = False
-            if (id(frame), entry[3]) not in opened:
+            opener = files.get(entry[3])  # a file's exit sees nothing: as a remote one's
+            local = opener is None or not files_opened.opens_a_file(frame, opener)
+            if local and (id(frame), entry[3]) not in opened:
                 return True, fixed
         elif entry[3] == TRY:
             return True, fixed
@@ -216,11 +224,18 @@ def _opened() -> List[Tuple[int, int]]:
     return opened
 
 
-def _read(code: CodeType) -> Tuple[Entry, ...]:
+def _read(code: CodeType) -> Tuple[Tuple[Entry, ...], Dict[int, str]]:
     """The exception table with each entry's kind: a ``try``'s handler starts by taking the
     exception (PUSH_EXC_INFO); a ``with``'s goes on to its exit (WITH_EXCEPT_START) and is
-    known by the BEFORE_WITH before its first range; anything else passes the exception on."""
+    known by the BEFORE_WITH before its first range; anything else passes the exception on.
+    With it, the ``with`` statements of ``open``'s files (files_opened)."""
     bytecode = dis.Bytecode(code)
+    listed = [ins for ins in bytecode if ins.opname != "EXTENDED_ARG"]
+    files: Dict[int, str] = {}
+    for n, ins in enumerate(listed):
+        load = files_opened.opener(listed, n) if ins.opname == "BEFORE_WITH" else None
+        if load is not None:
+            files[ins.offset] = load
     ops = {ins.offset: ins.opname for ins in bytecode}
     offsets: List[int] = sorted(ops)
     following = dict(zip(offsets, offsets[1:]))
@@ -237,4 +252,4 @@ def _read(code: CodeType) -> Tuple[Entry, ...]:
                 openers = [o for o in offsets if o < first[entry.target]]
                 kind = next((o for o in reversed(openers) if ops[o] == "BEFORE_WITH"), TRY)
         entries.append((entry.start, entry.end, entry.target, kind))
-    return tuple(entries)
+    return tuple(entries), files

@@ -3,11 +3,14 @@ and the program's handler sees it, as locally (docs/remoting.md, "Chains are pip
 
 from __future__ import annotations
 
+import contextlib
+import subprocess
 import sys
 from typing import Any, ClassVar
 
 from radium_interposer import guarded
 from tests.interposer.harness import WorkerHarness
+from tests.interposer.test_batches import counts
 
 
 def here() -> bool:
@@ -23,10 +26,12 @@ def test_which_calls_are_inside_a_try_body() -> None:
             raise ValueError
         except ValueError:
             seen.append(here())  # the handler itself: not guarded any more
-        with open("/dev/null"):
+        with contextlib.nullcontext():
             seen.append(here())  # a local with: its exit must see the errors
+        with open("/dev/null"):
+            seen.append(here())  # a file's: its exit sees nothing (files_opened)
         try:
-            with open("/dev/null"):
+            with contextlib.nullcontext():
                 seen.append(here())  # a with body inside a try body
             try:
                 raise KeyError
@@ -37,7 +42,7 @@ def test_which_calls_are_inside_a_try_body() -> None:
         seen.extend(here() for _ in range(1))
         return seen
 
-    assert where() == [False, True, False, True, True, True, False, False]
+    assert where() == [False, True, False, True, False, True, True, False, False]
 
 
 _RATE = 0.5
@@ -134,3 +139,43 @@ def test_an_error_in_a_try_body_is_caught_by_its_handler_as_locally(
     assert out.count("caught: Singular matrix") == 2
     assert "FloatingPointError: divide by zero encountered in divide" in out
     assert "30 ['RankWarning']" in out
+
+
+FILE_WITH = """
+import numpy as np
+
+with open("data.txt", "w") as f:
+    f.write("1 2 3\\n" * 60)
+total = np.zeros(3)
+with open("data.txt") as f:  # a file's exit sees nothing: calls in its body stream
+    for line in f:
+        total = total + np.array([float(v) for v in line.split()])
+print(total.tolist())
+with open("data.txt") as f:
+    rows = [np.array(line.split(), dtype=float) for line in f]
+    bad = rows[0] + np.ones(4)  # streamed: raised at the next point that waits
+print("not reached")
+"""
+
+
+def test_calls_in_the_body_of_a_with_of_a_file_stream(harness: WorkerHarness) -> None:
+    path = harness.root / "app.py"
+    path.write_text(FILE_WITH)
+    local = subprocess.run(
+        [sys.executable, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=harness.root,
+    )
+    stats = harness.root / "stats.jsonl"
+    remoted = harness.program(path, "numpy", RADIUM_STATS_FILE=str(stats))
+    assert remoted.returncode == local.returncode == 1, remoted.stderr
+    assert remoted.stdout == local.stdout == "[60.0, 120.0, 180.0]\n"
+    error = local.stderr.strip().splitlines()[-1]
+    assert error.startswith("ValueError: operands could not be broadcast"), local.stderr
+    assert error in remoted.stderr.splitlines(), remoted.stderr
+    assert remoted.stderr.strip().splitlines()[-1].endswith("app.py:13, reported here")
+    # Each line's two calls waited before (120 round trips): now the first of each site.
+    assert counts(stats)["round_trips"] < 30, counts(stats)

@@ -8,13 +8,15 @@ manager, and the name it calls), and at run time that name is the builtin one.
 
 from __future__ import annotations
 
-import builtins
 import dis
+import io
 from types import FrameType
 from typing import List, Optional
 
 __all__ = ["opener", "opens_a_file"]
 
+#: The builtin ``open``, as it is before the program runs.
+_OPEN = io.open
 #: How far back the load of ``open`` is looked for.
 _BACK = 32
 
@@ -62,12 +64,9 @@ def _makes_one_value(run: List[dis.Instruction]) -> bool:
 
 def opens_a_file(frame: FrameType, load: str) -> bool:
     """Whether ``open``, as the ``load`` instruction finds it in ``frame`` now, is the builtin
-    (the program may have a function of that name)."""
-    found = builtins.open  # what neither namespace rebinds
-    for namespace in (
-        (frame.f_locals, frame.f_globals) if load == "LOAD_NAME" else (frame.f_globals,)
-    ):
+    (the program may have a function of that name, or have put one in ``builtins``)."""
+    namespaces = (frame.f_locals, frame.f_globals) if load == "LOAD_NAME" else (frame.f_globals,)
+    for namespace in (*namespaces, frame.f_builtins):
         if "open" in namespace:
-            found = namespace["open"]
-            break
-    return found is builtins.open
+            return namespace["open"] is _OPEN
+    return False

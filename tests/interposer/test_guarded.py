@@ -45,6 +45,20 @@ def test_which_calls_are_inside_a_try_body() -> None:
     assert where() == [False, True, False, True, False, True, True, False, False]
 
 
+def test_a_with_of_an_open_of_the_programs_own_is_a_local_with() -> None:
+    source = (
+        "seen = []\n"
+        "with open('/dev/null'):\n"
+        "    seen.append(here())\n"
+        "open = lambda path: contextlib.nullcontext()  # the program's own\n"
+        "with open('/dev/null'):\n"
+        "    seen.append(here())\n"
+    )
+    namespace = {"here": lambda: guarded.in_try(sys._getframe(1)), "contextlib": contextlib}
+    exec(compile(source, "app.py", "exec"), namespace)
+    assert namespace["seen"] == [False, True]
+
+
 _RATE = 0.5
 
 

@@ -1,10 +1,12 @@
 """A training step of a small MLP, locally and remoted: µs per step and round trips per step.
 
     .venv/bin/python -m benchmarks.mlp_step [--reps 5] [--steps 200] [--warmup 20] [--smoke]
+        [--device cpu|cuda]
 
 The model is a 784-256-10 ``nn.Sequential`` (Linear, ReLU, Linear), batch 32, SGD lr 0.01 and
 ``CrossEntropyLoss``; its data is made where torch runs (on the worker, remoted) from a fixed
-seed. The step is ``zero_grad``, forward, loss, ``backward``, ``step``, as a training loop
+seed, on ``--device`` (``cuda``: the local run and the worker on this machine's GPU; the client
+never has one). The step is ``zero_grad``, forward, loss, ``backward``, ``step``, as a training loop
 writes it. Each way (this Python locally; remoted from ``/usr/bin/python3`` with ``--remote
 torch``, every call waiting and streaming, as benchmarks/programs.py runs them) the program:
 1. runs ``--check`` steps from the seed and reads the loss (printed: identical to local, or not:
@@ -35,6 +37,7 @@ import torch
 from torch import nn
 
 reps, steps, warmup, check = map(int, sys.argv[1:5])
+device = sys.argv[5]
 counts = None
 if os.environ.get("RADIUM_REMOTE"):
     from radium_interposer.client import state
@@ -42,9 +45,10 @@ if os.environ.get("RADIUM_REMOTE"):
 
 def setup():
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 10))
+    model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 10)).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    x, y = torch.randn(32, 784), torch.randint(0, 10, (32,))
+    x = torch.randn(32, 784, device=device)
+    y = torch.randint(0, 10, (32,), device=device)
     return model, optimizer, nn.CrossEntropyLoss(), x, y
 
 def train(n, model, optimizer, loss_fn, x, y):
@@ -79,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true", help="tiny sizes (the suite's run)")
     for name, value in FULL.items():
         parser.add_argument(f"--{name}", type=int, default=None, help=f"default {value}")
+    parser.add_argument("--device", default="cpu", help="where torch runs: cpu (default), cuda")
     args = parser.parse_args(argv)
     sizes = {**(SMOKE if args.smoke else FULL)}
     sizes.update({k: getattr(args, k) for k in FULL if getattr(args, k) is not None})
@@ -89,20 +94,22 @@ def main(argv: list[str] | None = None) -> int:
     script.write_text(PROGRAM)
     harness = WorkerHarness(root)
     try:
-        argv_ = [str(script), *(str(sizes[k]) for k in ("reps", "steps", "warmup", "check"))]
+        numbers = (str(sizes[k]) for k in ("reps", "steps", "warmup", "check"))
+        argv_ = [str(script), *numbers, args.device]
         reports = {mode: remoted.run(harness, mode, argv_, "torch", root)
                    for mode in ("local", *remoted.MODES)}  # fmt: skip
     finally:
         harness.close()
-    table(reports, sizes)
+    table(reports, sizes, args.device)
     print(machine.line("end"))
     return 0
 
 
-def table(reports: dict[str, dict[str, Any]], sizes: dict[str, int]) -> None:
+def table(reports: dict[str, dict[str, Any]], sizes: dict[str, int], device: str) -> None:
     """One row per way: µs per step, ratio to local, per-step counts, loss identical."""
     local = reports["local"]
-    print(f"784-256-10 MLP, batch 32, SGD + CrossEntropyLoss: median of {sizes['reps']} x "
+    print(f"784-256-10 MLP on {device}, batch 32, SGD + CrossEntropyLoss: "
+          f"median of {sizes['reps']} x "
           f"{sizes['steps']} steps after {sizes['warmup']} warm-up; loss after "
           f"{sizes['check']} steps from seed 0")  # fmt: skip
     print(f"  {'':<10} {'us/step':>9} {'ratio':>6} {'calls/step':>11} {'streamed/step':>14} "

@@ -15,7 +15,7 @@ import threading
 from types import FrameType
 from typing import Any, Callable, Dict, List, Optional
 
-from radium_interposer import codec, guarded
+from radium_interposer import codec, guarded, instructions
 
 Tree = Any
 #: The text that stands in for args that cannot cross: at most this many characters.
@@ -75,7 +75,7 @@ def _drops_result(frame: Optional[FrameType]) -> bool:
     """Whether the program's ``frame``, entering a ``with``, drops what ``__enter__`` returns."""
     if frame is None:
         return False
-    now = guarded.instruction(frame)
+    now = instructions.instruction(frame)
     return now is not None and now[0] in _ENTERS and now[2] == "POP_TOP"
 
 

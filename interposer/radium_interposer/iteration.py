@@ -13,7 +13,7 @@ from __future__ import annotations
 from types import FrameType
 from typing import Any, Callable, Dict, List, Optional
 
-from radium_interposer import codec, guarded, known
+from radium_interposer import codec, instructions, known
 
 __all__ = ["MAX_ITEMS", "items", "keep", "kept", "unpacks_next", "walked", "whole"]
 
@@ -34,7 +34,7 @@ def whole(kind: str, frame: Optional[FrameType]) -> bool:
         return True
     if kind != "builtins.list" or frame is None:
         return False
-    now = guarded.instruction(frame)
+    now = instructions.instruction(frame)
     return now is not None and now[0] in _UNPACK_NAMES
 
 
@@ -42,7 +42,7 @@ def unpacks_next(frame: Optional[FrameType]) -> bool:
     """Whether the program's ``frame`` calls ``next`` for a ``for`` loop that unpacks what it
     gets (``for x, y in loader``; ``for i, (x, y) in enumerate(loader)`` too, whose tuple is
     unpacked at once): then the item's items come with it (``ni``)."""
-    now = guarded.instruction(frame)
+    now = instructions.instruction(frame)
     return now is not None and now[0] == "FOR_ITER" and now[2] in _UNPACK_NAMES
 
 

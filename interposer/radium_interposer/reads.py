@@ -13,7 +13,7 @@ import dis
 import sys
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from radium_interposer import guarded, iteration, known
+from radium_interposer import guarded, instructions, iteration, known
 from radium_interposer.calls import invoke
 
 __all__ = ["Reads", "answer", "attribute", "call", "metadata", "remote_kind"]
@@ -32,7 +32,7 @@ _STREAMED_ATTRIBUTES = {
 #: their own, only where the instruction that takes the value uses it in a way None and a
 #: remote None share: an operand (``lr * p.grad``, ``p.grad * lr``), an attribute
 #: (``p.grad.zero_()``), an item, an argument of a method of ``p``'s own
-#: (``p.data.add_(p.grad)``: a remote call) (guarded.instruction).
+#: (``p.data.add_(p.grad)``: a remote call) (instructions.instruction).
 #: There both raise the same error, on the worker. ``p.grad is None`` and ``g = p.grad`` wait.
 _MAYBE_NONE = {
     "torch.Tensor": frozenset(("grad",)),
@@ -40,7 +40,7 @@ _MAYBE_NONE = {
 }
 _ALIKE_FOR_NONE = frozenset(
     [op for op in dis.opmap if op.startswith(("BINARY_", "INPLACE_", "UNARY_"))]
-    + ["LOAD_ATTR", "LOAD_METHOD", guarded.OWN_METHOD]
+    + ["LOAD_ATTR", "LOAD_METHOD", instructions.OWN_METHOD]
 ) - {"UNARY_NOT"}
 _GETATTR = {"$": "p", "p": "builtins.getattr"}
 _NEXT = {"$": "p", "p": "builtins.next"}
@@ -78,7 +78,7 @@ def _read(obj: Any, kind: str, name: str) -> Any:
     if name in _STREAMED_ATTRIBUTES.get(kind, ()):  # a site of its own per name
         return invoke(_GETATTR, (obj, name), {}, f"{kind}|getattr|{name}")
     if name in _MAYBE_NONE.get(kind, ()):
-        use = guarded.attribute_use(guarded.program_frame(), name)
+        use = instructions.attribute_use(guarded.program_frame(), name)
         if use in _ALIKE_FOR_NONE:
             return invoke(_GETATTR, (obj, name), {}, f"{kind}|getattr|{name}|used")
     return call("builtins.getattr", obj, name)

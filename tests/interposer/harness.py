@@ -132,9 +132,17 @@ class WorkerHarness:
             path.write_text(textwrap.dedent(source))
         remoted = self.program(path, remote, **extra)
         assert remoted.returncode == 0, f"stdout:\n{remoted.stdout}\nstderr:\n{remoted.stderr}"
+        local = self.local(path)
+        assert local.returncode == 0, local.stderr
+        assert remoted.stdout == local.stdout
+        return remoted.stdout
+
+    def local(self, path: Path) -> subprocess.CompletedProcess[str]:
+        """The program file at ``path`` run here with the framework, no remoting (in a folder
+        of its own: the files it writes are not the remoted run's)."""
         local_root = self.root / "local"
         local_root.mkdir(exist_ok=True)
-        local = subprocess.run(
+        return subprocess.run(
             [sys.executable, str(path)],
             env={"PATH": os.environ["PATH"]},
             capture_output=True,
@@ -142,9 +150,20 @@ class WorkerHarness:
             timeout=600,
             cwd=local_root,
         )
-        assert local.returncode == 0, local.stderr
+
+    def fails_as_locally(
+        self, source: str, remote: str = "torch", **extra: str
+    ) -> tuple[subprocess.CompletedProcess[str], subprocess.CompletedProcess[str]]:
+        """The program ``source`` run here with the framework and remoted: both exit 1 with
+        the same output and the same error (the local run's last line); both runs returned."""
+        path = self.root / "app.py"
+        path.write_text(textwrap.dedent(source))
+        local = self.local(path)
+        remoted = self.program(path, remote, **extra)
+        assert remoted.returncode == local.returncode == 1, (local.stderr, remoted.stderr)
         assert remoted.stdout == local.stdout
-        return remoted.stdout
+        assert local.stderr.strip().splitlines()[-1] in remoted.stderr.splitlines()
+        return local, remoted
 
     def check(self, code: str, **kwargs: str) -> str:
         done = self.run(code, **kwargs)

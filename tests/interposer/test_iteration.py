@@ -4,7 +4,6 @@ docs/data-plane.md), and attributes that are always a tensor streamed (docs/remo
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from typing import Any, ClassVar, Dict, Iterator, List, Optional
 
@@ -169,14 +168,7 @@ print("not reached")  # the next point that waits: raised here, before the outpu
 def test_a_gradient_that_is_none_where_it_streamed_raises_the_local_error(
     harness: WorkerHarness,
 ) -> None:
-    path = harness.root / "app.py"
-    path.write_text(NONE_WHERE_STREAMED)
-    local = subprocess.run(
-        [sys.executable, str(path)], capture_output=True, text=True, timeout=120, check=False
-    )
-    remoted = harness.program(path, "torch")
-    assert remoted.returncode == local.returncode == 1, remoted.stderr
-    assert remoted.stdout == local.stdout
+    local, remoted = harness.fails_as_locally(NONE_WHERE_STREAMED)
     assert "caught: unsupported operand type(s) for *: 'float' and 'NoneType'" in local.stdout
     error = "TypeError: unsupported operand type(s) for *: 'float' and 'NoneType'"
     assert error in local.stderr.splitlines() and error in remoted.stderr.splitlines()
@@ -239,17 +231,9 @@ print("not reached")
 def test_none_given_to_a_method_where_it_streamed_raises_the_local_error(
     harness: WorkerHarness,
 ) -> None:
-    path = harness.root / "app.py"
-    path.write_text(NONE_TO_OWN_METHOD)
-    local = subprocess.run(
-        [sys.executable, str(path)], capture_output=True, text=True, timeout=120, check=False
-    )
-    remoted = harness.program(path, "torch")
-    assert remoted.returncode == local.returncode == 1, remoted.stderr
-    assert remoted.stdout == local.stdout == ""
-    error = local.stderr.strip().splitlines()[-1]
-    assert error.startswith("TypeError: add_(): argument 'other'"), local.stderr
-    assert error in remoted.stderr.splitlines(), remoted.stderr
+    local, remoted = harness.fails_as_locally(NONE_TO_OWN_METHOD)
+    assert local.stdout == ""
+    assert local.stderr.strip().splitlines()[-1].startswith("TypeError: add_(): argument 'other'")
     assert remoted.stderr.strip().splitlines()[-1].endswith("app.py:8, reported here")
 
 

@@ -126,13 +126,14 @@ def _read(code: CodeType) -> Tuple[Tuple[Entry, ...], Dict[int, str]]:
     known by the BEFORE_WITH before its first range; anything else passes the exception on.
     With it, the ``with`` statements of ``open``'s files (files_opened)."""
     bytecode = dis.Bytecode(code)
-    listed = [ins for ins in bytecode if ins.opname != "EXTENDED_ARG"]
+    every = list(bytecode)
+    listed = [ins for ins in every if ins.opname != "EXTENDED_ARG"]
     files: Dict[int, str] = {}
     for n, ins in enumerate(listed):
         load = files_opened.opener(listed, n) if ins.opname == "BEFORE_WITH" else None
         if load is not None:
             files[ins.offset] = load
-    ops = {ins.offset: ins.opname for ins in bytecode}
+    ops = {ins.offset: ins.opname for ins in every}
     offsets: List[int] = sorted(ops)
     following = dict(zip(offsets, offsets[1:]))
     table = list(getattr(bytecode, "exception_entries", ()))

@@ -1,6 +1,7 @@
 """When iterating a remote list or tuple (or a ``torch.Size``) takes its items in one round
 trip (the ``items`` operation, docs/data-plane.md) instead of one ``next`` each; so does a
-loop over a module's parameters (the worker reads such a generator whole: ``worker_objects.drain``).
+loop over a module's parameters (the worker reads such a generator whole:
+``worker_objects.drain``).
 
 Only where the result is the same as iterating it remotely: a tuple cannot change while it is
 iterated, and a list being unpacked (``x, y = batch``) is read whole by that one instruction,
@@ -15,7 +16,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 from radium_interposer import codec, instructions, known
 
-__all__ = ["MAX_ITEMS", "items", "keep", "kept", "unpacks_next", "walked", "whole"]
+__all__ = ["MAX_ITEMS", "items", "keep", "kept", "unpacks_next", "whole"]
 
 #: At most this many items come in one answer; a longer list or tuple is iterated remotely.
 MAX_ITEMS = 256
@@ -57,22 +58,14 @@ def keep(result: Any, tree: Any, buffers: List[Any], decode: Decode) -> None:
     known.remember(ref["id"], "items", decode(tree, buffers))
 
 
-def kept(ref: Dict[str, Any]) -> Optional[List[Any]]:
-    """The items of the remote list ``ref`` kept from its ``next`` answer, if still valid."""
+def kept(ref: Dict[str, Any], take: bool = False) -> Optional[List[Any]]:
+    """The items of the remote list ``ref`` kept from its ``next`` answer, if still valid;
+    ``take``: of the generator ``ref`` from its ``iter`` answer (a module's parameters, read
+    whole on the worker), taken, not kept: the loop holds them now."""
     if ref["$"] != "h":
         return None
-    value: Optional[List[Any]] = known.answers.get((ref["id"], "items"))
-    return value
-
-
-def walked(iterator: Any) -> Optional[List[Any]]:
-    """The items that came with the ``iter`` that made the proxy ``iterator``: a generator of
-    a module's parameters (or buffers, children), read whole on the worker, where nothing of
-    the program's runs while it is read. Taken, not kept: the loop holds them now."""
-    ref = object.__getattribute__(iterator, "_rd_ref")
-    if ref["$"] != "h":
-        return None
-    value: Optional[List[Any]] = known.answers.pop((ref["id"], "items"), None)
+    key = (ref["id"], "items")
+    value: Optional[List[Any]] = known.answers.pop(key, None) if take else known.answers.get(key)
     return value
 
 

@@ -163,11 +163,12 @@ class Reads:
             whole = answer(self, "items", None, ask)
             if whole is not None:
                 return iter(whole)
-        if kind == "builtins.generator":  # ``model.parameters()``: its items may come along
-            it = invoke(_ITER, (self,), {}, f"{kind}|builtins.iter", False, items=True)
-            walked = iteration.walked(it)
-            return it if walked is None else iter(walked)
-        return call("builtins.iter", self)
+        walks = kind == "builtins.generator"  # ``model.parameters()``: its items may come along
+        it = invoke(_ITER, (self,), {}, f"{kind}|builtins.iter", False, items=walks)
+        walked = (
+            iteration.kept(object.__getattribute__(it, "_rd_ref"), take=True) if walks else None
+        )
+        return it if walked is None else iter(walked)
 
     def __next__(self) -> Any:
         # ``for x, y in loader``: the item's items come with it (iteration.unpacks_next)

@@ -164,10 +164,10 @@ class Worker(Definitions):
             result, walked = worker_objects.drain(result)
         reply, out = self.result(result, handle)
         if with_items and isinstance(reply["v"], dict) and reply["v"].get("$") == "h":
-            node = lambda item: self.node(item, None, out)  # noqa: E731
-            items = worker_objects.items(result, node) if walked is None else map(node, walked)
+            listed = result if walked is None else walked
+            items = worker_objects.items(listed, lambda item: self.node(item, None, out))
             if items is not None:
-                reply["vi"] = list(items)
+                reply["vi"] = items
         return reply, out
 
     def op_fetch(self, meta: Dict[str, Any], buffers: List[Any]) -> Reply:

@@ -19,7 +19,6 @@ import re
 import sys
 import threading
 import warnings
-from collections import OrderedDict
 from types import FrameType
 from typing import Any, Dict, List, Optional, Set, Tuple
 
@@ -44,22 +43,30 @@ _pending = threading.local()
 #: their warnings are raised at the program's line of the call, as locally.
 sites: Set[str] = set()
 Where = Tuple[str, int, Optional[str], Optional[Dict[str, Any]]]
-#: The call site and the program's line of recent pipelined calls, by result id: their
-#: warnings arrive with a later answer (tagged ``r``) and are raised at their own line.
-#: An OrderedDict: dropping a plain dict's oldest entry (``next(iter(d))``) walks every entry
-#: deleted before it, which made each pipelined call cost ~10 us more once 4096 were made.
-_pipelined: OrderedDict[Any, Tuple[str, Any]] = OrderedDict()
+#: The call site and the program's place of recent pipelined calls, by result id: their
+#: warnings and errors arrive with a later answer (tagged ``r``) and are raised at their own
+#: line. A ring indexed by the id's low bits (ids are consecutive): one store per call, where a
+#: dictionary dropping its oldest entry cost a microsecond.
 MAX_PIPELINED = 4096
+_ring: List[Optional[Tuple[int, str, Any]]] = [None] * MAX_PIPELINED
 
 
 def pipelined(result_id: int, site: str, frame: Optional[FrameType] = None) -> None:
     """A pipelined call was sent from the program's ``frame`` (found now if not given)."""
-    if len(_pipelined) >= MAX_PIPELINED:
-        _pipelined.popitem(last=False)
     if frame is None:
-        _pipelined[result_id] = (site, _program_frame())
+        noted: Any = _program_frame()
     else:  # its line is worked out only if a warning comes (f_lineno costs a microsecond)
-        _pipelined[result_id] = (site, (frame.f_code, frame.f_lasti, frame.f_globals))
+        noted = (frame.f_code, frame.f_lasti, frame.f_globals)
+    _ring[result_id % MAX_PIPELINED] = (result_id, site, noted)
+
+
+def _noted(result_id: Any) -> Optional[Tuple[str, Any]]:
+    """What :func:`pipelined` noted of the call ``result_id`` (a worker's word), if it still
+    holds it."""
+    if type(result_id) is not int:
+        return None
+    entry = _ring[result_id % MAX_PIPELINED]
+    return (entry[1], entry[2]) if entry is not None and entry[0] == result_id else None
 
 
 #: The attribute of an error raised by a streamed call, reported at a later sync point: where
@@ -70,7 +77,7 @@ STREAMED_AT = "radium_streamed_at"
 def note_streamed(error: BaseException, result_id: Any) -> None:
     """An error of the streamed call ``result_id``, reported at the program's next sync point:
     it says where that call was made, as an asynchronous GPU error's report does."""
-    noted = _pipelined.get(result_id)
+    noted = _noted(result_id)
     place = "an earlier line"
     if noted is not None:
         filename, line, _, _ = _where(noted[1])
@@ -150,7 +157,7 @@ def _replay(item: Dict[str, Any]) -> None:
         registry = _registry(filename)
         _seed(filename, lineno, item.get("s"))
     else:  # at the program's line that made the call: its module's registry, as locally
-        late = _pipelined.get(item.get("r")) if "r" in item else None
+        late = _noted(item.get("r")) if "r" in item else None
         if late is not None:  # a pipelined call's: at its line, and its site waits from now on
             sites.add(late[0])
             filename, lineno, module, globals_ = _where(late[1])

@@ -142,25 +142,25 @@ class Remote(reads.Reads):
         conn: Optional[Connection],
         owner: Optional[Remote] = None,
     ) -> None:
-        object.__setattr__(self, "_rd_ref", ref)
-        object.__setattr__(self, "_rd_type", type_name)
-        object.__setattr__(self, "_rd_conn", conn)
+        _set_ref(self, ref)
+        _set_type(self, type_name)
+        _set_conn(self, conn)
         # A method proxy keeps its object's proxy alive: the object must outlive the call.
-        object.__setattr__(self, "_rd_owner", owner)
+        _set_owner(self, owner)
         if ref["$"] == "h":
             live = state.live
             live[ref["id"]] = live.get(ref["id"], 0) + 1
 
     def __del__(self) -> None:
         try:
-            ref = object.__getattribute__(self, "_rd_ref")
+            ref = _get_ref(self)
             if ref["$"] == "h":
                 live, handle = state.live, ref["id"]
                 if live.get(handle, 0) > 1:
                     live[handle] -= 1
                 else:
                     live.pop(handle, None)
-                state.releases.append((object.__getattribute__(self, "_rd_conn"), handle))
+                state.releases.append((_get_conn(self), handle))
         except Exception:  # interpreter shutdown: the worker frees everything with the lease
             pass
 
@@ -221,6 +221,24 @@ class Remote(reads.Reads):
         """Pickled by the worker: the bytes are its pickle, loaded again there (``unpickle``)."""
         data = fetch(_call("pickle.dumps", self, protocol))
         return unpickle, (data,)
+
+
+# The slots' own descriptors: a proxy is made and dropped for every streamed call, and these
+# skip object.__setattr__'s lookup by name (Remote.__setattr__ itself is remote).
+_set_ref, _set_type = Remote._rd_ref.__set__, Remote._rd_type.__set__  # type: ignore[attr-defined]
+_set_conn, _set_owner = Remote._rd_conn.__set__, Remote._rd_owner.__set__  # type: ignore[attr-defined]
+_get_ref, _get_conn = Remote._rd_ref.__get__, Remote._rd_conn.__get__  # type: ignore[attr-defined]
+
+
+def fresh(handle: int, type_name: str, conn: Connection) -> Remote:
+    """The proxy of a streamed call's result: ``handle`` is new, this is its only proxy."""
+    proxy: Remote = object.__new__(_proxy_class(type_name))
+    _set_ref(proxy, {"$": "h", "id": handle})
+    _set_type(proxy, type_name)
+    _set_conn(proxy, conn)
+    _set_owner(proxy, None)
+    state.live[handle] = 1
+    return proxy
 
 
 def _methods_of(obj: Remote, kind: str) -> frozenset:  # type: ignore[type-arg]

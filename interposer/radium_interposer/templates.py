@@ -28,11 +28,15 @@ _MIN_INT, _MAX_INT = records.INT64
 class Templates:
     """One connection's templates (the worker keeps its own copy, per connection)."""
 
-    __slots__ = ("by_key", "per_site")
+    __slots__ = ("by_key", "last", "per_site", "plans")
 
     def __init__(self) -> None:
         self.by_key: Dict[Any, Tuple[int, struct.Struct]] = {}
         self.per_site: Dict[str, int] = {}
+        #: The template (id, layout) of the last record made: an express plan's (express.py).
+        self.last: Optional[Tuple[int, struct.Struct]] = None
+        #: The express lane's plans on this connection, by express.key.
+        self.plans: Dict[Any, Any] = {}
 
     def record(
         self,
@@ -59,7 +63,7 @@ class Templates:
                 return None
             key.append(part)
         full = (fkey, tuple(key), tuple(kwargs) if kwargs else (), void)
-        known = self.by_key.get(full)
+        known = self.last = self.by_key.get(full)
         if known is not None:
             return known[1].pack(records.CALL, known[0], result, *values)
         return self._define(full, function, args, kwargs, site, reference, values, kinds, result)
@@ -96,7 +100,7 @@ class Templates:
             definition["v"] = 1
         tid = len(self.by_key) + 1
         layout = records.call_struct(slots)
-        self.by_key[full] = (tid, layout)
+        self.by_key[full] = self.last = (tid, layout)
         return records.define(tid, definition) + layout.pack(records.CALL, tid, result, *values)
 
 

@@ -207,8 +207,10 @@ def compute(host: str, port: int, namespace: str | None, side: int) -> None:
 
 
 #: Sizes: array (bytes, best of), chain length, compute matrix side, streamed calls.
-FULL = {"arrays": ((MIB, 40), (256 * MIB, 3)), "chain": 1000, "side": 700, "streamed": 10000}
-SMOKE = {"arrays": ((64 << 10, 2), (MIB, 2)), "chain": 20, "side": 60, "streamed": 200}
+FULL = {"arrays": ((MIB, 40), (256 * MIB, 3)), "chain": 1000, "side": 700, "streamed": 10000,
+        "streamed_reps": 3}  # fmt: skip
+SMOKE = {"arrays": ((64 << 10, 2), (MIB, 2)), "chain": 20, "side": 60, "streamed": 200,
+         "streamed_reps": 1}  # fmt: skip
 
 
 #: The acceptor side's namespace: not ``rdm-*``, which integration tests' networks sweep.
@@ -277,7 +279,7 @@ def run(
         print(f"acceptor in {where} at {host}; numpy {numpy.__version__}")
         p50 = small_calls(host, port, calls)
         chain(p50, sizes["chain"])
-        streamed_cost(remote_env(host, port), sizes["streamed"])
+        streamed_cost(remote_env(host, port), sizes["streamed"], sizes["streamed_reps"])
         arrays(host, port, sizes["arrays"])
         compute(host, port, namespace, sizes["side"])
         print(

@@ -193,8 +193,8 @@ def make_harness(root: Path, link: str, delay_us: float) -> WorkerHarness:
 
 HEADER = (
     f"{'program':<26} {'whole: local':>12} {'s=0':>6} {'strm':>6} {'warm: local':>11} "
-    f"{'s=0':>7} {'ratio':>6} {'strm':>7} {'ratio':>6} {'calls':>6} {'rt s=0':>7} "
-    f"{'streamed':>8} {'rt strm':>7} {'KiB in':>7} {'KiB out':>8}"
+    f"{'s=0':>7} {'ratio':>6} {'no-x':>7} {'ratio':>6} {'strm':>7} {'ratio':>6} {'calls':>6} "
+    f"{'rt s=0':>7} {'streamed':>8} {'express':>7} {'rt strm':>7} {'KiB in':>7} {'KiB out':>8}"
 )
 
 
@@ -206,12 +206,15 @@ def one_program(harness: WorkerHarness, root: Path, program: Path, runs: int) ->
     for mode in remoted.MODES:
         reports[mode] = remoted.run(harness, mode, args, remote_for(program), root)
     local, off, on = reports["local"], reports["nostream"], reports["stream"]
+    full = reports["noexpress"]
     warm = local["seconds"]
     print(f"{name_of(program):<26} {local['whole']:12.2f} {off['whole']:6.2f} {on['whole']:6.2f} "
           f"{warm:11.3f} {off['seconds']:7.3f} {off['seconds'] / warm:6.2f} "
+          f"{full['seconds']:7.3f} {full['seconds'] / warm:6.2f} "
           f"{on['seconds']:7.3f} {on['seconds'] / warm:6.2f} "
           f"{on['counts']['calls']:6d} {off['counts']['round_trips']:7d} "
-          f"{on['counts']['streamed']:8d} {on['counts']['round_trips']:7d} "
+          f"{on['counts']['streamed']:8d} {on['counts'].get('express', 0):7d} "
+          f"{on['counts']['round_trips']:7d} "
           f"{on['bytes_in'] / 1024:7.1f} {on['bytes_out'] / 1024:8.1f}", flush=True)  # fmt: skip
     return reports
 
@@ -219,8 +222,10 @@ def one_program(harness: WorkerHarness, root: Path, program: Path, runs: int) ->
 def corpus(harness: WorkerHarness, root: Path, runs: int, programs: list[Path]) -> None:
     """The table, then the ratios' summary and the stats files' sums."""
     print(f"\nwarm: the last of {runs} runs in one process, in seconds; ratio: remoted/local; "
-          "s=0: RADIUM_STREAM=0 (every call waits), strm: streaming (the default);\n"
-          "calls, streamed, rt (round trips): that last run, counted by the client; "
+          "s=0: RADIUM_STREAM=0 (every call waits), no-x: RADIUM_EXPRESS=0 (streaming, every "
+          "call down the full path), strm: streaming (the default);\n"
+          "calls, streamed, express (sent by their plan), rt (round trips): that last run, "
+          "counted by the client; "
           "KiB: its frames in/out of the worker, streaming")  # fmt: skip
     print(HEADER)
     ratios: dict[str, dict[str, list[tuple[float, str]]]] = {
@@ -240,7 +245,7 @@ def corpus(harness: WorkerHarness, root: Path, runs: int, programs: list[Path]) 
     for mode, sums in files.items():
         print(f"RADIUM_STATS_FILE sums, {remoted.LABELS[mode]} ({sums['processes']} processes, "
               f"all {runs} runs each): calls {sums['calls']}, streamed {sums['streamed']}, "
-              f"round trips {sums['round_trips']}")  # fmt: skip
+              f"express {sums['express']}, round trips {sums['round_trips']}")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

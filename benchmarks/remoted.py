@@ -1,9 +1,11 @@
-"""One program run three ways, for programs.py and mlp_step.py: locally (this Python, with torch
+"""One program run four ways, for programs.py and mlp_step.py: locally (this Python, with torch
 and numpy), and remoted from a Python without them (``/usr/bin/python3``) to the worker of a
-``WorkerHarness``, with every call waiting (``RADIUM_STREAM=0``) or streaming (the default).
+``WorkerHarness``, with every call waiting (``RADIUM_STREAM=0``), streaming with every call down
+the full path (``RADIUM_EXPRESS=0``), or streaming (the default: a call of a shape seen before
+goes by its express lane).
 
 Each remoted run gets a fresh ``RADIUM_STATS_FILE``: the interposer appends one line per process
-at exit (calls, streamed, round trips), summed here into the run's ``totals``.
+at exit (calls, streamed, express, round trips), summed here into the run's ``totals``.
 """
 
 from __future__ import annotations
@@ -22,9 +24,18 @@ from tests.interposer.harness import BARE_PYTHON, WorkerHarness
 
 #: The remoted modes and the interposer environment each adds. "streaming+replay" is not built
 #: yet, so it has no mode (and no column anywhere).
-MODES: dict[str, dict[str, str]] = {"nostream": {"RADIUM_STREAM": "0"}, "stream": {}}
-LABELS = {"local": "local", "nostream": "STREAM=0", "stream": "streaming"}
-COUNTS = ("calls", "streamed", "round_trips")
+MODES: dict[str, dict[str, str]] = {
+    "nostream": {"RADIUM_STREAM": "0"},
+    "noexpress": {"RADIUM_EXPRESS": "0"},
+    "stream": {},
+}
+LABELS = {
+    "local": "local",
+    "nostream": "STREAM=0",
+    "noexpress": "no express",
+    "stream": "streaming",
+}
+COUNTS = ("calls", "streamed", "express", "round_trips")
 
 
 def timed(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, str]:

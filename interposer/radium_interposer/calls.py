@@ -34,6 +34,8 @@ from radium_interposer.client import state
 STREAM = os.environ.get("RADIUM_STREAM", "1") != "0"
 #: ``RADIUM_BINARY=0``: streamed calls go as JSON frames, not as binary records (to compare).
 BINARY = os.environ.get("RADIUM_BINARY", "1") != "0"
+#: ``RADIUM_EXPRESS=0``: every streamed call takes the full path, none its plan (to compare).
+EXPRESS = os.environ.get("RADIUM_EXPRESS", "1") != "0"
 #: Call sites that returned a remote object, with its type: their calls are pipelined.
 _returns_remote: Dict[str, str] = {}
 #: Call sites of operations that return nothing (VOID_*) whose call returned None: their calls
@@ -67,7 +69,7 @@ def invoke(
     # each call, as before, so what a test puts in their place (proxy.decode) is used.
     conn = state.connection()
     state.counts["calls"] += 1
-    express_lane = pipeline and BINARY and STREAM and context is None and not discard
+    express_lane = pipeline and EXPRESS and BINARY and STREAM and context is None and not discard
     if express_lane:  # a call of a shape that streamed before: its plan's checks only
         plan = conn.templates.plans.get(express.key(function, args, kwargs, site))
         if plan is not None:

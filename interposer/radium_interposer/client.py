@@ -228,9 +228,10 @@ class State:
         self.retain_on_connect = False
         #: What this process asked of the worker: ``calls`` (remoted calls), ``streamed`` (of
         #: them, sent without waiting), ``records`` (of those, as binary records: the rest went
-        #: as JSON), ``round_trips`` (requests that waited for an answer).
+        #: as JSON), ``express`` (of the records, sent by their plan: express.py),
+        #: ``round_trips`` (requests that waited for an answer).
         self.counts: Dict[str, int] = dict.fromkeys(
-            ("calls", "streamed", "records", "round_trips"), 0
+            ("calls", "streamed", "records", "express", "round_trips"), 0
         )
         self._new_id_base()
 

@@ -36,7 +36,9 @@ _local = threading.local()
 def settle() -> None:
     """Send the writes gathered and step back over the unread read-ahead, for every client file
     object this thread used: the program then sees its file where the local run leaves it."""
-    dirty: List[Stream] = getattr(_local, "dirty", [])
+    dirty: Optional[List[Stream]] = getattr(_local, "dirty", None)
+    if not dirty:  # the common case, after every call: nothing to do
+        return
     _local.dirty = []
     for stream in dirty:
         stream._sync()

@@ -176,6 +176,7 @@ def send(
     counts = state.counts
     counts["streamed"] += 1
     counts["records"] += 1
+    counts["express"] += 1
     conn.stream(record)
     warns.pipelined(r, plan.typed, where)
     if plan.predicted is None:

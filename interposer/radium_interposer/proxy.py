@@ -168,10 +168,15 @@ class Remote(reads.Reads):
         if name.startswith("__") and name.endswith("__"):
             # numpy & co. probe dunders (``__array_interface__``...): never answer remotely.
             raise AttributeError(name)
-        kind = object.__getattribute__(self, "_rd_type")
-        ref = object.__getattribute__(self, "_rd_ref")
-        if kind and name in _methods_of(self, kind):
-            return make({"$": "a", "o": ref, "n": name}, f"{kind}.{name}", None, self)
+        kind = _get_type(self)
+        ref = _get_ref(self)
+        if kind and name in (_methods.get(kind) or _methods_of(self, kind)):
+            method: Remote = object.__new__(Remote)  # made at every ``x.add(y)``: by its slots
+            _set_ref(method, {"$": "a", "o": ref, "n": name})
+            _set_type(method, f"{kind}.{name}")
+            _set_conn(method, None)
+            _set_owner(method, self)
+            return method
         return reads.attribute(self, kind, ref, name)
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -228,6 +233,7 @@ class Remote(reads.Reads):
 _set_ref, _set_type = Remote._rd_ref.__set__, Remote._rd_type.__set__  # type: ignore[attr-defined]
 _set_conn, _set_owner = Remote._rd_conn.__set__, Remote._rd_owner.__set__  # type: ignore[attr-defined]
 _get_ref, _get_conn = Remote._rd_ref.__get__, Remote._rd_conn.__get__  # type: ignore[attr-defined]
+_get_type = Remote._rd_type.__get__  # type: ignore[attr-defined]
 
 
 def fresh(handle: int, type_name: str, conn: Connection) -> Remote:

@@ -116,8 +116,9 @@ class Batches:
             if not template.void:
                 self.table.put(handle, Failure(exc))
             poison.fail(session, handle, exc)
-        for item in session.warned[warned:]:  # its warnings come later: say whose they are
-            item.setdefault("r", handle)
+        if len(session.warned) > warned:  # its warnings come later: say whose they are
+            for item in session.warned[warned:]:
+                item.setdefault("r", handle)
 
     def keep(self, obj: Any, handle: int) -> None:
         """A streamed call's result under the client's id: ``refer`` without the reference

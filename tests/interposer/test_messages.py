@@ -373,16 +373,16 @@ def test_before_python_3_11_the_remote_traceback_is_the_cause() -> None:
 
 
 def test_the_pipelined_calls_kept_for_their_warnings_are_bounded_oldest_first() -> None:
-    # The table of recent pipelined calls keeps the newest MAX_PIPELINED: once full, each new
-    # call drops the oldest (in O(1): a dict's oldest-first pop walked every deleted entry).
+    # The ring of recent pipelined calls keeps the newest MAX_PIPELINED: each new call takes
+    # the place of the one MAX_PIPELINED before it (one store, nothing walked).
     from radium_interposer import client_warnings as warns
 
-    warns._pipelined.clear()
     frame = sys._getframe()
+    base = 7 << 32  # a process's ids: a random base, then consecutive
     made = warns.MAX_PIPELINED + 100
-    for result_id in range(made):
-        warns.pipelined(result_id, "site", frame)
-    assert len(warns._pipelined) == warns.MAX_PIPELINED
-    assert next(iter(warns._pipelined)) == 100
-    assert made - 1 in warns._pipelined and 99 not in warns._pipelined
-    warns._pipelined.clear()
+    for n in range(made):
+        warns.pipelined(base + n, f"site{n}", frame)
+    kept = [n for n in range(made) if warns._noted(base + n) is not None]
+    assert kept == list(range(100, made))
+    assert warns._noted(base + made - 1)[0] == f"site{made - 1}"  # type: ignore[index]
+    assert warns._noted("not an id") is None and warns._noted(base + made) is None

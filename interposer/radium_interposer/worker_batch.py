@@ -29,7 +29,17 @@ Decode = Callable[[Any, List[Any]], Any]
 class Template:
     """A call site's constant part, ready to run calls with their slot values."""
 
-    __slots__ = ("args", "function", "method", "names", "path", "positional", "slot", "void")
+    __slots__ = (
+        "adapts",
+        "args",
+        "function",
+        "method",
+        "names",
+        "path",
+        "positional",
+        "slot",
+        "void",
+    )
 
     def __init__(self, definition: Dict[str, Any]) -> None:
         function = definition["f"]
@@ -56,6 +66,9 @@ class Template:
         self.names: Tuple[str, ...] = tuple(definition.get("k", []))
         self.positional = len(parts) - len(self.names)
         self.args = parts
+        #: It may be ``ndarray.tofile`` (worker_objects.adapt): by name, or any callable slot.
+        name = self.method[1] if self.method else (self.path or "").rpartition(".")[2]
+        self.adapts = name == "tofile" or (self.method is None and self.path is None)
 
 
 class Batches:
@@ -105,8 +118,10 @@ class Batches:
             if template.names:
                 kwargs = dict(zip(template.names, args[template.positional :]))
                 del args[template.positional :]
+            if template.adapts:
+                function = worker_objects.adapt(function, args)
             try:  # ndarray.tofile into a client file; its writes sent before the call returns
-                result = worker_objects.adapt(function, args)(*args, **kwargs)
+                result = function(*args, **kwargs)
             finally:
                 worker_objects.settle()
             if not template.void:
@@ -145,18 +160,18 @@ class Batches:
 
     def _arguments(self, template: Template, slots: Tuple[Any, ...]) -> List[Any]:
         args: List[Any] = []
-        get = self.table.get
+        get, add = self.table.get, args.append
         for how, part in template.args:
             if how == HANDLE:
-                args.append(get(slots[part]))
+                add(get(slots[part]))
             elif how == VALUE:
-                args.append(slots[part])
+                add(slots[part])
             elif how == PLAIN:
-                args.append(part)
+                add(part)
             elif how == PATH:
-                args.append(resolve_path(part))
+                add(resolve_path(part))
             else:
-                args.append(self.decode(part, []))
+                add(self.decode(part, []))
         return args
 
 

@@ -96,12 +96,15 @@ def check_dataplane(out: str) -> None:
     assert len(shares) == 4 and all(s > 0 for s in shares), out
     assert "checksums equal: True" in out, out
     assert re.search(r"= \d+ round trips of latency", out), out
-    cost = (rf"(streaming|STREAM=0)\s+client CPU\s+({NUMBER}) µs/call .* streamed (\d+), "
-            r"round trips (\d+) of (\d+) calls; result right: True")  # fmt: skip
+    cost = (rf"(streaming|no express|STREAM=0)\s+client CPU\s+({NUMBER}) µs/call .* "
+            r"streamed (\d+) \(express (\d+)\), round trips (\d+) of (\d+) calls; "
+            r"result right: True")  # fmt: skip
     costs = re.findall(cost, out)
-    assert [c[0] for c in costs] == ["streaming", "STREAM=0"], out
+    assert [c[0] for c in costs] == ["streaming", "no express", "STREAM=0"], out
     assert all(float(c[1]) > 0 for c in costs), out
-    assert int(costs[1][2]) == 0 and int(costs[1][3]) == int(costs[1][4]), out  # every call waits
+    streaming, full_path, waiting = ([int(n) for n in c[2:]] for c in costs)
+    assert streaming[1] > 0 and full_path[1] == 0 and full_path[0] > 0, out  # by plan, or not
+    assert waiting[0] == 0 and waiting[2] == waiting[3], out  # every call waits
     check_machine(out)
 
 
@@ -110,18 +113,21 @@ def check_programs(out: str, programs: tuple[str, ...]) -> None:
     files' sums; the machine."""
     for program in programs:
         figures = rows(out, program)[0]
-        assert len(figures) == 14, out  # 3 whole, 3 warm, 2 ratios, 4 counts, 2 KiB
-        calls, rt_off, streamed, rt_on, kib_in, kib_out = figures[8:]
+        assert len(figures) == 17, out  # 3 whole, 4 warm, 3 ratios, 5 counts, 2 KiB
+        calls, rt_off, streamed, by_plan, rt_on, kib_in, kib_out = figures[10:]
         assert calls > 0 and rt_off > 0 and rt_on > 0 and kib_in > 0 and kib_out > 0, out
-        assert 0 <= streamed <= calls, out
+        assert 0 <= by_plan <= streamed <= calls, out
     for kind in ("torch", "numpy"):
-        assert re.search(rf"warm remoted/local, {kind} programs \(1\): STREAM=0 median {NUMBER} "
-                         rf"worst {NUMBER} \(\w+\); streaming median {NUMBER} worst {NUMBER}",
-                         out), out  # fmt: skip
-    sums = dict(re.findall(r"RADIUM_STATS_FILE sums, (\S+) \(\d+ processes, all \d+ runs each\):"
-                           r" (calls \d+, streamed \d+, round trips \d+)", out))  # fmt: skip
-    assert set(sums) == {"STREAM=0", "streaming"}, out
+        summary = (rf"warm remoted/local, {kind} programs \(1\): STREAM=0 median {NUMBER} "
+                   rf"worst {NUMBER} \(\w+\); no express median {NUMBER} worst {NUMBER} "
+                   rf"\(\w+\); streaming median {NUMBER} worst {NUMBER}")  # fmt: skip
+        assert re.search(summary, out), out
+    sums = dict(re.findall(r"RADIUM_STATS_FILE sums, ([^(]+) \(\d+ processes, all \d+ runs "
+                           r"each\): (calls \d+, streamed \d+, express \d+, round trips \d+)",
+                           out))  # fmt: skip
+    assert set(sums) == {"STREAM=0", "no express", "streaming"}, out
     assert numbers(sums["STREAM=0"])[1] == 0 and numbers(sums["streaming"])[0] > 0, out
+    assert numbers(sums["no express"])[2] == 0 and numbers(sums["streaming"])[2] > 0, out
     check_machine(out)
 
 
@@ -171,7 +177,7 @@ def test_mlp_step() -> None:
     out = run_benchmark("mlp_step", "--smoke")
     local = rows(out, "local")[-1]
     assert len(local) == 3 and local[0] > 0, out  # µs/step, ratio 1.00, the loss
-    for mode in ("STREAM=0", "streaming"):
+    for mode in ("STREAM=0", "no express", "streaming"):
         (figures,) = rows(out, mode)
         us, ratio, calls, streamed, round_trips = figures[:5]
         assert us > 0 and ratio > 0 and calls > 0 and round_trips > 0 and 0 <= streamed <= calls

@@ -36,6 +36,7 @@ STREAM = os.environ.get("RADIUM_STREAM", "1") != "0"
 BINARY = os.environ.get("RADIUM_BINARY", "1") != "0"
 #: ``RADIUM_EXPRESS=0``: every streamed call takes the full path, none its plan (to compare).
 EXPRESS = os.environ.get("RADIUM_EXPRESS", "1") != "0"
+_LANE = STREAM and BINARY and EXPRESS
 #: Call sites that returned a remote object, with its type: their calls are pipelined.
 _returns_remote: Dict[str, str] = {}
 #: Call sites of operations that return nothing (VOID_*) whose call returned None: their calls
@@ -69,7 +70,7 @@ def invoke(
     # each call, as before, so what a test puts in their place (proxy.decode) is used.
     conn = state.connection()
     state.counts["calls"] += 1
-    express_lane = pipeline and EXPRESS and BINARY and STREAM and context is None and not discard
+    express_lane = pipeline and _LANE and context is None and not discard
     if express_lane:  # a call of a shape that streamed before: its plan's checks only
         plan = conn.templates.plans.get(express.key(function, args, kwargs, site))
         if plan is not None:
@@ -99,7 +100,7 @@ def invoke(
         meta["k"] = codec.encode(kwargs, buffers, refer)
     if context is not None and context != conn.context:
         meta["ctx"] = conn.context = context
-    cwd = _cwd()  # where the program's relative paths are, for remote code that opens them
+    cwd = express.working_directory()  # where the program's relative paths are, for remote code
     if cwd is not None and cwd != conn.cwd:
         meta["cwd"] = conn.cwd = cwd
     # While the worker holds one of our callables, every call waits: a callback's effects here
@@ -226,13 +227,6 @@ def _typed(site: str, args: Tuple[Any, ...], remote: type) -> str:
         else:
             kinds += ","
     return f"{site}|{kinds}" if typed else site
-
-
-def _cwd() -> Optional[str]:
-    try:
-        return os.getcwd()
-    except OSError:  # removed under us: the worker keeps the last one it was told
-        return None
 
 
 #: Types of arguments that never name a file (checked first: most arguments are these), and

@@ -34,7 +34,7 @@ from radium_interposer import (
 from radium_interposer import client_warnings as warns
 from radium_interposer.client import Connection, state
 
-__all__ = ["MISS", "Plan", "key", "learn", "quiet", "send"]
+__all__ = ["MISS", "Plan", "key", "learn", "quiet", "send", "working_directory"]
 
 #: What :func:`send` gives for a call it did not send (the full path takes it).
 MISS = object()
@@ -94,7 +94,7 @@ def quiet(conn: Connection) -> bool:
         or program_state.syncing()
         or callbacks.held()
         or conn.serving
-        or _cwd() != conn.cwd
+        or working_directory() != conn.cwd
         or not peer.told(conn)
     )
 
@@ -225,7 +225,8 @@ def _values(
     return values
 
 
-def _cwd() -> Optional[str]:
+def working_directory() -> Optional[str]:
+    """This process's working directory (calls send it), or None when it was removed."""
     try:
         return os.getcwd()
     except OSError:  # removed under us: the worker keeps the last one it was told

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import operator
-from typing import Any, Callable
+from typing import Any, Callable, Dict
 
 __all__ = ["install"]
 
@@ -28,10 +28,15 @@ def _operator(invoke: Callable[..., Any], name: str, reflected: bool = False) ->
     function = getattr(operator, name)
     path = {"$": "p", "p": f"operator.{name}"}
 
+    sites: Dict[str, str] = {}  # by the proxy's type: one string (its hash kept) per type
+
     def method(self: Any, *other: Any) -> Any:
         args = (other[0], self) if reflected else (self, *other)
         kind = object.__getattribute__(self, "_rd_type")
-        return invoke(path, args, {}, f"{kind}|{name}|{int(reflected)}")
+        site = sites.get(kind)
+        if site is None:
+            site = sites[kind] = f"{kind}|{name}|{int(reflected)}"
+        return invoke(path, args, {}, site)
 
     method.__name__ = function.__name__
     return method

@@ -142,11 +142,8 @@ class Remote(reads.Reads):
         conn: Optional[Connection],
         owner: Optional[Remote] = None,
     ) -> None:
-        _set_ref(self, ref)
-        _set_type(self, type_name)
-        _set_conn(self, conn)
-        # A method proxy keeps its object's proxy alive: the object must outlive the call.
-        _set_owner(self, owner)
+        # A method proxy keeps its object's proxy alive (owner): the object must outlive the call.
+        _fill(self, ref, type_name, conn, owner)
         if ref["$"] == "h":
             live = state.live
             live[ref["id"]] = live.get(ref["id"], 0) + 1
@@ -171,11 +168,8 @@ class Remote(reads.Reads):
         kind = _get_type(self)
         ref = _get_ref(self)
         if kind and name in (_methods.get(kind) or _methods_of(self, kind)):
-            method: Remote = object.__new__(Remote)  # made at every ``x.add(y)``: by its slots
-            _set_ref(method, {"$": "a", "o": ref, "n": name})
-            _set_type(method, f"{kind}.{name}")
-            _set_conn(method, None)
-            _set_owner(method, self)
+            method: Remote = object.__new__(Remote)  # made at every ``x.add(y)``: as make would
+            _fill(method, {"$": "a", "o": ref, "n": name}, f"{kind}.{name}", None, self)
             return method
         return reads.attribute(self, kind, ref, name)
 
@@ -236,13 +230,23 @@ _get_ref, _get_conn = Remote._rd_ref.__get__, Remote._rd_conn.__get__  # type: i
 _get_type = Remote._rd_type.__get__  # type: ignore[attr-defined]
 
 
+def _fill(
+    proxy: Remote,
+    ref: Dict[str, Any],
+    type_name: str,
+    conn: Optional[Connection],
+    owner: Optional[Remote],
+) -> None:
+    _set_ref(proxy, ref)
+    _set_type(proxy, type_name)
+    _set_conn(proxy, conn)
+    _set_owner(proxy, owner)
+
+
 def fresh(handle: int, type_name: str, conn: Connection) -> Remote:
     """The proxy of a streamed call's result: ``handle`` is new, this is its only proxy."""
     proxy: Remote = object.__new__(_proxy_class(type_name))
-    _set_ref(proxy, {"$": "h", "id": handle})
-    _set_type(proxy, type_name)
-    _set_conn(proxy, conn)
-    _set_owner(proxy, None)
+    _fill(proxy, {"$": "h", "id": handle}, type_name, conn, None)
     state.live[handle] = 1
     return proxy
 

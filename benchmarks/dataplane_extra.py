@@ -16,6 +16,8 @@ import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
+from benchmarks import remoted
+
 #: A remoted program: ``a = a + 1`` N times on a small array between two syncs, with the time
 #: this thread spent on the CPU issuing them (``thread_time``: the client's own cost, not the
 #: waits) and the interposer's counters.
@@ -104,11 +106,10 @@ def peer_call(name: str, host: str, port: int) -> Callable[[bytes], Any] | None:
     return noop
 
 
-#: The client's ways of making the calls streamed_cost compares, and their environment.
-STREAM_MODES = (
-    ("streaming", {}),
-    ("no express", {"RADIUM_EXPRESS": "0"}),  # every streamed call down the full path
-    ("STREAM=0", {"RADIUM_STREAM": "0"}),
+#: The client's ways of making the calls streamed_cost compares (remoted's), and their
+#: environment.
+STREAM_MODES = tuple(
+    (remoted.LABELS[mode], remoted.MODES[mode]) for mode in ("stream", "noexpress", "nostream")
 )
 
 

@@ -66,8 +66,6 @@ def invoke(
     ``discard``: the program drops the result (a remote ``with``'s enter and exit): the call
     may stream as one that returns nothing, and None is returned then. ``items``: a ``next``
     whose result the program unpacks: its items come along (``ni``, iteration.keep)."""
-    # Not at the top: proxy imports this module. Its functions are looked up on the module at
-    # each call, as before, so what a test puts in their place (proxy.decode) is used.
     conn = state.connection()
     state.counts["calls"] += 1
     express_lane = pipeline and _LANE and context is None and not discard
@@ -77,6 +75,8 @@ def invoke(
             sent = express.send(conn, plan, function, args, kwargs, _returns_remote)
             if sent is not express.MISS:
                 return sent
+    # Not at the top: proxy imports this module. Its functions are looked up on the module at
+    # each call, as before, so what a test puts in their place (proxy.decode) is used.
     proxy = sys.modules["radium_interposer.proxy"]
     if known.answers and not known.harmless(function, site, args, kwargs, proxy.remote_kind):
         known.forget()  # it may change a tensor's metadata kept here

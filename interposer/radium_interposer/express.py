@@ -1,5 +1,5 @@
 """The express lane of streamed calls: a call of a shape that streamed before costs the client a
-few checks and one ``struct`` pack (docs/data-plane.md, "Batches", "The express lane").
+few checks and one ``struct`` pack (docs/data-plane.md, "The client's express lane").
 
 The full path (:func:`radium_interposer.calls.invoke`) decides whether a call may stream and
 encodes it, walking its arguments three times. Once a call went as a binary record, its

@@ -349,8 +349,11 @@ class Slots:
         """After (re)registering: exactly the pool's active leases have slots."""
         wanted = {lease.id: lease for lease in leases}
         with self.lock:
-            for lease_id in set(self.granted) - set(wanted):
+            dropped = set(self.granted) - set(wanted)
+            for lease_id in dropped:
                 del self.granted[lease_id]
+        if dropped:  # a holder of one is refused at the data plane: say why here
+            log.info("the pool no longer lists leases %s: dropped", ", ".join(sorted(dropped)))
         for lease_id in self._on_disk():
             if lease_id not in wanted:
                 self.teardown(lease_id)

@@ -94,18 +94,17 @@ class Pool:
         self.commits: Commits = commits or Immediate()
         self.observer: Observer = observer or Unobserved()
         self.waiters = WaitingRoom(state, self.grant, self.preempted, clock, grace)
-        self.watchers: dict[str, asyncio.Queue[pb.Assignment]] = {}
+        self.watchers: dict[str, Feed] = {}
         self.images = Images(state.store)
 
     def connected(self) -> list[str]:
         """Acceptors that are up and following their assignments."""
-        return sorted(
-            n for n, a in self.state.acceptors.items() if a.serving and n in self.watchers
-        )
+        return [n for n in sorted(self.state.acceptors) if self.is_connected(n)]
 
     def is_connected(self, name: str) -> bool:
         acceptor = self.state.acceptors.get(name)
-        return acceptor is not None and acceptor.serving and name in self.watchers
+        feed = self.watchers.get(name)
+        return acceptor is not None and acceptor.serving and feed is not None and feed.followed
 
     def tell(self, names: list[str], kind: pb.Assignment.Kind, image: str) -> None:
         for name in names:
@@ -304,6 +303,17 @@ class PoolService(pb_grpc.PoolServicer):
         )
 
 
+class Feed(asyncio.Queue[pb.Assignment]):
+    """One acceptor's assignments, made when it registers and followed by its next ``Watch``.
+
+    The registration's answer lists the leases granted before it, the feed keeps those granted
+    after it: a grant made before the acceptor's stream is open still reaches it (it was lost,
+    and the lease's holder was refused at the data plane for a lease its acceptor never saw).
+    """
+
+    followed = False
+
+
 class AcceptorService(pb_grpc.AcceptorsServicer):
     def __init__(
         self, pool: Pool, heartbeat_interval: float, watch_pace: float = WATCH_PACE
@@ -322,6 +332,7 @@ class AcceptorService(pb_grpc.AcceptorsServicer):
         if any(d.device.memory_mib <= 0 for d in acceptor.devices.values()):
             await rpc.abort(context, InvalidRequestError("every device needs its memory size"))
         active, revoked = self.pool.state.register(acceptor, self.pool.clock())
+        self.pool.watchers[acceptor.name] = Feed()  # before any grant the answer does not list
         self.pool.ended(revoked)
         self.pool.serve_waiters()
         return pb.RegisterResponse(
@@ -361,8 +372,10 @@ class AcceptorService(pb_grpc.AcceptorsServicer):
     async def Watch(
         self, request: pb.WatchRequest, context: Context
     ) -> AsyncIterator[pb.Assignment]:
-        queue: asyncio.Queue[pb.Assignment] = asyncio.Queue()
-        self.pool.watchers[request.name] = queue
+        queue = self.pool.watchers.get(request.name)
+        if queue is None or queue.followed:  # not registered since its last stream
+            queue = self.pool.watchers[request.name] = Feed()
+        queue.followed = True
         loop = asyncio.get_running_loop()
         pace = self.watch_pace
         sent = -pace

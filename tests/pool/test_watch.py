@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from radium.pool.model import Request
+from radium.pool.model import Lease, Request
 from radium.pool.service import AcceptorService, Pool
 from radium.proto import pool_pb2 as pb
 from tests.pool.test_queues import pool
@@ -54,3 +54,29 @@ def test_a_batching_stream_sends_what_its_pace_gathers_in_one_message() -> None:
         return sizes
 
     assert asyncio.run(run()) == [1, 3]
+
+
+def test_a_lease_granted_between_registration_and_watch_reaches_the_acceptor() -> None:
+    """The acceptor learns of leases by its registration's answer, then by its stream; one
+    granted in between (here, a waiting request served by the registration itself, then one
+    more) is kept for the stream that follows (it was lost: the holder was refused)."""
+
+    async def run() -> tuple[list[str], list[str], list[str]]:
+        served = Pool(pool(gpus=0), clock=lambda: 1.0)
+        service = AcceptorService(served, 1.0)
+        waiting: asyncio.Future[Lease] = asyncio.get_running_loop().create_future()
+        served.waiters.add(Request(gpus=1, holder="w"), waiting)
+        devices = [pb.Device(id=i, vendor="nvidia", model="T4", memory_mib=1000) for i in "01"]
+        offer = pb.Acceptor(name="b", data_address="b:1", devices=devices)
+        reply = await service.Register(pb.RegisterRequest(acceptor=offer), None)
+        granted = [waiting.result().id, served.grant(Request(gpus=1, holder="h")).id]
+        watch = service.Watch(pb.WatchRequest(name="b", batches=True), None)
+        try:
+            first = await asyncio.wait_for(watch.__anext__(), 5.0)
+        finally:
+            await watch.aclose()
+        told = [a.lease.id for a in (first, *first.then) if a.kind == pb.Assignment.GRANTED]
+        return [lease.id for lease in reply.leases], granted, told
+
+    answered, granted, told = asyncio.run(run())
+    assert answered == [] and told == granted

@@ -59,9 +59,14 @@ def _no_references(node: Dict[str, Any]) -> Any:
     raise ValueError("a file answer holds values only, not references")
 
 
+#: The worker's own import path as it started (its ``PYTHONPATH``, site dirs): its libraries
+#: are never the client's, or every import probe there would ask the client.
+_OWN_PATH = tuple(sys.path)
+
+
 def _local_roots() -> Tuple[str, ...]:
     roots = set(_SYSTEM)
-    roots.update(sys.prefix, sys.base_prefix, sys.exec_prefix, _real_getcwd())
+    roots.update((sys.prefix, sys.base_prefix, sys.exec_prefix, _real_getcwd()), _OWN_PATH)
     roots.update(sysconfig.get_paths().values())
     # Never "/" itself (a cwd of "/" would make every path the worker's).
     roots = {root.rstrip("/") for root in roots if root.startswith("/")} - {""}

@@ -4,13 +4,15 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from radium_interposer import client_files
-from tests.interposer.harness import WorkerHarness
+from tests.interposer.harness import INTERPOSER, WorkerHarness
 
 PROGRAM = """
 import os
@@ -185,6 +187,21 @@ def test_a_stat_of_the_client_s_file_keeps_its_exact_times(
 )
 def test_which_paths_are_the_client_s(path: Any, client: bool) -> None:
     assert client_files.is_client_path(path) is client
+
+
+def test_the_worker_s_own_import_path_is_not_the_client_s() -> None:
+    """A worker started with a PYTHONPATH looks for its imports there itself (each probe was a
+    call to the client, and one to a client that never answers waited out its deadline).
+    The directory need not exist: it is a name outside the worker's system areas."""
+    probe = (
+        "from radium_interposer import client_files as f;"
+        "print(f.is_client_path('/srv/radium-site/x.py'), f.is_client_path('/srv/other/x.py'))"
+    )
+    env = {**os.environ, "PYTHONPATH": f"/srv/radium-site:{INTERPOSER}"}
+    done = subprocess.run(
+        [sys.executable, "-c", probe], env=env, cwd="/", capture_output=True, text=True, timeout=60
+    )
+    assert done.stdout.split() == ["False", "True"], done.stderr
 
 
 @pytest.mark.parametrize(

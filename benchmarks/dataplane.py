@@ -26,7 +26,7 @@ from typing import Any
 import grpc
 import numpy
 
-from benchmarks.dataplane_extra import memory, peer_call, streamed_cost
+from benchmarks.dataplane_extra import memory, peer_call, streamed_cost, waiting_cost
 from benchmarks.dataplane_server import CREDENTIAL, LEASE, SIZE
 from benchmarks.machine import Machine
 from benchmarks.own_network import OwnNetwork
@@ -90,7 +90,8 @@ def report(name: str, ours: float, base: float, base_name: str, unit: str = "µs
     )
 
 
-def small_calls(host: str, port: int, calls: int) -> float:
+def small_calls(host: str, port: int, calls: int) -> tuple[float, float]:
+    """The small call's figures; its p50 and the raw ping-pong's."""
     from benchmarks import dpfuncs
 
     payload = b"x" * 32
@@ -119,7 +120,7 @@ def small_calls(host: str, port: int, calls: int) -> float:
             continue
         p50_peer, _ = percentiles(timed(lambda: peer(payload), calls))  # noqa: B023 - used at once
         report(f"radium p50 vs {name} p50", p50, p50_peer, f"{name} p50")
-    return p50
+    return p50, r50
 
 
 def arrays(host: str, port: int, sizes: tuple[tuple[int, int], ...]) -> None:
@@ -277,7 +278,8 @@ def run(
         install([f"benchmarks.dpfuncs:{name}" for name in remoted])
         where = f"network namespace {namespace} (veth)" if namespace else "this namespace"
         print(f"acceptor in {where} at {host}; numpy {numpy.__version__}")
-        p50 = small_calls(host, port, calls)
+        p50, raw_p50 = small_calls(host, port, calls)
+        waiting_cost(remote_env(host, port), calls, raw_p50, sizes["streamed_reps"])
         chain(p50, sizes["chain"])
         streamed_cost(remote_env(host, port), sizes["streamed"], sizes["streamed_reps"])
         arrays(host, port, sizes["arrays"])

@@ -40,6 +40,26 @@ counts = {k: state.counts[k] - counts[k] for k in counts}
 print(json.dumps({"cpu": cpu, "issued": issued, "done": done, "ok": value == n + 1.0, **counts}))
 """
 
+#: A call that waits for its value (np.ndim: a handle in, an int back), from a numpy-less client.
+WAITING = """
+import json, sys, time
+import numpy as np
+from radium_interposer.client import state
+n = int(sys.argv[1])
+a = np.zeros(16)
+np.ndim(a)  # the site's first call
+counts = dict(state.counts)
+samples = []
+for _ in range(n):
+    began = time.perf_counter()
+    np.ndim(a)
+    samples.append(time.perf_counter() - began)
+counts = {k: state.counts[k] - counts[k] for k in counts}
+print(json.dumps({"p50": sorted(samples)[n // 2], **counts}))
+"""
+#: Waiting calls as records (data-plane version 3) and as JSON frames.
+WAITING_MODES = (("records", {}), ("JSON", {"RADIUM_BINARY_WAITS": "0"}))
+
 
 def _rpyc_server(host: str, port: int) -> None:
     import rpyc  # type: ignore[import-untyped]
@@ -134,6 +154,28 @@ def streamed_cost(env: dict[str, str], calls: int, reps: int = 3) -> None:
             f"{r['done'] / calls * 1e6:7.1f} µs/call to the sync; streamed {r['streamed']} "
             f"(express {r.get('express', 0)}), round trips {r['round_trips']} of {r['calls']} "
             f"calls; result right: {all(run['ok'] for run in runs)}"
+        )
+
+
+def waiting_cost(env: dict[str, str], calls: int, raw_p50: float, reps: int = 3) -> None:
+    """A waiting call's p50 sent as a record and as JSON, against the raw ping-pong's p50 of
+    this run: the median of ``reps`` runs each, from a numpy-less client."""
+    print(f"{calls} x `np.ndim(a)` (a call that waits for its value), remoted from a numpy-less "
+          f"client; median of {reps} runs' p50")  # fmt: skip
+    for label, extra in WAITING_MODES:
+        runs = []
+        for _ in range(reps):
+            done = subprocess.run(
+                ["/usr/bin/python3", "-c", "import radium_interposer.boot\n" + WAITING,
+                 str(calls)],
+                env={**env, **extra}, capture_output=True, text=True, check=True, timeout=600,
+            )  # fmt: skip
+            runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        r = sorted(runs, key=lambda run: run["p50"])[len(runs) // 2]
+        print(
+            f"  waiting call as {label:<8} p50 {r['p50'] * 1e6:7.1f} µs   raw p50 "
+            f"{raw_p50 * 1e6:7.1f} µs   {r['p50'] / raw_p50:6.2f}x raw; as records "
+            f"{r['waited']}, round trips {r['round_trips']} of {r['calls']} calls"
         )
 
 

@@ -245,7 +245,8 @@ def corpus(harness: WorkerHarness, root: Path, runs: int, programs: list[Path]) 
     for mode, sums in files.items():
         print(f"RADIUM_STATS_FILE sums, {remoted.LABELS[mode]} ({sums['processes']} processes, "
               f"all {runs} runs each): calls {sums['calls']}, streamed {sums['streamed']}, "
-              f"express {sums['express']}, round trips {sums['round_trips']}")  # fmt: skip
+              f"express {sums['express']}, waited {sums['waited']} (as records), "
+              f"round trips {sums['round_trips']}")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -35,7 +35,7 @@ LABELS = {
     "noexpress": "no express",
     "stream": "streaming",
 }
-COUNTS = ("calls", "streamed", "express", "round_trips")
+COUNTS = ("calls", "streamed", "express", "waited", "round_trips")
 
 
 def timed(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, str]:

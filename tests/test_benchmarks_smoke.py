@@ -105,6 +105,12 @@ def check_dataplane(out: str) -> None:
     streaming, full_path, waiting = ([int(n) for n in c[2:]] for c in costs)
     assert streaming[1] > 0 and full_path[1] == 0 and full_path[0] > 0, out  # by plan, or not
     assert waiting[0] == 0 and waiting[2] == waiting[3], out  # every call waits
+    waits = re.findall(rf"waiting call as (records|JSON)\s+p50\s+({NUMBER}) µs .* ({NUMBER})x raw; "
+                       r"as records (\d+), round trips (\d+) of (\d+) calls", out)  # fmt: skip
+    assert [w[0] for w in waits] == ["records", "JSON"], out
+    records, as_json = ([float(n) for n in w[1:]] for w in waits)  # p50, x raw, counts
+    assert records[2] == records[3] == records[4] > 0 and as_json[2] == 0, out  # each one waits
+    assert all(w[0] > 0 and w[1] > 0 for w in (records, as_json)), out
     check_machine(out)
 
 
@@ -123,7 +129,8 @@ def check_programs(out: str, programs: tuple[str, ...]) -> None:
                    rf"\(\w+\); streaming median {NUMBER} worst {NUMBER}")  # fmt: skip
         assert re.search(summary, out), out
     sums = dict(re.findall(r"RADIUM_STATS_FILE sums, ([^(]+) \(\d+ processes, all \d+ runs "
-                           r"each\): (calls \d+, streamed \d+, express \d+, round trips \d+)",
+                           r"each\): (calls \d+, streamed \d+, express \d+, waited \d+ \(as "
+                           r"records\), round trips \d+)",
                            out))  # fmt: skip
     assert set(sums) == {"STREAM=0", "no express", "streaming"}, out
     assert numbers(sums["STREAM=0"])[1] == 0 and numbers(sums["streaming"])[0] > 0, out

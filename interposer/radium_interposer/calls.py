@@ -37,6 +37,9 @@ BINARY = os.environ.get("RADIUM_BINARY", "1") != "0"
 #: ``RADIUM_EXPRESS=0``: every streamed call takes the full path, none its plan (to compare).
 EXPRESS = os.environ.get("RADIUM_EXPRESS", "1") != "0"
 _LANE = STREAM and BINARY and EXPRESS
+#: ``RADIUM_BINARY_WAITS=0``: calls that wait go as JSON frames, not as waiting records (to
+#: compare; data-plane version 3).
+WAITS = BINARY and os.environ.get("RADIUM_BINARY_WAITS", "1") != "0"
 #: Call sites that returned a remote object, with its type: their calls are pipelined.
 _returns_remote: Dict[str, str] = {}
 #: Call sites of operations that return nothing (VOID_*) whose call returned None: their calls
@@ -90,6 +93,11 @@ def invoke(
             return None
         if streamed is not None:
             return streamed
+    if WAITS and not (items or discard) and (context is None or context == conn.context):
+        typed = _typed(site, args, proxy.Remote)
+        frame = _wait_by_record(conn, function, args, kwargs, typed, proxy)
+        if frame is not None:
+            return _answered(frame, function, typed, pipeline, proxy)
     buffers: List[Any] = []
     refer = proxy.refer_for(conn, buffers)
     meta: Dict[str, Any] = {"op": "call", "f": function, "r": state.new_id()}
@@ -132,18 +140,50 @@ def invoke(
     finally:
         warns.learn(site)  # whether its answer carried a warning of its own
     assert frame is not None
-    result = proxy.decode(frame.meta.get("v"), frame.buffers)
+    result = _answered(frame, function, site, pipeline and not discard, proxy)
     if items and "vi" in frame.meta and isinstance(result, proxy.Remote):
         iteration.keep(result, frame.meta["vi"], frame.buffers, proxy.decode)
-    # A numpy scalar that came with its value (sv) is used here (printed, compared): its call
-    # site keeps waiting, as when scalars came by value (docs/remoting.md, "numpy scalars").
-    if discard:
-        return result  # nothing to learn: its site streams whenever it may
-    if isinstance(result, proxy.Remote) and pipeline and "sv" not in result._rd_ref:
+    return result
+
+
+def _answered(frame: Any, function: Dict[str, Any], site: str, learns: bool, proxy: Any) -> Any:
+    """A waiting call's result; what it says of its site when it ``learns``: a remote result
+    makes its later calls stream, and so does None from an operation that returns nothing.
+    A numpy scalar that came with its value (sv) is used here (printed, compared): its call
+    site keeps waiting, as when scalars came by value (docs/remoting.md, "numpy scalars")."""
+    result = proxy.decode(frame.meta.get("v"), frame.buffers)
+    if not learns:
+        return result  # a discarded result (a remote ``with``): its site streams when it may
+    if isinstance(result, proxy.Remote) and "sv" not in result._rd_ref:
         _returns_remote[site] = object.__getattribute__(result, "_rd_type")
-    elif result is None and pipeline and _void(function):
+    elif result is None and _void(function):
         _returns_none.add(site)
     return result
+
+
+def _wait_by_record(
+    conn: Any,
+    function: Dict[str, Any],
+    args: Tuple[Any, ...],
+    kwargs: Dict[str, Any],
+    site: str,
+    proxy: Any,
+) -> Any:
+    """The answer of a call that waits, sent as the last record of a batch (data-plane
+    version 3); None when it has another shape or something must be said with it (JSON)."""
+    if not express.quiet(conn):
+        return None
+    program_state.before_call(conn, {})  # globals the program changed go first
+    record = conn.templates.record(
+        function, args, kwargs, state.new_id(), site, _reference(conn, proxy)
+    )
+    if record is None:
+        return None
+    state.counts["waited"] += 1
+    try:
+        return conn.request({"op": "call"}, record=record)
+    finally:
+        warns.learn(site)  # whether its answer carried a warning of its own
 
 
 #: What _stream gives for a streamed call that returns nothing (None means "not streamed").

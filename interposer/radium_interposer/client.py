@@ -75,7 +75,11 @@ class Connection:
         meta: Dict[str, Any],
         buffers: Sequence[Any] = (),
         wait: bool = True,
+        record: Optional[bytes] = None,
     ) -> Optional[wire.Frame]:
+        """Send a request; its answer when it waits. ``record``: a waiting call as the batch's
+        last record (data-plane version 3; ``meta`` is then ``{"op": "call"}``), made while
+        nothing else was to be said (express.quiet): releases go after it in the batch."""
         op = meta.get("op")
         if op != "call" and op not in known.READ_OPERATIONS:
             known.forget()  # it may run the program's code (import, define, ship)
@@ -83,14 +87,18 @@ class Connection:
             if self.broken:
                 raise WorkerGone(self.broken)
             try:
-                releases = state.take_releases(self) if state.releases else None
+                releases = state.take_releases(self) if state.releases and not record else None
                 if releases:  # freed after this call ran (it may still use them)
                     meta["rel"] = releases
                 if self.serving:  # made by a callback: the worker runs it before answering that
                     meta["in"] = self.serving[-1]
                 peer.describe(self, meta)  # has it numpy, its settings: said once per connection
                 self.call_id += 1
-                self._queue(wire.encode(wire.CALL, self.call_id, meta, buffers))
+                if record is None:
+                    self._queue(wire.encode(wire.CALL, self.call_id, meta, buffers))
+                else:
+                    self.batch += record
+                    self._close_batch(self.call_id)
                 if not wait:
                     self.unsynced += 1
                     if len(self.outbox) < OUTBOX_CHUNKS and self.outbox_bytes < PENDING_BYTES:
@@ -155,12 +163,13 @@ class Connection:
                     self.sock.close()
                     raise WorkerGone(self.broken) from None
 
-    def _close_batch(self) -> None:
-        """The batch so far as one frame in the outbox, with the releases it allows."""
+    def _close_batch(self, call_id: int = 0) -> None:
+        """The batch so far as one frame in the outbox, with the releases it allows; a call id
+        when its last call waits for the answer."""
         releases = state.take_releases(self) if state.releases else None
         if releases:  # after the records that may still use them
             self.batch += records.release(releases)
-        self.outbox.extend(wire.encode_batch(0, self.batch))
+        self.outbox.extend(wire.encode_batch(call_id, self.batch))
         self.outbox_bytes += len(self.batch)
         self.batch = bytearray()
 
@@ -229,9 +238,10 @@ class State:
         #: What this process asked of the worker: ``calls`` (remoted calls), ``streamed`` (of
         #: them, sent without waiting), ``records`` (of those, as binary records: the rest went
         #: as JSON), ``express`` (of the records, sent by their plan: express.py),
-        #: ``round_trips`` (requests that waited for an answer).
+        #: ``waited`` (calls that waited, sent as a binary record), ``round_trips`` (requests
+        #: that waited for an answer).
         self.counts: Dict[str, int] = dict.fromkeys(
-            ("calls", "streamed", "records", "express", "round_trips"), 0
+            ("calls", "streamed", "records", "express", "waited", "round_trips"), 0
         )
         self._new_id_base()
 

@@ -22,8 +22,9 @@ LIMITS = wire.Limits(max_meta=16 << 20)
 CALLBACK_BIT = 1 << 63
 Handler = Callable[["Session", wire.Frame], None]
 Release = Callable[[List[Any]], None]
-#: Runs a binary batch's records (worker_batch.Batches.run); the number of calls it held.
-BatchRunner = Callable[["Session", List[records.Record]], int]
+#: Runs a binary batch's records (worker_batch.Batches.run), its last call answered as call id
+#: when that is not 0; the number of calls it held.
+BatchRunner = Callable[["Session", List[records.Record], int], int]
 
 
 class ClientError(RuntimeError):
@@ -89,7 +90,7 @@ class Session:
 
     def dispatch(self, frame: wire.Frame) -> None:
         if frame.body is not None:
-            self._run_batch(frame.body)
+            self._run_batch(frame.body, frame.call_id)
             return
         if frame.type == wire.RELEASE:
             self.release(_ids(frame.meta.get("ids")))
@@ -111,16 +112,19 @@ class Session:
         if "rel" in frame.meta:  # freed after the call ran (it may have used them)
             self.release(_ids(frame.meta["rel"]))
 
-    def _run_batch(self, body: bytes) -> None:
+    def _run_batch(self, body: bytes, call_id: int) -> None:
+        """The batch's records; with a call id, its last call waits for the answer."""
         try:
             batch = self.records.parse(body)
+            if call_id and not any(record[0] == "C" for record in batch):
+                raise records.RecordError(f"call {call_id} waits on a batch without a call")
         except records.RecordError as exc:
             self.closed = True  # out of step: no later record can be read right
             raise wire.ProtocolError(f"a binary batch is malformed: {exc}") from None
         assert self.batch is not None  # wire.read allows batches only with a runner
         self.running += 1
         try:
-            self.calls += self.batch(self, batch)
+            self.calls += self.batch(self, batch, call_id)
         finally:
             self.running -= 1
 

@@ -17,7 +17,7 @@ Buffer = Union[bytes, bytearray, memoryview]
 ReadInto = Callable[[memoryview], int]
 
 MAGIC = b"RDM1"
-VERSION = 2
+VERSION = 3
 HEADER = struct.Struct(
     "<4sBBHQIHH"
 )  # magic, type, flags, reserved, call id, meta len, nbuf, reserved
@@ -105,6 +105,10 @@ def encode_batch(call_id: int, body: Buffer) -> List[Union[bytes, memoryview]]:
     return [HEADER.pack(MAGIC, CALL, BINARY, 0, call_id, view.nbytes, 0, 0), view]
 
 
+#: json.loads without its keyword checks (the same decoder it uses).
+_json = json.JSONDecoder().decode
+
+
 def _read_exact(readinto: ReadInto, size: int) -> bytearray:
     buf = bytearray(size)
     view = memoryview(buf)
@@ -151,23 +155,23 @@ def read(
         raise ProtocolError(f"metadata of {meta_len} bytes exceeds the limit of {limits.max_meta}")
     if nbuf > limits.max_buffers:
         raise ProtocolError(f"{nbuf} buffers exceed the limit of {limits.max_buffers}")
-    sizes: List[int] = [
-        BUFLEN.unpack_from(_read_exact(readinto, BUFLEN.size))[0] for _ in range(nbuf)
-    ]
-    if any(size > limits.max_buffer for size in sizes) or sum(sizes) > limits.max_total:
-        raise ProtocolError(f"buffers of {sum(sizes)} bytes exceed the limits")
+    sizes: List[int] = []
+    if nbuf:  # most frames (every small call and answer) have none: no work for them here
+        sizes = [BUFLEN.unpack_from(_read_exact(readinto, BUFLEN.size))[0] for _ in range(nbuf)]
+        if max(sizes) > limits.max_buffer or sum(sizes) > limits.max_total:
+            raise ProtocolError(f"buffers of {sum(sizes)} bytes exceed the limits")
     if binary:
         body = bytes(_read_exact(readinto, meta_len)) if meta_len else b""
         return Frame(type_, call_id, {}, (), body)
     try:
-        meta = (
-            json.loads(bytes(_read_exact(readinto, meta_len)).decode("utf-8")) if meta_len else None
-        )
+        meta = _json(_read_exact(readinto, meta_len).decode("utf-8")) if meta_len else None
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise ProtocolError(f"frame metadata is not JSON: {exc}") from None
-    if not isinstance(meta, dict):
+    if type(meta) is not dict:
         raise ProtocolError("frame metadata is not a JSON object")
-    return Frame(type_, call_id, meta, [_read_exact(readinto, size) for size in sizes])
+    return Frame(
+        type_, call_id, meta, [_read_exact(readinto, size) for size in sizes] if nbuf else []
+    )
 
 
 #: sendmsg takes at most this many pieces (Linux IOV_MAX).

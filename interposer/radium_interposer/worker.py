@@ -62,7 +62,13 @@ class Worker(Definitions):
         #: The acceptor's preemption notice, once it has sent one.
         self.notice: Optional[str] = None
         self.batches = Batches(
-            self.table, self.decode, self.refer, lambda s: self._tell_notice(s, _CALL)
+            self.table,
+            self.decode,
+            self.refer,
+            lambda s: self._tell_notice(s, _CALL),
+            self.result,
+            self.stats_lock,
+            self.stats,
         )
 
     # -- values ----------------------------------------------------------------------------
@@ -272,10 +278,11 @@ class Worker(Definitions):
             self.stats["busy_seconds"] += time.perf_counter() - started
             self.stats["errors"] += failed
 
-    def run_batch(self, session: Session, batch: List[Any]) -> int:
-        """A binary batch's records (worker_batch), counted as calls."""
+    def run_batch(self, session: Session, batch: List[Any], call_id: int = 0) -> int:
+        """A binary batch's records (worker_batch), counted as calls; with a call id, its last
+        call is answered as that call (waiting records, docs/data-plane.md)."""
         started = time.perf_counter()
-        calls = self.batches.run(session, batch)
+        calls = self.batches.run(session, batch, call_id)
         with self.stats_lock:
             self.stats["calls"] += calls
             self.stats["busy_seconds"] += time.perf_counter() - started

@@ -10,12 +10,13 @@ or a :class:`~radium_interposer.handles.Failure` when it raised. Only the decodi
 
 from __future__ import annotations
 
+import threading
 import types
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
-from radium_interposer import poison, records, worker_objects
+from radium_interposer import poison, records, wire, worker_objects, worker_state
 from radium_interposer.handles import Failure, HandleTable
-from radium_interposer.naming import resolve_path
+from radium_interposer.naming import error_meta, resolve_path
 from radium_interposer.session import ClientCallable
 
 #: How an argument is had at each call: the handle in a slot, a slot's value, a plain
@@ -24,6 +25,8 @@ from radium_interposer.session import ClientCallable
 HANDLE, VALUE, PLAIN, PATH, TREE = range(5)
 Part = Tuple[int, Any]
 Decode = Callable[[Any, List[Any]], Any]
+#: A waiting call's answer: ``(result, its id) -> (reply metadata, buffers)`` (Worker.result).
+Answer = Callable[[Any, int], Tuple[Dict[str, Any], List[Any]]]
 
 
 class Template:
@@ -80,21 +83,32 @@ class Batches:
         decode: Decode,
         refer: Callable[[Any, Optional[int]], Any],
         notice: Callable[[Any], None],
+        result: Optional[Answer] = None,
+        stats_lock: Optional[threading.Lock] = None,
+        stats: Optional[Dict[str, Any]] = None,
     ) -> None:
-        self.table, self.decode, self.refer = table, decode, refer
+        self.table, self.decode, self.refer, self.result = table, decode, refer, result
+        #: The worker's counters (Worker.stats) and their lock: a waiting call's bytes, errors.
+        self.stats_lock, self.stats = stats_lock or threading.Lock(), stats
         #: Types of results that are none of what ``refer`` treats apart (keep).
         self.plain_types: Set[type] = set()
         #: Raises the lease's preemption notice at a connection's first call after it came.
         self.notice = notice
 
-    def run(self, session: Any, batch: List[records.Record]) -> int:
-        """Run ``batch`` in order; the number of calls it held."""
+    def run(self, session: Any, batch: List[records.Record], call_id: int = 0) -> int:
+        """Run ``batch`` in order; the number of calls it held. With a ``call_id``, the batch's
+        last ``C`` record is a call that waits (data-plane version 3): answered as that call."""
         templates: Dict[int, Template] = session.templates
+        last = _last_call(batch) if call_id else -1
         calls = 0
-        for record in batch:
+        for index, record in enumerate(batch):
             if record[0] == "C":
                 calls += 1
-                self.call(session, templates[record[1]], record[2], record[3])
+                template = templates[record[1]]
+                if index == last:
+                    self.answer(session, call_id, template, record[2], record[3])
+                else:
+                    self.call(session, template, record[2], record[3])
             elif record[0] == "D":
                 templates[record[1]] = Template(record[2])
             else:  # "L": after the records before it, which may have used them
@@ -112,18 +126,7 @@ class Batches:
             return
         try:
             self.notice(session)
-            function = self._function(template, slots)
-            args = self._arguments(template, slots)
-            kwargs = {}
-            if template.names:
-                kwargs = dict(zip(template.names, args[template.positional :]))
-                del args[template.positional :]
-            if template.adapts:
-                function = worker_objects.adapt(function, args)
-            try:  # ndarray.tofile into a client file; its writes sent before the call returns
-                result = function(*args, **kwargs)
-            finally:
-                worker_objects.settle()
+            result = self.perform(template, slots)
             if not template.void:
                 self.keep(result, handle)
         # SystemExit and KeyboardInterrupt too: the tenant's code ends its call, not the worker.
@@ -134,6 +137,49 @@ class Batches:
         if len(session.warned) > warned:  # its warnings come later: say whose they are
             for item in session.warned[warned:]:
                 item.setdefault("r", handle)
+
+    def answer(
+        self, session: Any, call_id: int, template: Template, handle: int, slots: Tuple[Any, ...]
+    ) -> None:
+        """A waiting record's call, answered as the waiting JSON call it stands for: its
+        result (by value, or left remote as ``handle``), or its error; on a poisoned
+        connection the poison's error instead, and the connection is cured."""
+        meta: Dict[str, Any] = {"op": "call", "r": handle}
+        if session.prefix is None:
+            session.prefix = handle >> 32
+        poisoned = poison.answer_instead(session, meta) if session.poison else None
+        if poisoned is not None:  # it does not run: locally the program stopped at the error
+            poison.answer(session, wire.Frame(wire.CALL, call_id, meta, []), poisoned, self.table)
+            return
+        assert self.result is not None  # a worker's Batches has it
+        try:
+            self.notice(session)
+            reply, buffers = self.result(self.perform(template, slots), handle)
+            kind = wire.RESULT
+        # SystemExit and KeyboardInterrupt too: the tenant's code ends its call, not the worker.
+        except BaseException as exc:
+            reply, buffers, kind = error_meta(exc), [], wire.ERROR
+        worker_state.end(session, meta, reply, buffers)
+        session.answer(kind, call_id, reply, buffers)
+        if self.stats is not None:
+            with self.stats_lock:
+                self.stats["bytes_out"] += sum(memoryview(b).nbytes for b in buffers)
+                self.stats["errors"] += kind == wire.ERROR
+
+    def perform(self, template: Template, slots: Tuple[Any, ...]) -> Any:
+        """Make the templated call with these slot values: its result, or what it raised."""
+        function = self._function(template, slots)
+        args = self._arguments(template, slots)
+        kwargs = {}
+        if template.names:
+            kwargs = dict(zip(template.names, args[template.positional :]))
+            del args[template.positional :]
+        if template.adapts:
+            function = worker_objects.adapt(function, args)
+        try:  # ndarray.tofile into a client file; its writes sent before the call returns
+            return function(*args, **kwargs)
+        finally:
+            worker_objects.settle()
 
     def keep(self, obj: Any, handle: int) -> None:
         """A streamed call's result under the client's id: ``refer`` without the reference
@@ -173,6 +219,12 @@ class Batches:
             else:
                 add(self.decode(part, []))
         return args
+
+
+def _last_call(batch: List[records.Record]) -> int:
+    """The index of the batch's last ``C`` record: the waiting call (the session checked that
+    there is one)."""
+    return max(i for i, record in enumerate(batch) if record[0] == "C")
 
 
 def _is_path(tree: Any) -> bool:

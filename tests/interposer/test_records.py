@@ -319,3 +319,58 @@ def test_a_poisoned_connection_answers_its_next_waiting_request_with_the_error()
     session.poison = (41, error)
     assert poison.answer_instead(session, {"op": "fetch"}) == (41, error)
     assert session.poison is None
+
+
+# -- waiting records (version 3) ---------------------------------------------------------------
+class Answering(Session):
+    def __init__(self, table: HandleTable) -> None:
+        super().__init__(table)
+        self.answers: List[Any] = []
+        self.running = 1
+
+    def answer(self, kind: int, call_id: int, reply: Dict[str, Any], buffers: List[Any]) -> None:
+        self.answers.append((kind, call_id, reply))
+
+
+def run_waiting(table: HandleTable, body: bytes, call_id: int) -> Answering:
+    def result(obj: Any, handle: int) -> Any:
+        if isinstance(obj, list):
+            table.put(handle, obj)
+            return {"v": {"$": "h", "id": handle}}, []
+        return {"v": obj}, []
+
+    session = Answering(table)
+    batch = Batches(table, lambda tree, _: None, lambda obj, h: None, lambda s: None, result)
+    batch.run(session, records.Reader().parse(body), call_id)
+    return session
+
+
+def test_a_waiting_record_is_answered_after_the_records_before_it_and_before_releases() -> None:
+    table = HandleTable()
+    table.put(5, [3, 1, 2])
+    t = templates.Templates()
+    body = b"".join(
+        [
+            t.record({"$": "a", "o": handle(5), "n": "append"}, (7,), {}, 10, "s", reference),
+            t.record({"$": "p", "p": "builtins.len"}, (Remote(handle(5)),), {}, 11, "s", reference),
+            records.release([5]),
+        ]
+    )
+    session = run_waiting(table, body, 9)
+    assert session.answers == [(wire.RESULT, 9, {"v": 4})]  # after the append, by value
+    with pytest.raises(LookupError):
+        table.get(5)  # released after the call that used it
+    error = run_waiting(table, t.record(ADD, (1, "x"), {}, 12, "s", reference), 3).answers
+    assert error[0][:2] == (wire.ERROR, 3) and error[0][2]["type"] == "TypeError"
+    assert 12 not in table.objects  # a waiting call's error is its answer, not a Failure kept
+
+
+def test_a_waiting_record_on_a_poisoned_connection_answers_the_poison_and_cures_it() -> None:
+    table = HandleTable()
+    t = templates.Templates()
+    body = t.record({"$": "p", "p": "operator.truediv"}, (1, 0), {}, 20, "s", reference)
+    body += t.record(ADD, (1, 2), {}, 21, "s", reference)
+    session = run_waiting(table, body, 4)
+    [(kind, call_id, reply)] = session.answers
+    assert (kind, call_id, reply["type"], reply["at"]) == (wire.ERROR, 4, "ZeroDivisionError", 20)
+    assert session.poison is None and 21 not in table.objects  # it did not run

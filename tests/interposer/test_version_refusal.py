@@ -17,6 +17,8 @@ from radium_interposer import dialing, handshake, wire
 from radium_interposer.errors import VersionMismatch, WorkerGone
 
 NONCE = "0" * 32
+#: Ours, and the versions before and after it.
+V, OLD, NEW = wire.VERSION, wire.VERSION - 1, wire.VERSION + 1
 #: What a version-1 acceptor answers a HELLO it shares no version with (its handshake.py).
 V1_REFUSAL = {"error": "no common protocol version (server speaks (1,))"}
 
@@ -35,28 +37,29 @@ def refusal_of(versions: list[Any]) -> tuple[dict[str, Any], handshake.Refused]:
         return frame.meta, refused.value
 
 
-def test_a_version_1_client_is_told_to_update_the_client_node() -> None:
-    meta, refused = refusal_of([1])
+def test_an_older_client_is_told_to_update_the_client_node() -> None:
+    meta, refused = refusal_of([OLD])
     text = (
-        "data-plane version(s) [1] are not spoken here: this acceptor speaks [2]; "
+        f"data-plane version(s) [{OLD}] are not spoken here: this acceptor speaks [{V}]; "
         "update Radium on the client node"
     )
-    assert meta == {"error": text, "type": "VersionMismatch", "versions": [2]}
+    assert meta == {"error": text, "type": "VersionMismatch", "versions": [V]}
     assert str(refused) == text  # what the acceptor logs
 
 
 def test_a_newer_client_is_told_to_update_the_acceptor_host() -> None:
-    meta, _ = refusal_of([3, 4])
+    meta, _ = refusal_of([NEW, NEW + 1])
     assert meta["error"] == (
-        "data-plane version(s) [3, 4] are not spoken here: this acceptor speaks [2]; "
-        "update Radium on this acceptor host"
+        f"data-plane version(s) [{NEW}, {NEW + 1}] are not spoken here: "
+        f"this acceptor speaks [{V}]; update Radium on this acceptor host"
     )
 
 
 def test_a_refusal_echoes_only_a_few_plausible_versions() -> None:
     """The HELLO is unauthenticated: what goes back into the one line is bounded."""
-    meta, _ = refusal_of(["2", True, -1, 1 << 40, *range(3, 40)])
-    assert meta["error"].startswith("data-plane version(s) [3, 4, 5, 6, 7, 8, 9, 10] are not")
+    meta, _ = refusal_of([str(V), True, -1, 1 << 40, *range(NEW, NEW + 37)])
+    echoed = ", ".join(str(v) for v in range(NEW, NEW + 8))
+    assert meta["error"].startswith(f"data-plane version(s) [{echoed}] are not")
 
 
 def v1_acceptor(answer: dict[str, Any]) -> tuple[socket.socket, list[dict[str, Any]]]:
@@ -87,24 +90,24 @@ def test_a_version_1_acceptor_s_refusal_names_it_and_both_versions() -> None:
     ):
         handshake.client(sock, "l-abc", "s3cret")
     assert str(caught.value) == (
-        f"the acceptor at 127.0.0.1:{port} speaks data-plane version(s) [1], this node [2]; "
+        f"the acceptor at 127.0.0.1:{port} speaks data-plane version(s) [1], this node [{V}]; "
         "update Radium on the acceptor host"
     )
     assert isinstance(caught.value, WorkerGone)  # what programs already catch for a lost worker
-    assert hellos[0]["versions"] == [2]
+    assert hellos[0]["versions"] == [V]
 
 
 @pytest.mark.parametrize(
     ("answer", "expected"),
     [
         (
-            {"error": "…", "type": "VersionMismatch", "versions": [3]},
-            "the acceptor speaks data-plane version(s) [3], this node [2]; "
+            {"error": "…", "type": "VersionMismatch", "versions": [NEW]},
+            f"the acceptor speaks data-plane version(s) [{NEW}], this node [{V}]; "
             "update Radium on this client node",
         ),
         (
             {"error": "too old\nreally", "type": "VersionMismatch"},
-            "the acceptor speaks none of this node's data-plane versions [2]: too old really",
+            f"the acceptor speaks none of this node's data-plane versions [{V}]: too old really",
         ),
     ],
 )
@@ -156,12 +159,13 @@ class FakeAgent:
     [
         (
             {"ok": True},
-            "radium: the node agent speaks data-plane version 1, this interposer 2: restart the "
+            f"radium: the node agent speaks data-plane version 1, this interposer {V}: restart the "
             "node agent (radium agent) so it runs the Radium installed on this node",
         ),
         (
-            {"ok": True, "v": 3},
-            "radium: the node agent speaks data-plane version 3, this interposer 2: restart this "
+            {"ok": True, "v": NEW},
+            f"radium: the node agent speaks data-plane version {NEW}, this interposer {V}: restart "
+            "this "
             "container so it loads the Radium installed on this node",
         ),
     ],
@@ -191,7 +195,7 @@ def test_a_socket_at_our_version_is_used(tmp_path: Path) -> None:
 
 
 def test_the_agent_s_version_refusal_reaches_the_program_as_its_line(tmp_path: Path) -> None:
-    line = "the acceptor at 10.0.0.5:7000 speaks data-plane version(s) [1], this node [2]; ..."
+    line = f"the acceptor at 10.0.0.5:7000 speaks data-plane version(s) [1], this node [{V}]; ..."
     reply = {"ok": False, "error": line, "type": "VersionMismatch"}
     listener = socket.socket(socket.AF_UNIX)
     path = str(tmp_path / "dp.sock")

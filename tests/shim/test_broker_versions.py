@@ -83,6 +83,6 @@ def test_a_version_1_acceptor_s_refusal_reaches_the_container_as_one_line(
         connect_through_broker(tmp_path, listener)
     assert str(caught.value) == (
         "radium: the node agent could not connect this container: the acceptor at "
-        f"127.0.0.1:{port} speaks data-plane version(s) [1], this node [2]; "
+        f"127.0.0.1:{port} speaks data-plane version(s) [1], this node [{wire.VERSION}]; "
         "update Radium on the acceptor host"
     )

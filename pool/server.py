@@ -20,6 +20,7 @@ from radium.errors import (
     UnavailableError,
 )
 from radium.pool import heap, queues
+from radium.pool.acceptor_service import AcceptorService
 from radium.pool.commits import Deferrable, GroupCommit, Immediate
 from radium.pool.lease_listener import (
     LeaseListener,
@@ -31,7 +32,7 @@ from radium.pool.metrics import PoolMetrics, on_loop
 from radium.pool.model import Queue
 from radium.pool.policies import POLICIES
 from radium.pool.queue_service import QueueService
-from radium.pool.service import AcceptorService, Pool, PoolService
+from radium.pool.service import Pool, PoolService
 from radium.pool.state import PoolState
 from radium.pool.store import SQLiteStore, Store
 from radium.proto import pool_pb2_grpc as pb_grpc

@@ -7,8 +7,9 @@ import asyncio
 
 import pytest
 
+from radium.pool.acceptor_service import AcceptorService
 from radium.pool.model import Lease, Request
-from radium.pool.service import AcceptorService, Pool
+from radium.pool.service import Pool
 from radium.proto import pool_pb2 as pb
 from tests.pool.test_queues import pool
 

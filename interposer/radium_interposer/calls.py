@@ -37,6 +37,8 @@ BINARY = os.environ.get("RADIUM_BINARY", "1") != "0"
 #: ``RADIUM_EXPRESS=0``: every streamed call takes the full path, none its plan (to compare).
 EXPRESS = os.environ.get("RADIUM_EXPRESS", "1") != "0"
 _LANE = STREAM and BINARY and EXPRESS
+#: The proxy module's name: it imports this one, so it is looked up when a call needs it.
+_PROXY = "radium_interposer.proxy"
 #: ``RADIUM_BINARY_WAITS=0``: calls that wait go as JSON frames, not as waiting records (to
 #: compare; data-plane version 3).
 WAITS = BINARY and os.environ.get("RADIUM_BINARY_WAITS", "1") != "0"
@@ -72,15 +74,19 @@ def invoke(
     conn = state.connection()
     state.counts["calls"] += 1
     express_lane = pipeline and _LANE and context is None and not discard
-    if express_lane:  # a call of a shape that streamed before: its plan's checks only
+    if express_lane:  # a call of a shape sent as a record before: its plan's checks only
         plan = conn.templates.plans.get(express.key(function, args, kwargs, site))
-        if plan is not None:
+        if plan is not None and not plan.waits:
             sent = express.send(conn, plan, function, args, kwargs, _returns_remote)
             if sent is not express.MISS:
                 return sent
+        elif plan is not None and not items:
+            frame = express.wait(conn, plan, function, args, kwargs, _returns_remote, _returns_none)
+            if frame is not express.MISS:
+                return _answered(frame, function, plan.typed, True, sys.modules[_PROXY])
     # Not at the top: proxy imports this module. Its functions are looked up on the module at
     # each call, as before, so what a test puts in their place (proxy.decode) is used.
-    proxy = sys.modules["radium_interposer.proxy"]
+    proxy = sys.modules[_PROXY]
     if known.answers and not known.harmless(function, site, args, kwargs, proxy.remote_kind):
         known.forget()  # it may change a tensor's metadata kept here
     if pipeline and BINARY and STREAM:
@@ -97,6 +103,8 @@ def invoke(
         typed = _typed(site, args, proxy.Remote)
         frame = _wait_by_record(conn, function, args, kwargs, typed, proxy)
         if frame is not None:
+            if express_lane and typed not in _returns_remote and typed not in _returns_none:
+                express.learn(conn, function, args, kwargs, site, typed, None, proxy, waits=True)
             return _answered(frame, function, typed, pipeline, proxy)
     buffers: List[Any] = []
     refer = proxy.refer_for(conn, buffers)

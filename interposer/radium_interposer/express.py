@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Set, Tuple
 
 from radium_interposer import (
     callbacks,
@@ -34,7 +34,7 @@ from radium_interposer import (
 from radium_interposer import client_warnings as warns
 from radium_interposer.client import Connection, state
 
-__all__ = ["MISS", "Plan", "key", "learn", "quiet", "send", "working_directory"]
+__all__ = ["MISS", "Plan", "key", "learn", "quiet", "send", "wait", "working_directory"]
 
 #: What :func:`send` gives for a call it did not send (the full path takes it).
 MISS = object()
@@ -52,7 +52,17 @@ _CONSTANT_TYPES = (type(None), bool, str)
 class Plan:
     """How the calls of one key go: the template and where each of its slots comes from."""
 
-    __slots__ = ("callable", "harmless", "layout", "name", "parts", "predicted", "tid", "typed")
+    __slots__ = (
+        "callable",
+        "harmless",
+        "layout",
+        "name",
+        "parts",
+        "predicted",
+        "tid",
+        "typed",
+        "waits",
+    )
 
     def __init__(
         self,
@@ -63,6 +73,7 @@ class Plan:
         typed: str,
         predicted: Optional[str],
         harmless: bool,
+        waits: bool = False,
     ) -> None:
         self.tid, self.layout = template
         self.callable = callable_
@@ -75,6 +86,8 @@ class Plan:
         self.predicted = predicted
         #: known.harmless's answer: the call cannot change kept metadata.
         self.harmless = harmless
+        #: Its calls wait for their answer, as waiting records (data-plane version 3).
+        self.waits = waits
 
 
 def key(function: Dict[str, Any], args: Tuple[Any, ...], kwargs: Dict[str, Any], site: str) -> Any:
@@ -108,9 +121,11 @@ def learn(
     typed: str,
     predicted: Optional[str],
     proxy: Any,
+    waits: bool = False,
 ) -> None:
-    """After the full path streamed this call as a record: its plan, when its shape has one.
-    ``proxy`` is the proxy module (it imports calls, which imports this one)."""
+    """After the full path sent this call as a record: its plan, when its shape has one.
+    ``proxy`` is the proxy module (it imports calls, which imports this one); ``waits``: the
+    record was a waiting one."""
     plans = conn.templates.plans
     if len(plans) >= MAX_PLANS or conn.templates.last is None:
         return
@@ -131,7 +146,8 @@ def learn(
             return
         parts.append(part)
     harmless = known.harmless(function, site, args, kwargs, proxy.remote_kind)
-    plan = Plan(conn.templates.last, callable_, name, tuple(parts), typed, predicted, harmless)
+    template = conn.templates.last
+    plan = Plan(template, callable_, name, tuple(parts), typed, predicted, harmless, waits)
     plans[key(function, args, kwargs, site)] = plan
 
 
@@ -182,6 +198,34 @@ def send(
     if plan.predicted is None:
         return None
     return sys.modules["radium_interposer.proxy"].fresh(r, plan.predicted, conn)
+
+
+def wait(
+    conn: Connection,
+    plan: Plan,
+    function: Dict[str, Any],
+    args: Tuple[Any, ...],
+    kwargs: Dict[str, Any],
+    predictions: Dict[str, str],
+    voids: Set[str],
+) -> Any:
+    """Send a waiting call by its plan: its answer frame, or MISS when a check fails. A site
+    predicted now (``predictions``) or found to return nothing (``voids``) streams: the full
+    path decides its calls."""
+    if plan.typed in predictions or plan.typed in voids:
+        return MISS
+    values = _values(conn, plan, function, args, kwargs)
+    if values is None or not quiet(conn):
+        return MISS
+    if known.answers and not plan.harmless:
+        known.forget()
+    program_state.before_call(conn, {})  # globals the program changed go first
+    record = plan.layout.pack(records.CALL, plan.tid, state.new_id(), *values)
+    state.counts["waited"] += 1
+    try:
+        return conn.request({"op": "call"}, record=record)
+    finally:
+        warns.learn(plan.typed)  # whether its answer carried a warning of its own
 
 
 def _values(

@@ -235,6 +235,29 @@ def stats(path: Path) -> Dict[str, int]:
     return {key: sum(line.get(key, 0) for line in lines) for key in keys}
 
 
+def test_a_waiting_plan_sends_its_record_until_its_site_streams() -> None:
+    """A call that waits (data-plane version 3) goes by its plan too: the same waiting record,
+    its answer returned; once its site streams (predicted, or found void) the full path
+    decides, and a call that differs from the plan takes the full path as well."""
+    conn = Connection()
+    waited: List[Any] = []
+    conn.request = lambda meta, record=None: waited.append(record) or "answer"  # type: ignore[attr-defined]
+    x = tensor(conn, 5)
+    conn.sent += conn.templates.record(PATH, (x, 2), {}, 1, TYPED, proxy.reference) or b""
+    express.learn(conn, PATH, (x, 2), {}, SITE, TYPED, None, proxy, waits=True)  # type: ignore[arg-type]
+    plan = conn.templates.plans[express.key(PATH, (x, 2), {}, SITE)]
+    assert plan.waits and plan.predicted is None
+    assert express.wait(conn, plan, PATH, (x, 3), {}, {}, set()) == "answer"  # type: ignore[arg-type]
+    conn.sent += waited[0]
+    assert [(r[1], r[3]) for r in sent_calls(conn)] == [(1, (5, 2)), (1, (5, 3))]
+    for predictions, voids in (({TYPED: "torch.Tensor"}, set()), ({}, {TYPED})):
+        miss = express.wait(conn, plan, PATH, (x, 3), {}, predictions, voids)  # type: ignore[arg-type]
+        assert miss is express.MISS
+    other = {"$": "p", "p": SITE + "_other"}
+    assert express.wait(conn, plan, other, (x, 3), {}, {}, set()) is express.MISS  # type: ignore[arg-type]
+    assert len(waited) == 1
+
+
 def test_a_loop_goes_by_the_express_lane_with_the_local_result(harness: WorkerHarness) -> None:
     path = harness.root / "stats.jsonl"
     out = harness.same_as_local(LOOP, remote="torch", RADIUM_STATS_FILE=str(path))

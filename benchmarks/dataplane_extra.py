@@ -139,14 +139,7 @@ def streamed_cost(env: dict[str, str], calls: int, reps: int = 3) -> None:
     print(f"{calls} x `a = a + 1` (numpy, 16 floats) between two syncs, remoted from a "
           f"numpy-less client; median of {reps} runs")  # fmt: skip
     for label, extra in STREAM_MODES:
-        runs = []
-        for _ in range(reps):
-            done = subprocess.run(
-                ["/usr/bin/python3", "-c", "import radium_interposer.boot\n" + STREAMED,
-                 str(calls)],
-                env={**env, **extra}, capture_output=True, text=True, check=True, timeout=600,
-            )  # fmt: skip
-            runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        runs = _runs(STREAMED, calls, {**env, **extra}, reps)
         r = sorted(runs, key=lambda run: run["cpu"])[len(runs) // 2]
         print(
             f"  {label:<10} client CPU {r['cpu'] / calls * 1e6:7.1f} µs/call (thread_time); "
@@ -163,20 +156,26 @@ def waiting_cost(env: dict[str, str], calls: int, raw_p50: float, reps: int = 3)
     print(f"{calls} x `np.ndim(a)` (a call that waits for its value), remoted from a numpy-less "
           f"client; median of {reps} runs' p50")  # fmt: skip
     for label, extra in WAITING_MODES:
-        runs = []
-        for _ in range(reps):
-            done = subprocess.run(
-                ["/usr/bin/python3", "-c", "import radium_interposer.boot\n" + WAITING,
-                 str(calls)],
-                env={**env, **extra}, capture_output=True, text=True, check=True, timeout=600,
-            )  # fmt: skip
-            runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
-        r = sorted(runs, key=lambda run: run["p50"])[len(runs) // 2]
+        r = sorted(_runs(WAITING, calls, {**env, **extra}, reps), key=lambda run: run["p50"])[
+            reps // 2
+        ]
         print(
             f"  waiting call as {label:<8} p50 {r['p50'] * 1e6:7.1f} µs   raw p50 "
             f"{raw_p50 * 1e6:7.1f} µs   {r['p50'] / raw_p50:6.2f}x raw; as records "
             f"{r['waited']}, round trips {r['round_trips']} of {r['calls']} calls"
         )
+
+
+def _runs(script: str, calls: int, env: dict[str, str], reps: int) -> list[dict[str, Any]]:
+    """What ``script`` printed last (JSON), run ``reps`` times by a numpy-less client."""
+    runs = []
+    for _ in range(reps):
+        done = subprocess.run(
+            ["/usr/bin/python3", "-c", "import radium_interposer.boot\n" + script, str(calls)],
+            env=env, capture_output=True, text=True, check=True, timeout=600,
+        )  # fmt: skip
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    return runs
 
 
 def memory(action: Callable[[], Any]) -> tuple[int, int]:

@@ -184,9 +184,7 @@ def send(
     where = guarded.program_frame()
     if guarded.in_try(where):
         return MISS  # its error must reach the try's handler (guarded)
-    if known.answers and not plan.harmless:
-        known.forget()
-    program_state.before_call(conn, {})  # globals the program changed go first
+    _before(conn, plan)
     r = state.new_id()
     record = plan.layout.pack(records.CALL, plan.tid, r, *values)
     counts = state.counts
@@ -217,15 +215,21 @@ def wait(
     values = _values(conn, plan, function, args, kwargs)
     if values is None or not quiet(conn):
         return MISS
-    if known.answers and not plan.harmless:
-        known.forget()
-    program_state.before_call(conn, {})  # globals the program changed go first
+    _before(conn, plan)
     record = plan.layout.pack(records.CALL, plan.tid, state.new_id(), *values)
     state.counts["waited"] += 1
     try:
         return conn.request({"op": "call"}, record=record)
     finally:
         warns.learn(plan.typed)  # whether its answer carried a warning of its own
+
+
+def _before(conn: Connection, plan: Plan) -> None:
+    """Before a call goes by its plan: kept metadata it may change forgotten, and the globals
+    the program changed sent first."""
+    if known.answers and not plan.harmless:
+        known.forget()
+    program_state.before_call(conn, {})
 
 
 def _values(

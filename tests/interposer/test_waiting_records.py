@@ -3,10 +3,8 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 from tests.interposer.harness import WorkerHarness
+from tests.interposer.test_batches import counts
 
 READS = """
 import numpy as np
@@ -22,11 +20,6 @@ print(seen[:3], seen[-3:], len(seen))
 b = a.reshape(3, 4)
 print(b.shape, b.ndim, b.dtype, b.tolist())
 """
-
-
-def counts(path: Path) -> dict[str, int]:
-    lines = [json.loads(line) for line in path.read_text().splitlines()]
-    return {key: sum(line[key] for line in lines) for key in ("calls", "waited", "round_trips")}
 
 
 def test_waiting_calls_go_as_records_with_the_local_result(harness: WorkerHarness) -> None:

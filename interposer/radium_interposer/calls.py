@@ -89,8 +89,8 @@ def invoke(
     proxy = sys.modules[_PROXY]
     if known.answers and not known.harmless(function, site, args, kwargs, proxy.remote_kind):
         known.forget()  # it may change a tensor's metadata kept here
+    typed = _typed(site, args, proxy.Remote) if BINARY else site  # for records: streamed, waiting
     if pipeline and BINARY and STREAM:
-        typed = _typed(site, args, proxy.Remote)
         streamed = _stream(conn, function, args, kwargs, typed, context, discard)
         if streamed is not None and express_lane:
             predicted = _returns_remote.get(typed)
@@ -100,7 +100,6 @@ def invoke(
         if streamed is not None:
             return streamed
     if WAITS and not (items or discard) and (context is None or context == conn.context):
-        typed = _typed(site, args, proxy.Remote)
         frame = _wait_by_record(conn, function, args, kwargs, typed, proxy)
         if frame is not None:
             if express_lane and typed not in _returns_remote and typed not in _returns_none:

@@ -19,6 +19,7 @@ from radium_interposer import (
     callbacks,
     codec,
     express,
+    file_args,
     guarded,
     iteration,
     known,
@@ -208,7 +209,7 @@ def _void(function: Dict[str, Any]) -> bool:
 def _streams_at(site: str, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Any]:
     """The program's frame making a call of a site that returns a remote object, when the call
     may go without waiting; None when it must wait."""
-    if _may_name_a_file(args, kwargs) or site in warns.sites:
+    if file_args.may_name_a_file(args, kwargs) or site in warns.sites:
         return None  # a call site that warns waits: its warnings are raised at its line
     where = guarded.program_frame()
     if guarded.in_try(where):
@@ -274,28 +275,3 @@ def _typed(site: str, args: Tuple[Any, ...], remote: type) -> str:
         else:
             kinds += ","
     return f"{site}|{kinds}" if typed else site
-
-
-#: Types of arguments that never name a file (checked first: most arguments are these), and
-#: those found so since (a proxy's class, a local class): asked of the ABC once per type.
-_NOT_PATHS = frozenset((int, float, bool, type(None), complex, bytes))
-_pathless: Set[type] = set()
-_MAX_PATHLESS = 1024
-
-
-def _may_name_a_file(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> bool:
-    """A path, or a string that looks like one (a directory or a suffix: "ckpt.pt"). Device,
-    dtype and mode strings ("cuda:0", "mean", "ij,jk->ik") do not, and keep pipelining."""
-    for values in (args, kwargs.values()) if kwargs else (args,):
-        for a in values:  # a loop, not any(): this runs for every pipelined call
-            kind = type(a)
-            if kind in _NOT_PATHS or kind in _pathless:
-                continue
-            if isinstance(a, str):
-                if "/" in a or "." in a:
-                    return True
-            elif isinstance(a, os.PathLike):  # an ABC: ~1 us, so asked once per type
-                return True
-            elif len(_pathless) < _MAX_PATHLESS:
-                _pathless.add(kind)
-    return False

@@ -244,6 +244,6 @@ def test_calls_that_may_name_a_file_are_not_pipelined(
 ) -> None:
     """They wait, so a missing file raises at the call; device and mode strings keep
     pipelining."""
-    from radium_interposer import calls
+    from radium_interposer import file_args
 
-    assert calls._may_name_a_file(args, kwargs) is named
+    assert file_args.may_name_a_file(args, kwargs) is named

@@ -74,7 +74,9 @@ def invoke(
     whose result the program unpacks: its items come along (``ni``, iteration.keep)."""
     conn = state.connection()
     state.counts["calls"] += 1
-    express_lane = pipeline and _LANE and context is None and not discard
+    if discard:  # its own plans: one that returns nothing is never given a call that returns
+        site += "|void"
+    express_lane = pipeline and _LANE and context is None
     if express_lane:  # a call of a shape sent as a record before: its plan's checks only
         plan = conn.templates.plans.get(express.key(function, args, kwargs, site))
         if plan is not None and not plan.waits:

@@ -11,6 +11,7 @@ docs/remoting.md.
 
 from __future__ import annotations
 
+import sys
 import threading
 from types import FrameType
 from typing import Any, Callable, Dict, List, Optional
@@ -25,6 +26,8 @@ _bodies = threading.local()
 #: The worker's threads' state (the worker sets it): the running connection, ``session``.
 local: Optional[threading.local] = None
 _CLEAN_EXIT = {"$": "p", "p": "radium_interposer.exits.clean_exit"}
+#: The proxy module's name: it imports this one, so it is looked up when a ``with`` needs it.
+_PROXY = "radium_interposer.proxy"
 #: The instruction that calls ``__enter__`` (3.11+, and 3.9-3.10), and the one after it that
 #: drops its result (``with cm:``, no ``as``).
 _ENTERS = ("BEFORE_WITH", "SETUP_WITH")
@@ -32,40 +35,40 @@ _ENTERS = ("BEFORE_WITH", "SETUP_WITH")
 
 def enter_remote(ref: Dict[str, Any]) -> Any:
     """Run the remote manager's ``__enter__``; the calls made from now on are its body's."""
-    from radium_interposer import proxy
-    from radium_interposer.client import state
-
+    proxy = sys.modules[_PROXY]
     # ``with torch.no_grad():`` drops what __enter__ returns: the enter is streamed then, as a
     # call that returns nothing (an error of it is raised at the next sync point).
-    discard = _drops_result(guarded.program_frame())
+    frame = guarded.program_frame()
+    discard = _drops_result(frame)
     tree = {"$": "a", "o": ref, "n": "__enter__"}
     entered = proxy.invoke(tree, (), {}, "with|__enter__", discard, discard=discard)
-    guarded.entered()  # its body's calls keep pipelining: failures reach the exit below
-    _starts().append(state.new_id())  # ids only grow: the body's calls have larger ones
+    guarded.entered(frame)  # its body's calls keep pipelining: failures reach the exit below
+    _starts().append(proxy.state.new_id())  # ids only grow: the body's calls have larger ones
     return entered
 
 
-def exit_remote(ref: Dict[str, Any], kind: Any, value: Any, traceback: Any) -> bool:
-    """Run the remote manager's ``__exit__`` with the body's exception (its traceback stays
-    here: it is this process's frames); True when the manager suppressed the exception.
+def exit_remote(manager: Any, kind: Any, value: Any, traceback: Any) -> bool:
+    """Run the remote ``manager``'s (a proxy's) ``__exit__`` with the body's exception (its
+    traceback stays here: it is this process's frames); True when the manager suppressed it.
 
     A body that raised nothing here may still have failed there: a pipelined call raises at
     the next use of its result, and a ``with`` body's result is often never used
     (``with assert_raises(ValueError): a.reshape(4, 4)``). The exit then runs on the worker
     through :func:`clean_exit`, which gives the manager the first such failure, in the same
     round trip."""
-    from radium_interposer import proxy
-
+    proxy = sys.modules[_PROXY]
     starts = _starts()
     start = starts.pop() if starts else None
     guarded.left()
-    method = proxy.make({"$": "a", "o": ref, "n": "__exit__"}, "", None)
     if kind is None and start is not None:
-        # Nothing was raised here, so what the exit returns does not matter: it is streamed,
-        # and a body's error it does not suppress is raised at the next sync point.
-        args = (method, start)
+        # Nothing was raised here, so what the exit returns does not matter: it is streamed
+        # (a binary record: the manager is a handle), and a body's error it does not
+        # suppress is raised at the next sync point.
+        args = (manager, start)
         answer = proxy.invoke(_CLEAN_EXIT, args, {}, "with|__exit__", True, discard=True)
     else:
+        ref = object.__getattribute__(manager, "_rd_ref")
+        method = proxy.make({"$": "a", "o": ref, "n": "__exit__"}, "", None)
         sent = nameable(kind) if isinstance(kind, type) else None
         answer = proxy.invoke(method._rd_ref, (sent, value, None), {}, "", False)
     return bool(answer)
@@ -86,11 +89,12 @@ def _starts() -> List[int]:
     return starts
 
 
-def clean_exit(exit: Callable[..., Any], start: int) -> Any:
-    """On the worker: a manager's ``__exit__`` after a body that raised nothing on the client.
+def clean_exit(manager: Any, start: int) -> Any:
+    """On the worker: ``manager.__exit__`` after a body that raised nothing on the client.
     The first of the body's pipelined calls that raised (on this connection, from call id
     ``start`` on) is the body's exception, as it would have been locally: raised again unless
     the manager suppresses it."""
+    exit = manager.__exit__
     session = getattr(local, "session", None)
     failures = [e for r, e in getattr(session, "failed", ()) if isinstance(r, int) and r >= start]
     if not failures:

@@ -47,6 +47,10 @@ NO_SLOT, ITSELF, OWNER = range(3)
 MAX_PLANS = 4096
 _MIN_INT, _MAX_INT = records.INT64
 _CONSTANT_TYPES = (type(None), bool, str)
+#: A proxy's reference tree and connection, read from its slots (proxy.slot_readers): bound by
+#: the first plan learnt, before any plan is used (the proxy module imports this one).
+_ref_of: Any = None
+_conn_of: Any = None
 
 
 class Plan:
@@ -126,9 +130,11 @@ def learn(
     """After the full path sent this call as a record: its plan, when its shape has one.
     ``proxy`` is the proxy module (it imports calls, which imports this one); ``waits``: the
     record was a waiting one."""
+    global _ref_of, _conn_of
     plans = conn.templates.plans
     if len(plans) >= MAX_PLANS or conn.templates.last is None:
         return
+    _ref_of, _conn_of = proxy.slot_readers()
     tag = function["$"]
     callable_, name = NO_SLOT, None
     if tag == "p":
@@ -254,10 +260,10 @@ def _values(
         values.append(owner["id"])
     for (part, constant), value in zip(plan.parts, (*args, *kwargs.values()) if kwargs else args):
         if part == HANDLE:
-            ref = object.__getattribute__(value, "_rd_ref")
+            ref = _ref_of(value)
             if ref["$"] != "h":
                 return None
-            origin = object.__getattribute__(value, "_rd_conn")
+            origin = _conn_of(value)
             if origin is not None and origin is not conn and origin.unsynced:
                 origin.sync(quiet=True)  # its result must exist first (proxy.reference)
             values.append(ref["id"])

@@ -22,16 +22,26 @@ import os
 import sys
 import threading
 from types import CodeType, FrameType
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple, Union
 
 from radium_interposer import files_opened
 
 __all__ = ["entered", "in_try", "left", "program_frame"]
 
-_OURS = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_HERE = os.path.dirname(__file__)
+#: The interposer's own source files, by the names its code objects carry (a set: cheaper per
+#: frame than a prefix test, and this runs at every streamed call).
+_OURS = frozenset(
+    os.path.join(where, name)
+    for where in {_HERE, os.path.abspath(_HERE)}
+    for name in os.listdir(_HERE)
+    if name.endswith(".py")
+)
 #: An exception table entry: its range, its handler, and its kind: TRY, PASS (a cleanup that
 #: hands the exception on from its handler's code), or a ``with``'s: where it was entered.
 Entry = Tuple[int, int, int, int]
+#: in_try's answer for an instruction, or the ``with`` statements it depends on (_chain).
+Chain = Union[bool, Tuple[Tuple[Tuple[int, Optional[str]], ...], bool]]
 TRY, PASS = -1, -2
 #: Per thread, the remote ``with`` statements now open: (frame id, entering instruction).
 _open = threading.local()
@@ -39,15 +49,15 @@ _open = threading.local()
 _NESTING = 16
 #: Each code object's exception table, read once, by the code's id (with the code itself, so
 #: the id is not reused): it holds the program's code objects, which its functions hold anyway.
-#: With it, in_try's answers by offset where they cannot change (no ``with`` on the way), and
-#: the ``with`` statements of a file of ``open``: by their BEFORE_WITH, how ``open`` is loaded.
-_tables: Dict[int, Tuple[CodeType, Tuple[Entry, ...], Dict[int, bool], Dict[int, str]]] = {}
+#: With it, in_try's chains by offset (_chain), and the ``with`` statements of a file of
+#: ``open``: by their BEFORE_WITH, how ``open`` is loaded.
+_tables: Dict[int, Tuple[CodeType, Tuple[Entry, ...], Dict[int, Chain], Dict[int, str]]] = {}
 _SUPPORTED = sys.version_info >= (3, 11)
 
 
-def entered() -> None:
-    """A remote context manager was entered by the program's ``with`` (called by exits)."""
-    frame = program_frame()
+def entered(frame: Optional[FrameType]) -> None:
+    """A remote context manager was entered by the program's ``frame`` (:func:`program_frame`)
+    making a ``with`` (called by exits)."""
     if frame is not None:
         _opened().append((id(frame), frame.f_lasti))
 
@@ -72,43 +82,45 @@ def in_try(frame: Optional[FrameType]) -> bool:
         known = _tables[id(code)] = (code, entries, {}, files)
     if not known[1]:
         return False
-    answer = known[2].get(frame.f_lasti)
-    if answer is None:
-        answer, fixed = _covered(known[1], known[3], frame)
-        if fixed:  # no ``with`` on the way: the same at every call from this instruction
-            known[2][frame.f_lasti] = answer
-    return answer
+    chain = known[2].get(frame.f_lasti)
+    if chain is None:
+        chain = known[2][frame.f_lasti] = _chain(known[1], known[3], frame.f_lasti)
+    if type(chain) is bool:  # no ``with`` on the way: the same at every call from here
+        return chain
+    withs, end = chain
+    opened, here = _opened(), id(frame)
+    for entered_at, opener in withs:
+        # A file's exit sees nothing, as a remote one's: only a local manager's body waits.
+        local = opener is None or not files_opened.opens_a_file(frame, opener)
+        if local and (here, entered_at) not in opened:
+            return True
+    return end
 
 
-def _covered(
-    entries: Tuple[Entry, ...], files: Dict[int, str], frame: FrameType
-) -> Tuple[bool, bool]:
-    """in_try's answer, and whether it holds at every call from this instruction: unless a
-    ``with`` covers it, whose kind (remote or local, a file's) is known only at run time."""
-    offset, opened, fixed = frame.f_lasti, _opened(), True
+def _chain(entries: Tuple[Entry, ...], files: Dict[int, str], offset: int) -> Chain:
+    """What in_try decides by for a call at ``offset``, read once: the answer, or when
+    ``with`` statements cover it (their kind, remote or local or a file's, is known only at
+    run time) each one's entering instruction and ``open`` load, and the answer past them."""
+    withs: List[Tuple[int, Optional[str]]] = []
     for _ in range(_NESTING):
         # The table maps each instruction to its innermost handler only: a remote ``with``'s
         # exit or an ``except`` block's cleanup hands the exception on from its own code,
         # which the enclosing handler (if any) covers in turn.
         entry = next((e for e in entries if e[0] <= offset < e[1]), None)
         if entry is None:
-            return False, fixed
+            return (tuple(withs), False) if withs else False
         if entry[3] >= 0:
-            fixed = False
-            opener = files.get(entry[3])  # a file's exit sees nothing: as a remote one's
-            local = opener is None or not files_opened.opens_a_file(frame, opener)
-            if local and (id(frame), entry[3]) not in opened:
-                return True, fixed
+            withs.append((entry[3], files.get(entry[3])))
         elif entry[3] == TRY:
-            return True, fixed
+            return (tuple(withs), True) if withs else True
         offset = entry[2]
-    return True, fixed
+    return (tuple(withs), True) if withs else True
 
 
 def program_frame() -> Optional[FrameType]:
     """The program's frame making the current remote call: its first outside the interposer."""
     frame: Optional[FrameType] = sys._getframe(1)
-    while frame is not None and frame.f_code.co_filename.startswith(_OURS):
+    while frame is not None and frame.f_code.co_filename in _OURS:
         frame = frame.f_back
     return frame
 

@@ -20,7 +20,9 @@ from radium_interposer.handles import Failure, HandleTable
 from radium_interposer.naming import error_meta
 
 Poison = Tuple[int, BaseException]
-_CLEAN_EXIT = {"$": "p", "p": "radium_interposer.exits.clean_exit"}
+#: A remote ``with``'s exit after a body that raised nothing here (exits.clean_exit).
+CLEAN_EXIT = "radium_interposer.exits.clean_exit"
+_CLEAN_EXIT = {"$": "p", "p": CLEAN_EXIT}
 
 
 def fail(session: Any, handle: int, error: BaseException) -> None:
@@ -41,16 +43,24 @@ def answer_instead(session: Any, meta: Dict[str, Any]) -> Optional[Poison]:
         meta.get("f") == _CLEAN_EXIT
         and isinstance(args, list)
         and len(args) == 2
-        and type(args[1]) is int
-        and poison[0] >= args[1]
+        and exit_takes(session, args[1])
     ):
-        # The manager's exit gets it (clean_exit reads session.failed), waiting or streamed:
-        # it suppresses it, as locally, or raises it again (then it poisons again).
-        session.poison = None
         return None
     if not meta.get("nr"):
         session.poison = None
     return poison
+
+
+def exit_takes(session: Any, start: Any) -> bool:
+    """Whether a remote ``with``'s ``clean_exit`` (JSON or a record), its body begun at call
+    id ``start``, takes the poison: its body made the failed call. The manager's exit gets the
+    error then (clean_exit reads session.failed), waiting or streamed: it suppresses it, as
+    locally, or raises it again (then it poisons again). The poison is cleared."""
+    poisoned: Optional[Poison] = session.poison
+    if poisoned is None or type(start) is not int or poisoned[0] < start:
+        return False
+    session.poison = None
+    return True
 
 
 def answer(session: Any, frame: wire.Frame, poisoned: Poison, table: HandleTable) -> None:

@@ -10,12 +10,13 @@ rest stay remote as new proxies.
 from __future__ import annotations
 
 import types
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from radium_interposer import (
     callbacks,
     client_objects,
     codec,
+    exits,
     known,
     operators,
     pickled,
@@ -192,15 +193,11 @@ class Remote(reads.Reads):
     def __delitem__(self, key: Any) -> None:
         _call("operator.delitem", self, key, pipeline=True)
 
-    def __enter__(self) -> Any:
-        from radium_interposer import exits  # marks where its body's calls begin
-
+    def __enter__(self) -> Any:  # marks where its body's calls begin
         return exits.enter_remote(self._rd_ref)
 
-    def __exit__(self, *exc_info: Any) -> bool:
-        from radium_interposer import exits  # the body's exception crosses to the manager
-
-        return exits.exit_remote(self._rd_ref, *exc_info)
+    def __exit__(self, *exc_info: Any) -> bool:  # the body's exception crosses to the manager
+        return exits.exit_remote(self, *exc_info)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
         import numpy
@@ -228,6 +225,12 @@ _set_ref, _set_type = Remote._rd_ref.__set__, Remote._rd_type.__set__  # type: i
 _set_conn, _set_owner = Remote._rd_conn.__set__, Remote._rd_owner.__set__  # type: ignore[attr-defined]
 _get_ref, _get_conn = Remote._rd_ref.__get__, Remote._rd_conn.__get__  # type: ignore[attr-defined]
 _get_type = Remote._rd_type.__get__  # type: ignore[attr-defined]
+
+
+def slot_readers() -> Tuple[Callable[[Any], Any], Callable[[Any], Any]]:
+    """What reads a proxy's reference tree and its connection: its slots' own getters, which no
+    class's ``__getattribute__`` can answer instead (and cheaper than object's)."""
+    return _get_ref, _get_conn
 
 
 def _fill(

@@ -120,7 +120,8 @@ class Batches:
         warned = len(session.warned)
         if session.prefix is None:
             session.prefix = handle >> 32
-        if session.poison is not None:  # not run: locally the program stopped at the error
+        if session.poison is not None and not _exit_takes(session, template, slots):
+            # Not run: locally the program stopped at the error.
             if not template.void:
                 self.table.put(handle, Failure(session.poison[1]))
             return
@@ -219,6 +220,15 @@ class Batches:
             else:
                 add(self.decode(part, []))
         return args
+
+
+def _exit_takes(session: Any, template: Template, slots: Tuple[Any, ...]) -> bool:
+    """Whether the record is the streamed ``clean_exit`` of a remote ``with`` whose body made
+    the poisoning call: it runs, and its manager sees the error (poison.exit_takes)."""
+    if template.path != poison.CLEAN_EXIT or len(template.args) != 2:
+        return False
+    how, part = template.args[1]
+    return how == VALUE and poison.exit_takes(session, slots[part])
 
 
 def _last_call(batch: List[records.Record]) -> int:

@@ -274,3 +274,28 @@ def test_a_loop_goes_by_the_express_lane_with_the_local_result(harness: WorkerHa
         seen,
         without,
     )
+
+
+# A hand-written SGD step: the update in ``with torch.no_grad():``, as tutorials write it.
+NO_GRAD_STEPS = """
+import torch
+w = torch.ones(3, requires_grad=True)
+x = torch.arange(3.0)
+for step in range(200):
+    loss = (w * x).sum()
+    loss.backward()
+    with torch.no_grad():
+        w -= 0.01 * w.grad
+        w.grad = None
+print(w.tolist())
+"""
+
+
+def test_a_with_in_every_step_goes_by_the_express_lane(harness: WorkerHarness) -> None:
+    # The manager's construction, its __enter__ (its result dropped) and its exit are records
+    # by plan as the body's calls are: no JSON frame, no round trip per step.
+    path = harness.root / "stats.jsonl"
+    harness.same_as_local(NO_GRAD_STEPS, remote="torch", RADIUM_STATS_FILE=str(path))
+    seen = stats(path)
+    assert seen["round_trips"] < 20, seen
+    assert seen["express"] > 0.95 * seen["calls"], seen

@@ -295,6 +295,38 @@ def test_a_call_that_returns_nothing_poisons_its_connection_when_it_raises() -> 
     assert session.poison is not None and session.poison[0] == 41
 
 
+def test_a_with_body_s_poison_is_taken_by_its_manager_s_streamed_exit_record() -> None:
+    # ``with np.testing.assert_raises(ValueError): a.reshape(4, 4)`` streams the body's call
+    # and then the manager's exit as a record: the exit runs on the poisoned connection (its
+    # manager sees the body's error) and cures it; the exit of a with begun after the failure
+    # does not.
+    class Manager:
+        def __init__(self) -> None:
+            self.exits: List[Any] = []
+
+        def __exit__(self, *exc: Any) -> bool:
+            self.exits.append(exc)
+            return True
+
+    table = HandleTable()
+    manager = Manager()
+    table.put(5, manager)
+    t = templates.Templates()
+    fail = {"$": "p", "p": "operator.truediv"}
+    exit_ = {"$": "p", "p": poison.CLEAN_EXIT}
+    later = t.record(fail, (1, 0), {}, 41, "s", reference, void=True) + t.record(
+        exit_, (Remote(handle(5)), 42), {}, 43, "with", reference, void=True
+    )
+    session = run(table, later)
+    assert manager.exits == [] and session.poison is not None and session.poison[0] == 41
+    t = templates.Templates()  # a new session
+    body = t.record(fail, (1, 0), {}, 51, "s", reference, void=True) + t.record(
+        exit_, (Remote(handle(5)), 50), {}, 52, "with", reference, void=True
+    )
+    session = run(table, body)
+    assert manager.exits == [(None, None, None)] and session.poison is None
+
+
 def test_a_poisoned_connection_answers_its_next_waiting_request_with_the_error() -> None:
     error = ZeroDivisionError("x")
 

@@ -17,7 +17,7 @@ import time
 import urllib.parse
 from typing import Any, Callable, Mapping, Protocol
 
-from radium.errors import RadiumError, UnavailableError
+from radium.errors import RadiumError, ServiceError, UnavailableError
 
 log = logging.getLogger(__name__)
 Progress = Callable[[float], None]
@@ -121,7 +121,7 @@ class Docker:
         try:
             data = response.read()
             if response.status >= 400:
-                raise RadiumError(f"docker: {_message(data) or f'HTTP {response.status}'}")
+                raise ServiceError(f"docker: {_message(data) or f'HTTP {response.status}'}")
         finally:
             connection.close()
         parsed = json.loads(data) if data.strip() else {}

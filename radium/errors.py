@@ -191,3 +191,50 @@ class DeviceError(RadiumError):
     libraries, the loader cache that names them)."""
 
     kind = Kind.FAILED_PRECONDITION
+
+
+class InternalError(RadiumError):
+    """A fault of Radium's own, or one a peer reported without a kind we know: a bug to
+    report, not something the caller can mend."""
+
+    kind = Kind.INTERNAL
+
+
+class ServiceError(RadiumError):
+    """A service Radium drives on this machine failed it: systemd, a container engine's
+    daemon, a process ``radium up`` started."""
+
+    kind = Kind.FAILED_PRECONDITION
+
+
+#: Each kind's leaf, for an error that crossed to us by its kind alone (a gRPC status, an agent
+#: reply from an older agent): the one table both directions use, so ``except
+#: LeaseNotFoundError`` catches a lease the pool or the agent did not find.
+KIND_TO_CLASS: dict[str, type[RadiumError]] = {
+    Kind.INVALID_ARGUMENT: InvalidRequestError,
+    Kind.NOT_FOUND: LeaseNotFoundError,
+    Kind.ALREADY_EXISTS: AlreadyExistsError,
+    Kind.FAILED_PRECONDITION: NotRegisteredError,
+    Kind.PERMISSION_DENIED: PermissionDeniedError,
+    Kind.UNAVAILABLE: UnavailableError,
+    Kind.RESOURCE_EXHAUSTED: CapacityError,
+    Kind.UNAUTHENTICATED: AuthError,
+    Kind.DEADLINE_EXCEEDED: DeadlineError,
+    Kind.INTERNAL: InternalError,
+}
+#: Every leaf of this module by its name: what a peer may name (a name, never a path: nothing
+#: is imported or looked up anywhere else on a peer's word).
+LEAVES_BY_NAME: dict[str, type[RadiumError]] = {
+    cls.__name__: cls
+    for cls in list(globals().values())
+    if isinstance(cls, type) and issubclass(cls, RadiumError) and cls is not RadiumError
+}
+
+
+def rebuild(kind: str, message: str, hint: str = "", name: str = "") -> RadiumError:
+    """The error a peer reported as ``kind`` (and the leaf's ``name``, when it said one): that
+    leaf when it is one of ours of that kind, else the kind's (:data:`KIND_TO_CLASS`), else
+    (a kind we do not know) :class:`InternalError`."""
+    named = LEAVES_BY_NAME.get(name)
+    leaf = named if named is not None and named.kind == kind else KIND_TO_CLASS.get(kind)
+    return (leaf or InternalError)(message, hint=hint)

@@ -47,19 +47,11 @@ CODES: Mapping[str, grpc.StatusCode] = {
     Kind.DEADLINE_EXCEEDED: grpc.StatusCode.DEADLINE_EXCEEDED,
     Kind.INTERNAL: grpc.StatusCode.INTERNAL,
 }
-#: The leaf a client raises for each status code.
+#: The leaf a client raises for each status code: the kind's (errors.KIND_TO_CLASS).
 LEAVES: Mapping[grpc.StatusCode, type[RadiumError]] = {
-    grpc.StatusCode.INVALID_ARGUMENT: errors.InvalidRequestError,
-    grpc.StatusCode.NOT_FOUND: errors.LeaseNotFoundError,
-    grpc.StatusCode.RESOURCE_EXHAUSTED: errors.CapacityError,
-    grpc.StatusCode.UNAUTHENTICATED: errors.AuthError,
-    grpc.StatusCode.UNAVAILABLE: errors.UnavailableError,
+    **{CODES[kind]: leaf for kind, leaf in errors.KIND_TO_CLASS.items()},
     # A server that stops (a pool replica deposed: it stops at once) cancels its calls.
     grpc.StatusCode.CANCELLED: errors.UnavailableError,
-    grpc.StatusCode.DEADLINE_EXCEEDED: errors.DeadlineError,
-    grpc.StatusCode.FAILED_PRECONDITION: errors.NotRegisteredError,
-    grpc.StatusCode.PERMISSION_DENIED: errors.PermissionDeniedError,
-    grpc.StatusCode.ALREADY_EXISTS: errors.AlreadyExistsError,
 }
 _HINTS: Mapping[grpc.StatusCode, str] = {
     grpc.StatusCode.UNAVAILABLE: "is the service running and the address right?",
@@ -132,7 +124,7 @@ def from_rpc_error(exc: grpc.RpcError, service: str, tls: bool = False) -> Radiu
 
 
 def from_code(code: grpc.StatusCode, details: str, service: str, tls: bool = False) -> RadiumError:
-    leaf = LEAVES.get(code, RadiumError)
+    leaf = LEAVES.get(code, errors.InternalError)
     hint = _HINTS.get(code, "")
     if code == grpc.StatusCode.UNAVAILABLE:
         tls_hint = "check the tls ca, cert and key in the Radium config (radium certs issue)"

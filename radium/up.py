@@ -28,7 +28,7 @@ import psutil
 
 from radium import config as config_module
 from radium import lifeline, upconfig
-from radium.errors import AlreadyExistsError, RadiumError
+from radium.errors import AlreadyExistsError, DeadlineError, RadiumError, ServiceError
 from radium.poolclient import PoolClient
 from radium.statedir import StateDir, default_up_dir, open_state_dir
 
@@ -46,7 +46,7 @@ def default_state_dir() -> Path:
 def _check_alive(children: dict[str, subprocess.Popen[bytes]], state: Path) -> None:
     for service, child in children.items():
         if child.poll() is not None:
-            raise RadiumError(
+            raise ServiceError(
                 f"radium {service} exited with {child.returncode}",
                 hint=f"see {state}/{service}.log",
             )
@@ -67,7 +67,7 @@ def _wait_ready(
         if status is not None and any(a.up for a in status.acceptors):
             return len(status.devices)
         time.sleep(0.2)
-    raise RadiumError(
+    raise DeadlineError(
         f"the pool and acceptor did not come up within {timeout:g}s",
         hint=f"see the logs in {state}",
     )

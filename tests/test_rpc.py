@@ -35,7 +35,7 @@ def test_a_call_error_inside_a_stream_reads_as_the_unary_call_would() -> None:
         error = rpc.from_status(code.value[0], message, "pool")
         assert type(error) is leaf and error.message == "it failed; do this"
     unknown = rpc.from_status(999, "odd", "pool")
-    assert type(unknown) is errors.RadiumError and unknown.message == "odd"
+    assert type(unknown) is errors.InternalError and unknown.message == "odd"
     assert rpc.status_of(errors.RadiumError("bug"))[0] is grpc.StatusCode.INTERNAL
 
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from radium import config as config_module
-from radium.errors import RadiumError
+from radium.errors import NoBundleError
 
 
 def _build(args: argparse.Namespace) -> int:
@@ -32,7 +32,7 @@ def _verify(args: argparse.Namespace) -> int:
         sorted(p.name for p in root.iterdir() if (p / MANIFEST).exists()) if root.is_dir() else []
     )
     if not names:
-        raise RadiumError(f"no Radium bundles in {root}", hint="run 'radium bundles build'")
+        raise NoBundleError(f"no Radium bundles in {root}", hint="run 'radium bundles build'")
     results = [bundles.verify(root / name) for name in names]
     if args.json:
         print(json.dumps(results, indent=2))

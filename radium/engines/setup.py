@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Optional, TextIO
 
 from radium.engines import apply, base, containerd, crio, docker, podman
-from radium.errors import RadiumError
+from radium.errors import ServiceError, UsageError
 
 ENGINES = ("docker", "containerd", "crio", "podman")
 #: What engines run (the runtime and the shim are shell fronts: docs/runtime-front.md) and the
@@ -57,12 +57,12 @@ def make_plan(
         return crio.plan(options, dropin or path or crio.DEFAULT_DROPIN)
     if engine == "podman":
         return podman.plan(options, path or podman.DEFAULT_HOOKS_DIR)
-    raise RadiumError(f"unknown engine {engine!r}", hint=f"use one of {', '.join(ENGINES)}")
+    raise UsageError(f"unknown engine {engine!r}", hint=f"use one of {', '.join(ENGINES)}")
 
 
 def restart(unit: str) -> None:
     if not Path("/run/systemd/system").is_dir() or shutil.which("systemctl") is None:
-        raise RadiumError(
+        raise ServiceError(
             f"cannot restart {unit}: this machine does not run systemd",
             hint=f"restart {unit} yourself",
         )
@@ -70,7 +70,7 @@ def restart(unit: str) -> None:
         ["systemctl", "restart", unit], capture_output=True, text=True, check=False
     )
     if result.returncode != 0:
-        raise RadiumError(f"systemctl restart {unit} failed: {result.stderr.strip()}")
+        raise ServiceError(f"systemctl restart {unit} failed: {result.stderr.strip()}")
 
 
 def run(

@@ -17,7 +17,7 @@ import os
 import socket
 from typing import Any, Callable
 
-from radium.errors import AuthError, LeaseNotFoundError, RadiumError, UnavailableError
+from radium.errors import AuthError, LeaseNotFoundError, MountError, RadiumError, UnavailableError
 from radium.shim.agent.book import Held
 from radium.shim.agent.protocol import REQUEST_TIMEOUT, bad_request, encode
 from radium_interposer import handshake, wire
@@ -110,7 +110,7 @@ class ConnectionBroker:
         try:
             listener = bind_unix(path)
         except OSError as exc:
-            raise RadiumError(
+            raise MountError(
                 f"cannot create the container's data-plane socket {path}: {exc.strerror or exc}"
             ) from exc
         self.servers[held.container] = await asyncio.start_unix_server(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 
-from radium.errors import InvalidRequestError, RadiumError
+from radium.errors import InvalidRequestError, Kind, RadiumError, rebuild
 
 # Not typing.TYPE_CHECKING: importing typing costs milliseconds on every container start.
 TYPE_CHECKING = False
@@ -66,15 +66,25 @@ def parse_request(line: bytes) -> dict[str, Any]:
 
 
 def error_reply(exc: RadiumError) -> dict[str, Any]:
-    """The reply that makes the client raise the same error, with its hint and kind."""
-    return {"ok": False, "error": exc.message, "hint": exc.hint, "kind": exc.kind}
+    """The reply that makes the client raise the same error: its leaf, hint and kind."""
+    return {
+        "ok": False,
+        "error": exc.message,
+        "hint": exc.hint,
+        "kind": exc.kind,
+        "class": type(exc).__name__,
+    }
 
 
 def error_from_reply(reply: dict[str, Any]) -> RadiumError:
-    """The error an :func:`error_reply` carries, with its hint and kind, to raise again."""
-    error = RadiumError(str(reply.get("error", "unknown error")), hint=str(reply.get("hint", "")))
-    error.kind = str(reply.get("kind", error.kind))
-    return error
+    """The error an :func:`error_reply` carries, to raise again: the leaf it names when that is
+    one of ours of its kind, else its kind's (errors.rebuild)."""
+    return rebuild(
+        str(reply.get("kind", Kind.INTERNAL)),
+        str(reply.get("error", "unknown error")),
+        hint=str(reply.get("hint", "")),
+        name=str(reply.get("class", "")),
+    )
 
 
 def bad_request_line(exc: BaseException) -> str:

@@ -228,7 +228,8 @@ def test_garbage_on_the_control_socket_gets_one_line_and_the_agent_keeps_serving
             reply = json.loads(await reader.readline())
             writer.close()
             assert reply == {"ok": False, "error": error, "hint": "",
-                             "kind": InvalidRequestError.kind}  # fmt: skip
+                             "kind": InvalidRequestError.kind,
+                             "class": "InvalidRequestError"}  # fmt: skip
             reader, writer = await asyncio.open_unix_connection(path)
             writer.write(protocol.encode({"op": protocol.PING}))
             assert json.loads(await reader.readline()) == {"ok": True}

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 from typing import AsyncIterator
 
-from radium import rpc
 from radium.errors import InvalidRequestError, NotRegisteredError
 from radium.pool import convert
 from radium.pool.images import REMOVING
@@ -38,12 +37,9 @@ class AcceptorService(pb_grpc.AcceptorsServicer):
     async def Register(self, request: pb.RegisterRequest, context: Context) -> pb.RegisterResponse:
         acceptor = convert.acceptor_from_pb(request.acceptor)
         if not acceptor.name or len(acceptor.name) > NAME_LIMIT or not acceptor.devices:
-            await rpc.abort(
-                context,
-                InvalidRequestError("an acceptor registers with a name and at least one device"),
-            )
+            raise InvalidRequestError("an acceptor registers with a name and at least one device")
         if any(d.device.memory_mib <= 0 for d in acceptor.devices.values()):
-            await rpc.abort(context, InvalidRequestError("every device needs its memory size"))
+            raise InvalidRequestError("every device needs its memory size")
         active, revoked = self.pool.state.register(acceptor, self.pool.clock())
         self.pool.watchers[acceptor.name] = Feed()  # before any grant the answer does not list
         self.pool.ended(revoked)
@@ -59,9 +55,7 @@ class AcceptorService(pb_grpc.AcceptorsServicer):
         images = self.pool.images
         known = status.ref in images.refs or (status.ref, status.acceptor) in images.status
         if status.acceptor not in self.pool.state.acceptors or not known:
-            await rpc.abort(
-                context, InvalidRequestError(f"no image {status.ref} for {status.acceptor}")
-            )
+            raise InvalidRequestError(f"no image {status.ref} for {status.acceptor}")
         current = images.status.get((status.ref, status.acceptor))
         if current is not None and current.state == REMOVING and status.state != "removed":
             return pb.HeartbeatResponse()  # a pull's late news: the removal wins
@@ -73,12 +67,9 @@ class AcceptorService(pb_grpc.AcceptorsServicer):
     ) -> pb.HeartbeatResponse:
         usage = [(u.lease_id, convert.usage_from_pb(u)) for u in request.usage]
         if not self.pool.state.heartbeat(request.name, self.pool.clock(), usage):
-            await rpc.abort(
-                context,
-                NotRegisteredError(
-                    f"acceptor {request.name!r} is not registered (or was marked down)",
-                    hint="register again",
-                ),
+            raise NotRegisteredError(
+                f"acceptor {request.name!r} is not registered (or was marked down)",
+                hint="register again",
             )
         return pb.HeartbeatResponse()
 

@@ -9,9 +9,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Callable, Protocol
 
-from radium import __version__, rpc
+from radium import __version__
 from radium.config import PoolConfig
-from radium.errors import RadiumError
 from radium.pool import convert
 from radium.pool.commits import Commits, Immediate
 from radium.pool.images import DONE_ADDING, DONE_REMOVING, Images, check_ref
@@ -191,22 +190,13 @@ class PoolService(pb_grpc.PoolServicer):
         self.leasing = Leasing(pool)
 
     async def Allocate(self, request: pb.AllocateRequest, context: Context) -> pb.Lease:
-        try:
-            return await self.leasing.allocate(request)
-        except RadiumError as exc:
-            await rpc.abort(context, exc)
+        return await self.leasing.allocate(request)
 
     async def KeepAlive(self, request: pb.LeaseRef, context: Context) -> pb.KeepAliveResponse:
-        try:
-            return self.leasing.keep_alive(request.lease_id)
-        except RadiumError as exc:
-            await rpc.abort(context, exc)
+        return self.leasing.keep_alive(request.lease_id)
 
     async def Release(self, request: pb.LeaseRef, context: Context) -> pb.ReleaseResponse:
-        try:
-            return await self.leasing.durably(lambda: self.leasing.release(request.lease_id))
-        except RadiumError as exc:
-            await rpc.abort(context, exc)
+        return await self.leasing.durably(lambda: self.leasing.release(request.lease_id))
 
     def Leases(
         self, requests: AsyncIterator[pb.LeaseCall], context: Context
@@ -216,10 +206,7 @@ class PoolService(pb_grpc.PoolServicer):
     async def ListLeases(
         self, request: pb.ListLeasesRequest, context: Context
     ) -> pb.ListLeasesResponse:
-        try:
-            return list_leases(self.pool.state, request)
-        except RadiumError as exc:
-            await rpc.abort(context, exc)
+        return list_leases(self.pool.state, request)
 
     async def Status(self, request: pb.StatusRequest, context: Context) -> pb.StatusResponse:
         state = self.pool.state
@@ -256,10 +243,7 @@ class PoolService(pb_grpc.PoolServicer):
     async def AddImage(
         self, request: pb.ImageRef, context: Context
     ) -> AsyncIterator[pb.ImageProgress]:
-        try:
-            ref = check_ref(request.ref)
-        except RadiumError as exc:
-            await rpc.abort(context, exc)
+        ref = check_ref(request.ref)
         targets = self.pool.connected()
         self.pool.images.add(ref, targets, self.pool.clock())
         self.pool.tell(targets, pb.Assignment.PULL_IMAGE, ref)
@@ -273,10 +257,7 @@ class PoolService(pb_grpc.PoolServicer):
         self, request: pb.ImageRef, context: Context
     ) -> AsyncIterator[pb.ImageProgress]:
         targets = self.pool.connected()
-        try:
-            self.pool.images.remove(check_ref(request.ref), targets)
-        except RadiumError as exc:
-            await rpc.abort(context, exc)
+        self.pool.images.remove(check_ref(request.ref), targets)
         self.pool.tell(targets, pb.Assignment.REMOVE_IMAGE, request.ref)
         async for rows in self.pool.images.follow(
             request.ref, targets, DONE_REMOVING, IMAGE_FOLLOW, self.pool.is_connected

@@ -53,6 +53,7 @@ LEAVES: Mapping[grpc.StatusCode, type[RadiumError]] = {
     # A server that stops (a pool replica deposed: it stops at once) cancels its calls.
     grpc.StatusCode.CANCELLED: errors.UnavailableError,
 }
+_KINDS: Mapping[grpc.StatusCode, str] = {code: kind for kind, code in CODES.items()}
 _HINTS: Mapping[grpc.StatusCode, str] = {
     grpc.StatusCode.UNAVAILABLE: "is the service running and the address right?",
     grpc.StatusCode.UNAUTHENTICATED: "check the token in the Radium config",
@@ -97,8 +98,14 @@ def status_of(error: RadiumError) -> tuple[grpc.StatusCode, str]:
     return CODES.get(error.kind, grpc.StatusCode.INTERNAL), error.one_line()
 
 
+#: Trailing metadata of a call a RadiumError ended: its leaf's name, so the client raises that
+#: very leaf (``QuotaError``, not only its code's ``CapacityError``).
+ERROR_CLASS = "radium-error-class"
+
+
 async def abort(context: Any, error: RadiumError) -> NoReturn:
-    await context.abort(*status_of(error))
+    trailing = ((ERROR_CLASS, type(error).__name__),)
+    await context.abort(*status_of(error), trailing_metadata=trailing)
     raise AssertionError("unreachable: abort raises")
 
 
@@ -120,11 +127,20 @@ def from_rpc_error(exc: grpc.RpcError, service: str, tls: bool = False) -> Radiu
     # grpc.RpcError subclasses (sync and aio) carry code() and details(); the base class does not.
     code = exc.code() if hasattr(exc, "code") else grpc.StatusCode.UNKNOWN
     details = (exc.details() if hasattr(exc, "details") else None) or str(exc)
-    return from_code(code, details, service, tls)
+    trailing = exc.trailing_metadata() if hasattr(exc, "trailing_metadata") else None
+    name = next((str(v) for k, v in trailing or () if k == ERROR_CLASS), "")
+    return from_code(code, details, service, tls, name)
 
 
-def from_code(code: grpc.StatusCode, details: str, service: str, tls: bool = False) -> RadiumError:
-    leaf = LEAVES.get(code, errors.InternalError)
+def from_code(
+    code: grpc.StatusCode, details: str, service: str, tls: bool = False, name: str = ""
+) -> RadiumError:
+    """The leaf for a call that ended with ``code``: the one the server named (``name``, its
+    ERROR_CLASS) when that is a leaf of the code's kind, else the code's (LEAVES)."""
+    named = errors.LEAVES_BY_NAME.get(name)
+    kind = _KINDS.get(code)
+    leaf = named if named is not None and named.kind == kind else LEAVES.get(code)
+    leaf = leaf or errors.InternalError
     hint = _HINTS.get(code, "")
     if code == grpc.StatusCode.UNAVAILABLE:
         tls_hint = "check the tls ca, cert and key in the Radium config (radium certs issue)"
@@ -299,8 +315,10 @@ def _service(method: str) -> str:
 
 
 class CallGuard(grpc.aio.ServerInterceptor):  # type: ignore[misc]
-    """Runs ``check`` before every handler, refusing (logged) what it refuses. The refusal is
-    made inside a handler of the call's own kind, so streaming calls are refused properly."""
+    """Runs ``check`` before every handler, refusing (logged) what it refuses, and ends a call
+    whose handler raised a :class:`RadiumError` with that error's status (:func:`abort`): the
+    one place errors become statuses, so servicers only raise. The refusal is made inside a
+    handler of the call's own kind, so streaming calls are refused properly."""
 
     def __init__(self, check: Check) -> None:
         self._check = check
@@ -327,7 +345,10 @@ class CallGuard(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 
             async def unary(request: Any, context: Any) -> Any:
                 await refused(context)
-                return await inner(request, context)
+                try:
+                    return await inner(request, context)
+                except RadiumError as error:
+                    await abort(context, error)
 
             return grpc.unary_unary_rpc_method_handler(
                 unary, handler.request_deserializer, handler.response_serializer
@@ -337,8 +358,11 @@ class CallGuard(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 
             async def stream(request: Any, context: Any) -> Any:
                 await refused(context)
-                async for item in streaming(request, context):
-                    yield item
+                try:
+                    async for item in streaming(request, context):
+                        yield item
+                except RadiumError as error:
+                    await abort(context, error)
 
             return grpc.unary_stream_rpc_method_handler(
                 stream, handler.request_deserializer, handler.response_serializer
@@ -348,8 +372,11 @@ class CallGuard(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 
             async def bidi(requests: Any, context: Any) -> Any:
                 await refused(context)  # once, when the stream opens
-                async for item in both(requests, context):
-                    yield item
+                try:
+                    async for item in both(requests, context):
+                        yield item
+                except RadiumError as error:
+                    await abort(context, error)
 
             return grpc.stream_stream_rpc_method_handler(
                 bidi, handler.request_deserializer, handler.response_serializer

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from typing import NoReturn
 
 import grpc
 import pytest
@@ -16,6 +15,7 @@ from radium.pool.listing import list_leases
 from radium.pool.service import Pool, PoolService
 from radium.proto import pool_pb2 as pb
 from tests.pool.test_queues import pool
+from tests.test_rpc import Aborted, AbortingContext, through_guard
 
 
 def churned(ended: int) -> tuple[Leasing, pb.Lease]:
@@ -74,27 +74,14 @@ def test_a_page_token_the_pool_never_gave_is_refused_with_one_line(token: str) -
         list_leases(leasing.pool.state, pb.ListLeasesRequest(all=True, page_token=token))
 
 
-class Aborted(Exception):
-    pass
-
-
-class AbortingContext:
-    """What ListLeases asks of a grpc.aio servicer context: abort with a status."""
-
-    def __init__(self) -> None:
-        self.status: tuple[grpc.StatusCode, str] | None = None
-
-    async def abort(self, code: grpc.StatusCode, details: str) -> NoReturn:
-        self.status = (code, details)
-        raise Aborted
-
-
 def test_the_service_answers_a_bad_token_invalid_argument() -> None:
     leasing, _ = churned(2)
     context = AbortingContext()
     request = pb.ListLeasesRequest(all=True, page_token="garbage")
+    method = "/radium.pool.Pool/ListLeases"  # the servicer raises; the server's guard aborts
+    handler = grpc.unary_unary_rpc_method_handler(PoolService(leasing.pool).ListLeases)
     with pytest.raises(Aborted):
-        asyncio.run(PoolService(leasing.pool).ListLeases(request, context))
+        asyncio.run(through_guard(method, handler).unary_unary(request, context))
     assert context.status is not None
     code, details = context.status
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "no page token" in details

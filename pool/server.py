@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import signal
@@ -10,13 +11,13 @@ import time
 from typing import Mapping
 
 import grpc.aio
+from prometheus_client import CollectorRegistry
 
 from radium import metrics, rpc
 from radium.config import Config, PoolConfig, QueueConfig
 from radium.errors import (
     ConfigError,
     InvalidRequestError,
-    RadiumError,
     UnavailableError,
 )
 from radium.pool import heap, queues
@@ -90,32 +91,90 @@ async def lead(
     ready: asyncio.Event | None = None,
     lost: asyncio.Event | None = None,
 ) -> None:
-    """Serve the pool from ``store`` until ``stop`` (or ``lost``: the leadership) is set."""
+    """Serve the pool from ``store`` until ``stop`` (or ``lost``: the leadership) is set.
+
+    Each resource is registered for its undoing as it is made (as containerd's shim manager
+    does): a failure anywhere on the way up undoes what was made, in reverse, and so does the
+    end; the lease socket closes before the gRPC server stops, the server before the commits
+    and the store close."""
     settings = config.pool
-    tls = settings.tls.enabled
-    try:
-        state = PoolState(
-            store,
-            lease_ttl=settings.lease_ttl,
-            heartbeat_timeout=settings.heartbeat_timeout,
-            now=time.time(),
-            policy=POLICIES[settings.placement](),
-        )
-        configure_queues(state, settings.queues)
-    except RadiumError:
-        store.close()
-        raise
     broken: list[UnavailableError] = []  # a commit failed: memory is ahead of the store
     failed = asyncio.Event()
+    served = False
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            stack.callback(store.close)
+            pool, registry = _pool(store, settings, stack, broken, failed)
+            server = _server(pool, settings)
+            stack.push_async_callback(_stop, server, lost)
+            endpoint = metrics.serve(settings.metrics, registry, "pool.metrics")
+            if endpoint is not None:
+                stack.callback(endpoint.close)
+            if settings.lease_listen:
+                listener = _lease_listener(pool, settings, check_tls=settings.tls.enabled)
+                await listener.start(settings.lease_listen)
+                stack.push_async_callback(listener.close)
+            # Bound last: a server that never started keeps its port for good (grpc), and a
+            # replica that failed to lead must find it free when it leads again.
+            _bind(server, settings)
+            await server.start()
+            served = True
+            log.info(
+                "pool listening on %s (%s; %s)",
+                settings.listen,
+                "mutual TLS" if settings.tls.enabled else "tokens",
+                f"etcd {', '.join(settings.etcd.endpoints)}"
+                if settings.store == "etcd"
+                else f"database {settings.db}",
+            )
+            reap = pool.reap_forever(min(1.0, settings.lease_ttl / 4), settings.ended_retention)
+            stack.callback(asyncio.create_task(reap).cancel)
+            heap.settle()
+            stack.callback(asyncio.create_task(heap.settle_forever()).cancel)
+            if ready is not None:
+                ready.set()
+            await _first(stop, lost, failed)
+    finally:
+        if served:
+            log.info("pool stopped serving")
+    if broken:
+        raise broken[0]
+
+
+def _pool(
+    store: Store,
+    settings: PoolConfig,
+    stack: contextlib.AsyncExitStack,
+    broken: list[UnavailableError],
+    failed: asyncio.Event,
+) -> tuple[Pool, CollectorRegistry]:
+    """The pool over ``store``'s state, with its commits (closed by ``stack``) and its metrics.
+    A commit that fails is added to ``broken`` and sets ``failed``: the pool stops serving."""
+    state = PoolState(
+        store,
+        lease_ttl=settings.lease_ttl,
+        heartbeat_timeout=settings.heartbeat_timeout,
+        now=time.time(),
+        policy=POLICIES[settings.placement](),
+    )
+    configure_queues(state, settings.queues)
 
     def fail(error: UnavailableError) -> None:
         broken.append(error)
         failed.set()
 
     commits = GroupCommit(store, fail) if isinstance(store, Deferrable) else Immediate()
+    if isinstance(commits, GroupCommit):
+        stack.callback(commits.close)
     pool = Pool(state, grace=settings.preempt_grace, commits=commits)
     registry = metrics.new_registry()
     pool.observer = PoolMetrics(pool, registry, on_loop(asyncio.get_running_loop()))
+    return pool, registry
+
+
+def _server(pool: Pool, settings: PoolConfig) -> grpc.aio.Server:
+    """The gRPC server of the pool's three services (not bound yet: :func:`_bind`)."""
+    tls = settings.tls.enabled
     if tls:
         from radium.certs import SERVICE_ROLES
 
@@ -134,8 +193,13 @@ async def lead(
     pb_grpc.add_QueuesServicer_to_server(QueueService(pool), server)
     heartbeat = min(2.0, settings.heartbeat_timeout / 3)
     pb_grpc.add_AcceptorsServicer_to_server(AcceptorService(pool, heartbeat), server)
+    return server
+
+
+def _bind(server: grpc.aio.Server, settings: PoolConfig) -> None:
+    """Listen on ``pool.listen`` (with TLS when configured), or say why not in one line."""
     try:
-        if tls:
+        if settings.tls.enabled:
             port = server.add_secure_port(settings.listen, rpc.server_credentials(settings.tls))
         else:
             port = server.add_insecure_port(settings.listen)
@@ -144,58 +208,14 @@ async def lead(
     else:
         failure = "address in use or invalid"
     if port == 0:
-        store.close()
         raise UnavailableError(
             f"cannot listen on {settings.listen}: {failure}", hint="is another pool running?"
         )
-    try:
-        endpoint = metrics.serve(settings.metrics, registry, "pool.metrics")
-    except UnavailableError:
-        store.close()
-        raise
-    listener = None
-    try:
-        if settings.lease_listen:
-            listener = _lease_listener(pool, settings, check_tls=tls)
-            await listener.start(settings.lease_listen)
-    except RadiumError:
-        if endpoint is not None:
-            endpoint.close()
-        store.close()
-        raise
-    await server.start()
-    log.info(
-        "pool listening on %s (%s; %s)",
-        settings.listen,
-        "mutual TLS" if tls else "tokens",
-        f"etcd {', '.join(settings.etcd.endpoints)}"
-        if settings.store == "etcd"
-        else f"database {settings.db}",
-    )
-    reaper = asyncio.create_task(
-        pool.reap_forever(min(1.0, settings.lease_ttl / 4), settings.ended_retention)
-    )
-    heap.settle()
-    settler = asyncio.create_task(heap.settle_forever())
-    if ready is not None:
-        ready.set()
-    try:
-        await _first(stop, lost, failed)
-    finally:
-        reaper.cancel()
-        settler.cancel()
-        deposed = lost is not None and lost.is_set()
-        if listener is not None:
-            await listener.close()
-        await server.stop(grace=0 if deposed else 2)  # deposed, it may change nothing more
-        if isinstance(commits, GroupCommit):
-            commits.close()
-        if endpoint is not None:
-            endpoint.close()
-        store.close()
-        log.info("pool stopped serving")
-    if broken:
-        raise broken[0]
+
+
+async def _stop(server: grpc.aio.Server, lost: asyncio.Event | None) -> None:
+    deposed = lost is not None and lost.is_set()
+    await server.stop(grace=0 if deposed else 2)  # deposed, it may change nothing more
 
 
 def _lease_listener(pool: Pool, settings: PoolConfig, check_tls: bool) -> LeaseListener:

@@ -113,65 +113,70 @@ async def _stop_when_cut_off(agent: AgentService, grace: float, stop: asyncio.Ev
 
 
 async def _serve(config: Config, idle_exit: float | None) -> None:
-    channel = rpc.aio_channel(config.client.pool, config.client.tls)
-    pool = _lease_client(config.client, channel)
-    book = LeaseBook(Path(config.agent.state_file))
-    book.load()
-    execdirs.sweep(config.hook.state_dir, [held.runtime_dir for held in book])
-    broker = ConnectionBroker(book.get)
-    node = config.agent.node or socket.gethostname()
-    agent = AgentService(node, pool, book, broker, exec_dir=config.hook.state_dir)
-    endpoint = None
-    if config.agent.metrics:
-        # Imported only then: prometheus-client takes 60 ms to import, and the hook may be
-        # waiting for this agent to start (autostart) before its container can.
-        from radium import metrics
-        from radium.shim.agent_metrics import AgentMetrics
-
-        registry = metrics.new_registry()
-        agent.answered = AgentMetrics(registry, lambda: len(book)).request
-        endpoint = metrics.serve(config.agent.metrics, registry, "agent.metrics")
-    socket_path = config.agent.socket
-    os.makedirs(os.path.dirname(socket_path), exist_ok=True)
-    server = await _listen(socket_path, agent.track(agent.serve_client))
-    mounter = MountHelper(os.environ)
-    await mounter.start()
-    source = ConfigSource(config_module.config_path()[0])
-    start_path = protocol.start_socket(socket_path)
-    starts = StartService(config, source, agent, mounter, _agent_hook(start_path), os.environ)
-    start_server = await _listen(start_path, agent.track(starts.serve_client))
-    link = _publish(source.path, start_path)
-    tasks = [
-        asyncio.create_task(agent.keep_alive_forever()),
-        asyncio.create_task(agent.watch_forever()),
-    ]
-    for held in book:
-        write_lease_file(held)
-        await broker.open(held)
-    log.info("agent of node %s listening on %s", node, socket_path)
-    stop = asyncio.Event()
-    if idle_exit is not None:
-        tasks.append(asyncio.create_task(_stop_when_cut_off(agent, idle_exit, stop)))
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    try:
+    """Serve until SIGTERM or SIGINT (autostarted: until idle and cut off). Each resource is
+    registered for its undoing as it is made, as containerd's shim manager does: a failure on
+    the way up undoes what was made, in reverse (no mount helper, socket or link is left), and
+    so does the end (the sockets close before the mount helper stops)."""
+    async with contextlib.AsyncExitStack() as stack:
+        channel = rpc.aio_channel(config.client.pool, config.client.tls)
+        stack.push_async_callback(channel.close)
+        pool = _lease_client(config.client, channel)
+        stack.push_async_callback(pool.close)
+        book = LeaseBook(Path(config.agent.state_file))
+        book.load()
+        execdirs.sweep(config.hook.state_dir, [held.runtime_dir for held in book])
+        broker = ConnectionBroker(book.get)
+        stack.callback(broker.close_all)
+        node = config.agent.node or socket.gethostname()
+        agent = AgentService(node, pool, book, broker, exec_dir=config.hook.state_dir)
+        if config.agent.metrics:
+            stack.callback(_serve_metrics(config, agent, book))
+        mounter = MountHelper(os.environ)
+        stack.push_async_callback(mounter.close)
+        await mounter.start()
+        socket_path = config.agent.socket
+        os.makedirs(os.path.dirname(socket_path), exist_ok=True)
+        stack.callback(_remove, socket_path)
+        stack.callback((await _listen(socket_path, agent.track(agent.serve_client))).close)
+        source = ConfigSource(config_module.config_path()[0])
+        start_path = protocol.start_socket(socket_path)
+        starts = StartService(config, source, agent, mounter, _agent_hook(start_path), os.environ)
+        stack.callback(_remove, start_path)
+        stack.callback((await _listen(start_path, agent.track(starts.serve_client))).close)
+        stack.callback(_unpublish, _publish(source.path, start_path), start_path)
+        stop = asyncio.Event()
+        forever = [agent.keep_alive_forever(), agent.watch_forever()]
+        if idle_exit is not None:
+            forever.append(_stop_when_cut_off(agent, idle_exit, stop))
+        for work in forever:
+            stack.callback(asyncio.create_task(work).cancel)
+        for held in book:
+            write_lease_file(held)
+            await broker.open(held)
+        log.info("agent of node %s listening on %s", node, socket_path)
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
         await stop.wait()
-    finally:
-        for task in tasks:
-            task.cancel()
-        server.close()
-        start_server.close()
-        _unpublish(link, start_path)
-        await mounter.close()
-        broker.close_all()
-        await pool.close()
-        await channel.close()
-        if endpoint is not None:
-            endpoint.close()
-        for path in (socket_path, start_path):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
+
+
+def _serve_metrics(config: Config, agent: AgentService, book: LeaseBook) -> Callable[[], None]:
+    """Serve the agent's metrics (docs/metrics.md); what stops serving them."""
+    # Imported only now: prometheus-client takes 60 ms to import, and the hook may be waiting
+    # for this agent to start (autostart) before its container can.
+    from radium import metrics
+    from radium.shim.agent_metrics import AgentMetrics
+
+    registry = metrics.new_registry()
+    agent.answered = AgentMetrics(registry, lambda: len(book)).request
+    endpoint = metrics.serve(config.agent.metrics, registry, "agent.metrics")
+    assert endpoint is not None  # an address was configured
+    return endpoint.close
+
+
+def _remove(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
 
 
 async def _listen(path: str, serve: Callable[..., Awaitable[None]]) -> asyncio.AbstractServer:

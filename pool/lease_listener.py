@@ -14,7 +14,7 @@ import subprocess
 import sys
 from typing import Collection
 
-from radium import rpc
+from radium import rpc_guard
 from radium.config import TlsConfig, parse_address
 from radium.errors import AuthError, LeaseWireError, RadiumError, UnavailableError
 from radium.pool import front_link as link
@@ -34,7 +34,7 @@ def token_authorize(tokens: Collection[str]) -> Authorize:
     accepted = [t.encode() for t in tokens if t]
 
     def authorize(hello: pb.LeaseHello, _: bytes) -> RadiumError | None:
-        return rpc.token_refused("lease socket", hello.token.encode(), accepted)
+        return rpc_guard.token_refused("lease socket", hello.token.encode(), accepted)
 
     return authorize
 
@@ -46,7 +46,7 @@ def role_authorize(roles: Collection[str]) -> Authorize:
         if not certificate:
             return AuthError("lease socket: no client certificate")
         pem = ssl.DER_cert_to_PEM_cert(certificate).encode()
-        return rpc.certificate_refused("lease socket", pem, roles)
+        return rpc_guard.certificate_refused("lease socket", pem, roles)
 
     return authorize
 

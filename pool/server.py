@@ -13,7 +13,7 @@ from typing import Mapping
 import grpc.aio
 from prometheus_client import CollectorRegistry
 
-from radium import metrics, rpc
+from radium import metrics, rpc, rpc_guard
 from radium.config import Config, PoolConfig, QueueConfig
 from radium.errors import (
     ConfigError,
@@ -178,9 +178,9 @@ def _server(pool: Pool, settings: PoolConfig) -> grpc.aio.Server:
     if tls:
         from radium.certs import SERVICE_ROLES
 
-        check = rpc.role_check(SERVICE_ROLES)
+        check = rpc_guard.role_check(SERVICE_ROLES)
     else:
-        check = rpc.token_check(
+        check = rpc_guard.token_check(
             {
                 POOL_SERVICE: settings.agent_tokens,
                 ACCEPTOR_SERVICE: settings.acceptor_tokens,
@@ -188,7 +188,7 @@ def _server(pool: Pool, settings: PoolConfig) -> grpc.aio.Server:
                 QUEUES_SERVICE: settings.agent_tokens,
             }
         )
-    server = grpc.aio.server(interceptors=[rpc.CallGuard(check)], options=rpc.SERVER_OPTIONS)
+    server = grpc.aio.server(interceptors=[rpc_guard.CallGuard(check)], options=rpc.SERVER_OPTIONS)
     pb_grpc.add_PoolServicer_to_server(PoolService(pool), server)
     pb_grpc.add_QueuesServicer_to_server(QueueService(pool), server)
     heartbeat = min(2.0, settings.heartbeat_timeout / 3)

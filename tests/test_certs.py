@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from cryptography import x509
 
-from radium import certs, rpc
+from radium import certs, rpc, rpc_guard
 from radium.config import from_dict
 from radium.errors import (
     AlreadyExistsError,
@@ -65,7 +65,7 @@ class Context:
 
 def test_role_check_lets_each_role_call_only_its_service(tmp_path: Path) -> None:
     certs.init(tmp_path)
-    check = rpc.role_check(certs.SERVICE_ROLES)
+    check = rpc_guard.role_check(certs.SERVICE_ROLES)
     agent = Context(certs.issue(tmp_path, "agent", "node-1")[0].read_bytes())
     acceptor = Context(certs.issue(tmp_path, "acceptor", "gpu-1")[0].read_bytes())
     assert check("/radium.v1.Pool/Allocate", agent) is None
@@ -78,7 +78,7 @@ def test_role_check_lets_each_role_call_only_its_service(tmp_path: Path) -> None
 
 
 def test_token_check() -> None:
-    check = rpc.token_check({"radium.v1.Pool": ["good"]})
+    check = rpc_guard.token_check({"radium.v1.Pool": ["good"]})
     assert check("/radium.v1.Pool/Status", Context(token="good")) is None
     for token in ("", "bad"):
         refused = check("/radium.v1.Pool/Status", Context(token=token))

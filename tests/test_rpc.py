@@ -6,7 +6,7 @@ from typing import Any, NoReturn
 import grpc
 import pytest
 
-from radium import errors, rpc
+from radium import errors, rpc, rpc_guard
 from radium.errors import ConfigError, Kind
 
 
@@ -142,7 +142,7 @@ def through_guard(method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethod
     async def continuation(details: Any) -> grpc.RpcMethodHandler:
         return handler
 
-    guard = rpc.CallGuard(lambda method, context: None)
+    guard = rpc_guard.CallGuard(lambda method, context: None)
     return asyncio.run(guard.intercept_service(continuation, Details(method)))
 
 
@@ -248,7 +248,7 @@ def test_over_a_real_channel_the_client_gets_the_server_s_leaf(tmp_path: Any) ->
     address = f"unix:{tmp_path / 'rpc.sock'}"
 
     async def scenario() -> errors.RadiumError:
-        server = grpc.aio.server(interceptors=[rpc.CallGuard(lambda method, context: None)])
+        server = grpc.aio.server(interceptors=[rpc_guard.CallGuard(lambda method, context: None)])
         server.add_generic_rpc_handlers((handler,))
         server.add_insecure_port(address)
         await server.start()

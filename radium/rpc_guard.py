@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hmac
 import logging
-from typing import Any, Awaitable, Callable, Collection, Mapping, Optional
+from typing import Any, AsyncIterator, Awaitable, Callable, Collection, Mapping, Optional
 
 import grpc
 import grpc.aio
@@ -125,11 +125,8 @@ class CallGuard(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 
             async def stream(request: Any, context: Any) -> Any:
                 await refused(context)
-                try:
-                    async for item in streaming(request, context):
-                        yield item
-                except RadiumError as error:
-                    await abort(context, error)
+                async for item in _statused(streaming(request, context), context):
+                    yield item
 
             return grpc.unary_stream_rpc_method_handler(
                 stream, handler.request_deserializer, handler.response_serializer
@@ -139,13 +136,19 @@ class CallGuard(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 
             async def bidi(requests: Any, context: Any) -> Any:
                 await refused(context)  # once, when the stream opens
-                try:
-                    async for item in both(requests, context):
-                        yield item
-                except RadiumError as error:
-                    await abort(context, error)
+                async for item in _statused(both(requests, context), context):
+                    yield item
 
             return grpc.stream_stream_rpc_method_handler(
                 bidi, handler.request_deserializer, handler.response_serializer
             )
         raise AssertionError(f"{method}: a client-streaming call: guard it before serving it")
+
+
+async def _statused(items: AsyncIterator[Any], context: Any) -> AsyncIterator[Any]:
+    """A streaming handler's messages; the RadiumError it raises ends the call with its status."""
+    try:
+        async for item in items:
+            yield item
+    except RadiumError as error:
+        await abort(context, error)

@@ -231,10 +231,15 @@ LEAVES_BY_NAME: dict[str, type[RadiumError]] = {
 }
 
 
+def named_leaf(name: str, kind: str | None) -> type[RadiumError] | None:
+    """The leaf a peer named, when it is one of ours of the ``kind`` it reported; else None."""
+    named = LEAVES_BY_NAME.get(name)
+    return named if named is not None and named.kind == kind else None
+
+
 def rebuild(kind: str, message: str, hint: str = "", name: str = "") -> RadiumError:
     """The error a peer reported as ``kind`` (and the leaf's ``name``, when it said one): that
-    leaf when it is one of ours of that kind, else the kind's (:data:`KIND_TO_CLASS`), else
-    (a kind we do not know) :class:`InternalError`."""
-    named = LEAVES_BY_NAME.get(name)
-    leaf = named if named is not None and named.kind == kind else KIND_TO_CLASS.get(kind)
-    return (leaf or InternalError)(message, hint=hint)
+    leaf when it is one of ours of that kind (:func:`named_leaf`), else the kind's
+    (:data:`KIND_TO_CLASS`), else (a kind we do not know) :class:`InternalError`."""
+    leaf = named_leaf(name, kind) or KIND_TO_CLASS.get(kind, InternalError)
+    return leaf(message, hint=hint)

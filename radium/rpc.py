@@ -132,10 +132,7 @@ def from_code(
 ) -> RadiumError:
     """The leaf for a call that ended with ``code``: the one the server named (``name``, its
     ERROR_CLASS) when that is a leaf of the code's kind, else the code's (LEAVES)."""
-    named = errors.LEAVES_BY_NAME.get(name)
-    kind = _KINDS.get(code)
-    leaf = named if named is not None and named.kind == kind else LEAVES.get(code)
-    leaf = leaf or errors.InternalError
+    leaf = errors.named_leaf(name, _KINDS.get(code)) or LEAVES.get(code, errors.InternalError)
     hint = _HINTS.get(code, "")
     if code == grpc.StatusCode.UNAVAILABLE:
         tls_hint = "check the tls ca, cert and key in the Radium config (radium certs issue)"

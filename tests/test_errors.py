@@ -1,4 +1,16 @@
+"""The one exception tree, and its one table of kinds to leaves, both directions."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from radium import errors
 from radium.errors import ConfigError, Kind, RadiumError, UnsafePathError
+from radium.shim.agent import protocol
 
 
 def test_one_line_joins_message_and_hint() -> None:
@@ -13,15 +25,6 @@ def test_leaves_share_one_root() -> None:
 
 
 # -- one table, both directions (issue 38: errors mapped once at the edge) ---------------------
-import json  # noqa: E402
-import re  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-import pytest  # noqa: E402
-
-from radium import errors  # noqa: E402
-from radium.shim.agent import protocol  # noqa: E402
-
 KINDS = {v for k, v in vars(Kind).items() if not k.startswith("_")}
 
 

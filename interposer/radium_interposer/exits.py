@@ -67,10 +67,9 @@ def exit_remote(manager: Any, kind: Any, value: Any, traceback: Any) -> bool:
         args = (manager, start)
         answer = proxy.invoke(_CLEAN_EXIT, args, {}, "with|__exit__", True, discard=True)
     else:
-        ref = object.__getattribute__(manager, "_rd_ref")
-        method = proxy.make({"$": "a", "o": ref, "n": "__exit__"}, "", None)
+        method = {"$": "a", "o": object.__getattribute__(manager, "_rd_ref"), "n": "__exit__"}
         sent = nameable(kind) if isinstance(kind, type) else None
-        answer = proxy.invoke(method._rd_ref, (sent, value, None), {}, "", False)
+        answer = proxy.invoke(method, (sent, value, None), {}, "", False)
     return bool(answer)
 
 

@@ -5,7 +5,7 @@ when the acceptor starts (:mod:`radium.acceptor.mps`): whether a GPU can share i
 before the acceptor registers, so the pool never places a fraction on a GPU that cannot take
 one, and a lease's first call does not wait for a daemon. A GPU whose daemon cannot run (no
 binary, or it fails to start) is labelled ``sharing=exclusive``: the pool places whole-GPU
-leases only there (:data:`radium.pool.demand.SHARED`), and a fractional lease that reaches it
+leases only there (:data:`radium.pool.core.demand.SHARED`), and a fractional lease that reaches it
 anyway is refused when its slot is made. ``"unenforced"`` runs no daemon and labels every GPU
 ``sharing=unenforced``: fractions are placed, and nothing keeps a lease to its share.
 

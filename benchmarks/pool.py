@@ -44,9 +44,9 @@ import psutil
 from benchmarks.machine import cpu_ticks
 from integration.pool import AGENT_TOKEN, PoolCluster, Service
 from radium import rpc
-from radium.leasecalls import LeaseCalls
-from radium.leasesocket import LeaseSocket
-from radium.leasestream import LeaseStream
+from radium.leaseclient.calls import LeaseCalls
+from radium.leaseclient.socket import LeaseSocket
+from radium.leaseclient.stream import LeaseStream
 from radium.proto import pool_pb2 as pb
 from radium.proto import pool_pb2_grpc as pb_grpc
 from tests import etcd_server

@@ -26,8 +26,8 @@ from typing import Iterator
 
 from benchmarks import trace
 from radium.errors import CapacityError
-from radium.pool.policies import POLICIES
-from radium.pool.state import PoolState
+from radium.pool.core.policies import POLICIES
+from radium.pool.core.state import PoolState
 
 #: Published means on openb_pod_list_default.csv (allocated at 100 %, unallocated at 130 %).
 PUBLISHED = {"fgd": (95.23, 4.61), "bestfit": (92.86, 6.92), "packing": (91.78, None),

@@ -47,10 +47,10 @@ import time
 from benchmarks import trace
 from benchmarks.simulation import Job, Metrics, Simulation
 from radium.errors import RadiumError
+from radium.pool.core.policies import POLICIES
+from radium.pool.core.queues import Queues
+from radium.pool.core.state import PoolState
 from radium.pool.model import AcceptorState, Queue, Request
-from radium.pool.policies import POLICIES
-from radium.pool.queues import Queues
-from radium.pool.state import PoolState
 
 #: Cluster sizes, in GPU nodes: loaded by the trace's arrivals, and the whole cluster.
 NODES = "6,12,24,all"

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from radium.errors import CapacityError
-from radium.pool import queues
+from radium.pool.core import queues
+from radium.pool.core.state import PoolState
+from radium.pool.core.waiting import WaitingRoom
 from radium.pool.model import Lease, Request
-from radium.pool.state import PoolState
-from radium.pool.waiting import WaitingRoom
 
 #: Event kinds, in the order they are handled at one instant: capacity is freed first.
 DEPART, REAP, ARRIVE = 0, 1, 2

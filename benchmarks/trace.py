@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from radium.pool import heap
+from radium.pool.api import gc_tuning
+from radium.pool.core.policies import POLICIES
+from radium.pool.core.state import PoolState
 from radium.pool.model import AcceptorState, Device, DeviceState, Request
-from radium.pool.policies import POLICIES
-from radium.pool.state import PoolState
-from radium.pool.store import SQLiteStore
+from radium.pool.store.sqlite import SQLiteStore
 
 _HERE = Path(__file__).resolve().parent
 TRACE = Path(os.environ.get("RADIUM_TRACE") or _HERE / "traces" / "alibaba-gpu-v2023")
@@ -141,5 +141,5 @@ def pool_of(acceptors: list[AcceptorState], policy: str) -> PoolState:
     )
     for acceptor in acceptors:
         state.register(acceptor, 0.0)
-    heap.settle()  # as a running pool does every few minutes
+    gc_tuning.settle()  # as a running pool does every few minutes
     return state

@@ -32,7 +32,7 @@ from radium.acceptor.limits import Cgroups, Share
 from radium.acceptor.uids import UidLocks
 from radium.config import SandboxConfig
 from radium.errors import SandboxError
-from radium.leasesocket import LeaseSocket
+from radium.leaseclient.socket import LeaseSocket
 from radium.proto import pool_pb2 as pb
 from tests.interposer.harness import BARE_PYTHON, INTERPOSER
 

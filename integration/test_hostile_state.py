@@ -30,8 +30,8 @@ import pytest
 from integration.host import need_root
 from integration.pool import AGENT_TOKEN, PoolCluster
 from radium import rpc
-from radium.leasecalls import WINDOW
-from radium.leasestream import LeaseStream
+from radium.leaseclient.calls import WINDOW
+from radium.leaseclient.stream import LeaseStream
 from radium.proto import pool_pb2 as pb
 from radium.proto import pool_pb2_grpc as pb_grpc
 from tests.ports import free_port
@@ -162,7 +162,7 @@ def test_the_quickstart_state_directory_works_absent_and_from_a_previous_run() -
 
 #: The pool of the old behaviour: its window so wide that nothing a client sends passes it.
 OLD_POOL = (
-    "import sys, radium.leasecalls as calls; calls.WINDOW = 1 << 40; "
+    "import sys, radium.leaseclient.calls as calls; calls.WINDOW = 1 << 40; "
     "from radium.cli import main; sys.exit(main(['pool', 'serve']))"
 )
 #: Calls the attacker sends in all, in messages of 256 (none of them ever read).

@@ -11,9 +11,9 @@ from typing import Iterator
 import pytest
 
 from integration.pool import AGENT_TOKEN, PoolCluster, serving, wait_until
-from radium import leasewire
 from radium.errors import PermissionDeniedError, UnavailableError
-from radium.leasesocket import LeaseSocket
+from radium.leaseclient import wire
+from radium.leaseclient.socket import LeaseSocket
 from radium.proto import pool_pb2 as pb
 
 
@@ -51,14 +51,14 @@ def test_many_calls_on_one_socket_are_granted_stored_and_released(pool: PoolClus
 
 def test_garbage_from_many_connections_leaves_the_pool_serving(pool: PoolCluster) -> None:
     noise = random.Random(14)
-    hello = leasewire.MAGIC + leasewire.frame(pb.LeaseHello(version=1, token=AGENT_TOKEN))
+    hello = wire.MAGIC + wire.frame(pb.LeaseHello(version=1, token=AGENT_TOKEN))
 
     def blob() -> bytes:
         body = noise.randbytes(noise.randrange(0, 64))
         return noise.choice(
             [
                 body,  # anything at all
-                leasewire.MAGIC + body,  # the magic, then garbage
+                wire.MAGIC + body,  # the magic, then garbage
                 hello + body,  # welcomed, then garbage
                 hello + struct.pack(">I", noise.randrange(1 << 32)) + body,  # any length
             ]

@@ -21,7 +21,7 @@ from radium.errors import (
     PermissionDeniedError,
     UnavailableError,
 )
-from radium.leasestream import LeaseStream
+from radium.leaseclient.stream import LeaseStream
 from radium.proto import pool_pb2 as pb
 from radium.proto import pool_pb2_grpc as pb_grpc
 

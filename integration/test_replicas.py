@@ -17,7 +17,7 @@ from integration.etcd_hosts import etcd_on_hosts
 from integration.netns import Network
 from integration.pool import AGENT_TOKEN, PoolCluster, Service, serving
 from radium.errors import CapacityError, RadiumError, UnavailableError
-from radium.leasesocket import LeaseSocket
+from radium.leaseclient.socket import LeaseSocket
 from radium.poolclient import PoolClient
 from radium.proto import pool_pb2 as pb
 from radium.shim.agent.broker import dial

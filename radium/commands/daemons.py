@@ -11,7 +11,7 @@ from radium.lifeline import follow_supervisor
 
 
 def _pool_serve(args: argparse.Namespace) -> int:
-    from radium.pool import server
+    from radium.pool.api import server
 
     config = config_module.load()
     if args.listen or args.db:

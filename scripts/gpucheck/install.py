@@ -115,7 +115,7 @@ def _version(bwrap: str) -> str | None:
 def radium_installed(site: Site, python: str = sys.executable) -> bool:
     """Whether ``python -I`` (no PYTHONPATH, not the working directory) imports radium: this
     checkout's venv (an editable install), not the GPU machine's Python."""
-    probe = [python, "-I", "-c", "import radium.pool.lease_front"]
+    probe = [python, "-I", "-c", "import radium.pool.leases.front"]
     return subprocess.run(probe, cwd=site.tree, capture_output=True).returncode == 0
 
 

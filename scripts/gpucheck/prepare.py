@@ -26,7 +26,7 @@ MANIFEST = "manifest.json"
 #: What the services and ``radium exec`` import at start (the device checks them too).
 SERVICE_MODULES = (
     "radium.cli",
-    "radium.pool.server",
+    "radium.pool.api.server",
     "radium.acceptor.daemon",
     "radium.shim.agent.process",
     "radium.execute",

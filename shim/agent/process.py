@@ -27,9 +27,9 @@ import grpc.aio
 from radium import config as config_module
 from radium import rpc
 from radium.config import ClientConfig, Config
-from radium.leasecalls import LeaseCalls
-from radium.leasesocket import LeaseSocket
-from radium.leasestream import LeaseStream
+from radium.leaseclient.calls import LeaseCalls
+from radium.leaseclient.socket import LeaseSocket
+from radium.leaseclient.stream import LeaseStream
 from radium.shim.agent import execdirs, lockfile, nativeclient, protocol
 from radium.shim.agent.book import LeaseBook, write_lease_file
 from radium.shim.agent.broker import ConnectionBroker

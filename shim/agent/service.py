@@ -1,7 +1,7 @@
 """The agent's operations (docs/agent-protocol.md), keep-alive and watching.
 
 The pool is a :class:`LeasePool`: in the agent process a lease stream
-(:class:`radium.leasestream.LeaseStream`), in unit tests an in-memory pool.
+(:class:`radium.leaseclient.stream.LeaseStream`), in unit tests an in-memory pool.
 """
 
 from __future__ import annotations

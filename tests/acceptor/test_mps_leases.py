@@ -20,7 +20,7 @@ from radium.acceptor.slots import Slots
 from radium.acceptor.uids import UidLocks
 from radium.config import AcceptorConfig
 from radium.errors import InvalidRequestError, UnavailableError
-from radium.pool import scheduler
+from radium.pool.core import scheduler
 from radium.pool.model import AcceptorState, Device, DeviceState, Request
 from radium.proto import pool_pb2 as pb
 from tests.acceptor.mps_fixtures import backend, commands, config, install_control, short_dir

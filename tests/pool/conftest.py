@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from radium.pool.etcd_kv import EtcdKV
-from radium.pool.etcd_store import EtcdStore
-from radium.pool.store import SQLiteStore, Store
+from radium.pool.store.base import Store
+from radium.pool.store.etcd import EtcdStore
+from radium.pool.store.etcd_kv import EtcdKV
+from radium.pool.store.sqlite import SQLiteStore
 from tests.etcd_server import EtcdCluster, single
 
 #: Opens the store called ``name`` (the same state each time: a pool restart), at time 0,

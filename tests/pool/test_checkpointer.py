@@ -1,4 +1,4 @@
-"""SQLite's WAL checkpoints run off the pool's loop (radium.pool.checkpointer): commits never
+"""SQLite's WAL checkpoints run off the pool's loop (radium.pool.store.checkpointer): commits never
 checkpoint, and the checkpointer thread moves them into the database file."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import sqlite3
 import time
 from pathlib import Path
 
-from radium.pool.store import SQLiteStore
+from radium.pool.store.sqlite import SQLiteStore
 from tests.pool.test_store_contract import lease
 
 

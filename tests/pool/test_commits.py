@@ -18,12 +18,12 @@ from radium.errors import (
     RadiumError,
     StoreUnavailableError,
 )
-from radium.pool.commits import Committed, Deferrable, GroupCommit
-from radium.pool.lease_session import grpc_stream
-from radium.pool.leasing import Leasing
+from radium.pool.core.dispatcher import Dispatcher
+from radium.pool.leases.leasing import Leasing
+from radium.pool.leases.session import grpc_stream
 from radium.pool.model import RELEASED
-from radium.pool.service import Pool
-from radium.pool.store import SQLiteStore
+from radium.pool.store.commits import Committed, Deferrable, GroupCommit
+from radium.pool.store.sqlite import SQLiteStore
 from radium.proto import pool_pb2 as pb
 from tests.pool.conftest import OpenSQLite, OpenStore, loaded
 from tests.pool.test_leasing import Context, open_stream
@@ -146,7 +146,7 @@ def test_a_failed_commit_fails_the_answers_waiting_for_it_and_stops_the_pool(
         state = pool(gpus=1, store=store)
         store.full = True
         commits = GroupCommit(store, stopped.append)
-        leasing = Leasing(Pool(state, clock=lambda: 1.0, commits=commits))
+        leasing = Leasing(Dispatcher(state, clock=lambda: 1.0, commits=commits))
         sent, replies = open_stream(leasing)
         sent.put_nowait(pb.LeaseCall(id=1, allocate=pb.AllocateRequest(gpus=1, holder="x")))
         sent.put_nowait(pb.LeaseCall(id=2, keep_alive=pb.LeaseRef(lease_id="l-none")))
@@ -169,7 +169,7 @@ def test_a_stream_answers_only_what_is_committed(tmp_path: Path, sqlite_store: O
     async def run() -> tuple[list[pb.LeaseReply], list[list[str]]]:
         state = pool(gpus=2, store=sqlite_store(db))
         commits = GroupCommit(state.store, lambda error: pytest.fail(str(error)))
-        leasing = Leasing(Pool(state, clock=lambda: 1.0, commits=commits))
+        leasing = Leasing(Dispatcher(state, clock=lambda: 1.0, commits=commits))
         sent, replies = open_stream(leasing)
         for n in (1, 2):
             sent.put_nowait(pb.LeaseCall(id=n, allocate=pb.AllocateRequest(gpus=1, holder="x")))
@@ -210,7 +210,7 @@ class HeldCommits:
 def test_a_stream_s_answers_wait_for_the_commit() -> None:
     async def run() -> None:
         commits = HeldCommits()
-        leasing = Leasing(Pool(pool(gpus=2), clock=lambda: 1.0, commits=commits))
+        leasing = Leasing(Dispatcher(pool(gpus=2), clock=lambda: 1.0, commits=commits))
         sent, replies = open_stream(leasing)
         sent.put_nowait(pb.LeaseCall(id=1, allocate=pb.AllocateRequest(gpus=1, holder="x")))
         first = asyncio.ensure_future(replies.__anext__())
@@ -236,7 +236,7 @@ def test_a_stream_answers_only_what_either_store_committed(open_store: OpenStore
 
     async def run() -> tuple[list[pb.LeaseReply], list[set[str]]]:
         commits = GroupCommit(store, lambda error: pytest.fail(str(error)))
-        leasing = Leasing(Pool(pool(gpus=3, store=store), clock=lambda: 1.0, commits=commits))
+        leasing = Leasing(Dispatcher(pool(gpus=3, store=store), clock=lambda: 1.0, commits=commits))
         sent, replies = open_stream(leasing)
         answers, seen = [], []
         for n in (1, 2, 3):  # 2 and 3 come while 1's batch may be in flight
@@ -371,7 +371,7 @@ def test_a_stream_half_closed_before_its_commit_still_gets_every_answer() -> Non
 
     async def run() -> list[pb.LeaseReply]:
         commits = HeldCommits()
-        leasing = Leasing(Pool(pool(gpus=2), clock=lambda: 1.0, commits=commits))
+        leasing = Leasing(Dispatcher(pool(gpus=2), clock=lambda: 1.0, commits=commits))
 
         async def calls() -> AsyncIterator[pb.LeaseCall]:
             for n in (1, 2):

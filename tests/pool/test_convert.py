@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from radium.pool import convert
+from radium.pool.core import convert
 from radium.pool.model import Lease, Usage
 from radium.proto import pool_pb2 as pb
 

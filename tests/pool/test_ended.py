@@ -10,8 +10,8 @@ import threading
 import pytest
 
 from radium.errors import StoreUnavailableError, UnavailableError
-from radium.pool.ended import EndedLog
 from radium.pool.model import Lease
+from radium.pool.store.ended import EndedLog
 from tests.pool.test_store_contract import lease
 
 

@@ -9,9 +9,9 @@ import uuid
 import pytest
 
 from radium.errors import ConfigError, NotLeaderError, StoreUnavailableError
-from radium.pool import leadership
-from radium.pool.etcd_kv import EtcdKV, encode
-from radium.pool.etcd_store import EtcdStore
+from radium.pool.store import leadership
+from radium.pool.store.etcd import EtcdStore
+from radium.pool.store.etcd_kv import EtcdKV, encode
 from tests.etcd_server import EtcdCluster
 from tests.pool.test_store_contract import lease
 from tests.ports import free_port

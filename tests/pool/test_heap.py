@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from radium.pool import heap
+from radium.pool.api import gc_tuning
 
 
 class Node:
@@ -24,7 +24,7 @@ def unfrozen() -> Iterator[None]:
 
 def test_settle_freezes_what_lives() -> None:
     kept = [Node() for _ in range(100)]
-    heap.settle()
+    gc_tuning.settle()
     assert gc.get_freeze_count() >= len(kept)
 
 
@@ -32,9 +32,9 @@ def test_a_frozen_cycle_is_collected_at_the_next_settle() -> None:
     a, b = Node(), Node()
     a.peer, b.peer = b, a
     gone = weakref.ref(a)
-    heap.settle()  # the cycle is frozen: no collection can free it now
+    gc_tuning.settle()  # the cycle is frozen: no collection can free it now
     del a, b
     gc.collect()
     assert gone() is not None
-    heap.settle()
+    gc_tuning.settle()
     assert gone() is None

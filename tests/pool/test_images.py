@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from radium.errors import InvalidRequestError
-from radium.pool.images import DONE_ADDING, GONE, Images, check_ref
+from radium.pool.core.images import DONE_ADDING, GONE, Images, check_ref
 from radium.pool.model import ImageStatus
 from tests.pool.conftest import OpenSQLite, OpenStore
 

@@ -12,8 +12,8 @@ import pytest
 
 from radium.config import Config
 from radium.errors import UnavailableError
-from radium.pool.server import lead
-from radium.pool.store import SQLiteStore
+from radium.pool.api.server import lead
+from radium.pool.store.sqlite import SQLiteStore
 from tests.ports import free_port
 
 

@@ -17,16 +17,16 @@ from typing import AsyncIterator, Awaitable, Callable, TypeVar
 
 import pytest
 
-from radium import leasewire
 from radium.errors import UnavailableError
-from radium.leasesocket import LeaseSocket
-from radium.pool import front_link as link
-from radium.pool.lease_connection import give_back_unsent
+from radium.leaseclient import wire
+from radium.leaseclient.socket import LeaseSocket
+from radium.pool.leases import link
+from radium.pool.leases.connection import give_back_unsent
 from radium.proto import pool_pb2 as pb
 from tests.pool.test_lease_socket import TOKEN, listening, read_frame
 
 T = TypeVar("T")
-HELLO = leasewire.MAGIC + leasewire.frame(pb.LeaseHello(version=1, token=TOKEN))
+HELLO = wire.MAGIC + wire.frame(pb.LeaseHello(version=1, token=TOKEN))
 
 
 class FakePool:
@@ -68,7 +68,7 @@ async def front() -> AsyncIterator[FakePool]:
             sys.executable,
             "-I",  # as the pool starts it
             "-m",
-            "radium.pool.lease_front",
+            "radium.pool.leases.front",
             "--listen-fd",
             str(fds[0]),
             "--link-fd",
@@ -107,24 +107,24 @@ def test_the_front_relays_a_connection_both_ways_and_holds_its_calls_until_the_w
     async def test(pool: FakePool) -> None:
         reader, writer = await client(pool.address)
         call = pb.LeaseCall(id=7, release=pb.LeaseRef(lease_id="l-1"))
-        writer.write(HELLO + leasewire.frame(call))  # a call before its welcome
+        writer.write(HELLO + wire.frame(call))  # a call before its welcome
         kind, number, payload = await pool.next()
         peer, certificate, hello = link.parse_hello(payload)
         assert (kind, certificate) == (link.HELLO, b"")
         assert "127.0.0.1" in peer and pb.LeaseHello.FromString(hello).token == TOKEN
         with pytest.raises(asyncio.TimeoutError):  # held, not relayed
             await asyncio.wait_for(pool.next(), 0.3)
-        pool.send(link.WELCOME, number, leasewire.frame(pb.LeaseWelcome(version=1)))
+        pool.send(link.WELCOME, number, wire.frame(pb.LeaseWelcome(version=1)))
         assert (await read_frame(reader, pb.LeaseWelcome)) == pb.LeaseWelcome(version=1)
         assert await pool.next() == (link.CALL, number, call.SerializeToString())
         reply = pb.LeaseReply(id=7, released=pb.ReleaseResponse(released=True))
-        pool.send(link.SEND, number, leasewire.frame(reply))
+        pool.send(link.SEND, number, wire.frame(reply))
         assert await read_frame(reader, pb.LeaseReply) == reply
         writer.close()
         assert await pool.next() == (link.GONE, number, b"")
         # Replies for a connection that has gone come back, so their leases can be given back.
-        pool.send(link.SEND, number, leasewire.frame(reply))
-        assert await pool.next() == (link.UNSENT, number, leasewire.frame(reply))
+        pool.send(link.SEND, number, wire.frame(reply))
+        assert await pool.next() == (link.UNSENT, number, wire.frame(reply))
 
     with_front(test)
 
@@ -138,7 +138,7 @@ def test_the_front_writes_a_refusal_and_closes_and_closes_what_the_pool_closes()
         closed.write(HELLO)
         _, second, _ = await pool.next()
         refusal = pb.LeaseWelcome(error=pb.CallError(code=16, message="no"))
-        pool.send(link.REFUSE, first, leasewire.frame(refusal))
+        pool.send(link.REFUSE, first, wire.frame(refusal))
         pool.send(link.CLOSE, second)
         assert await read_frame(refused_reader, pb.LeaseWelcome) == refusal
         assert await refused_reader.read() == b""
@@ -217,7 +217,7 @@ def test_a_dead_front_ends_its_sessions_and_is_replaced(caplog: pytest.LogCaptur
         finally:
             await listener.close()
 
-    with caplog.at_level(logging.ERROR, "radium.pool.lease_listener"):
+    with caplog.at_level(logging.ERROR, "radium.pool.leases.listener"):
         assert asyncio.run(run()) == ["again", "again"]
     assert any("lease-socket front exited" in r.getMessage() for r in caplog.records)
 
@@ -240,7 +240,7 @@ def test_replies_that_could_not_be_sent_give_their_leases_back() -> None:
             pb.LeaseReply(id=1, lease=granted),
             pb.LeaseReply(id=2, released=pb.ReleaseResponse(released=True)),
         ]
-        give_back_unsent(leasing, leasewire.batches(replies, 64))
+        give_back_unsent(leasing, wire.batches(replies, 64))
         return [lease.holder for lease in leasing.pool.state.leases.values()]
 
     assert asyncio.run(run()) == ["kept"]

@@ -13,17 +13,18 @@ from typing import AsyncIterator, Awaitable, Callable, TypeVar
 import grpc
 import pytest
 
-from radium import certs, leasewire
+from radium import certs
 from radium.config import TlsConfig
 from radium.errors import AuthError, LeaseWireError, PermissionDeniedError, UnavailableError
-from radium.leasesocket import LeaseSocket
-from radium.pool.lease_listener import (
+from radium.leaseclient import wire
+from radium.leaseclient.socket import LeaseSocket
+from radium.pool.core.dispatcher import Dispatcher
+from radium.pool.leases.leasing import Leasing
+from radium.pool.leases.listener import (
     LeaseListener,
     role_authorize,
     token_authorize,
 )
-from radium.pool.leasing import Leasing
-from radium.pool.service import Pool
 from radium.proto import pool_pb2 as pb
 from tests.pool.test_commits import HeldCommits
 from tests.pool.test_queues import pool
@@ -34,7 +35,7 @@ T = TypeVar("T")
 
 
 async def listening(gpus: int = 4) -> tuple[LeaseListener, Leasing, str]:
-    leasing = Leasing(Pool(pool(gpus=gpus), clock=lambda: 1.0))
+    leasing = Leasing(Dispatcher(pool(gpus=gpus), clock=lambda: 1.0))
     listener = LeaseListener(leasing, token_authorize([TOKEN]))
     await listener.start("127.0.0.1:0")
     return listener, leasing, f"127.0.0.1:{listener.port}"
@@ -57,7 +58,7 @@ async def raw(
     """A connection that said hello (with our token unless ``hello`` is given) and was welcomed."""
     host, _, port = address.rpartition(":")
     reader, writer = await asyncio.open_connection(host, int(port))
-    writer.write(leasewire.MAGIC + leasewire.frame(hello or pb.LeaseHello(version=1, token=TOKEN)))
+    writer.write(wire.MAGIC + wire.frame(hello or pb.LeaseHello(version=1, token=TOKEN)))
     return reader, writer
 
 
@@ -114,7 +115,7 @@ def test_many_calls_at_once_are_batched_and_all_answered() -> None:
 def test_the_answers_of_a_commit_go_out_as_one_frame_in_the_turn_that_committed() -> None:
     async def run() -> list[int]:
         commits = HeldCommits()
-        leasing = Leasing(Pool(pool(gpus=4), clock=lambda: 1.0, commits=commits))
+        leasing = Leasing(Dispatcher(pool(gpus=4), clock=lambda: 1.0, commits=commits))
         listener = LeaseListener(leasing, token_authorize([TOKEN]))
         await listener.start("127.0.0.1:0")
         client = socket.create_connection(("127.0.0.1", listener.port))
@@ -125,7 +126,7 @@ def test_the_answers_of_a_commit_go_out_as_one_frame_in_the_turn_that_committed(
             ]
             first.more.extend(more)
             hello = pb.LeaseHello(version=1, token=TOKEN)
-            client.sendall(leasewire.MAGIC + leasewire.frame(hello) + leasewire.frame(first))
+            client.sendall(wire.MAGIC + wire.frame(hello) + wire.frame(first))
             while len(commits.waiting) < 3:  # served; the answers wait for the commit
                 await asyncio.sleep(0.01)
             client.settimeout(5)
@@ -198,9 +199,9 @@ def test_another_version_is_refused_by_name() -> None:
     "garbage",
     [
         b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",  # a gRPC client on the wrong port
-        leasewire.MAGIC + struct.pack(">I", 1 << 30),  # a hello of 1 GiB
-        leasewire.MAGIC + struct.pack(">I", 5) + b"\xff\xff\xff\xff\xff",  # no LeaseHello
-        leasewire.MAGIC + struct.pack(">I", 9) + b"abc",  # ends inside its hello
+        wire.MAGIC + struct.pack(">I", 1 << 30),  # a hello of 1 GiB
+        wire.MAGIC + struct.pack(">I", 5) + b"\xff\xff\xff\xff\xff",  # no LeaseHello
+        wire.MAGIC + struct.pack(">I", 9) + b"abc",  # ends inside its hello
     ],
 )
 def test_garbage_before_the_hello_is_closed_unanswered_and_the_pool_serves_on(
@@ -218,7 +219,7 @@ def test_garbage_before_the_hello_is_closed_unanswered_and_the_pool_serves_on(
         await client.close()
         return answer
 
-    with caplog.at_level(logging.WARNING, "radium.pool.lease_connection"):
+    with caplog.at_level(logging.WARNING, "radium.pool.leases.connection"):
         assert served(test) == b""
     # One line: the front's, on the pool's stderr, for bad framing; the pool's for a hello that
     # is not one (docs/lease-front.md).
@@ -240,7 +241,7 @@ def test_a_broken_frame_after_the_welcome_closes_that_connection_only(garbage: b
         # An allocation, then the garbage in the same write: the pool serves the call, finds
         # the garbage in the same read and closes before the answer could go out, so the
         # lease it granted is given back (a client gone mid-flight), never left half-served.
-        call = leasewire.frame(pb.LeaseCall(id=1, allocate=pb.AllocateRequest(gpus=1)))
+        call = wire.frame(pb.LeaseCall(id=1, allocate=pb.AllocateRequest(gpus=1)))
         writer.write(call + garbage)
         got = [reply async for reply in messages(reader, pb.LeaseReply)]  # the pool closed it
         writer.close()
@@ -262,7 +263,7 @@ def test_a_client_gone_with_a_waiting_allocation_is_never_granted_it() -> None:
         reader, writer = await raw(address)
         assert (await read_frame(reader, pb.LeaseWelcome)) is not None
         wanted = pb.AllocateRequest(gpus=1, holder="gone", wait_seconds=30)
-        writer.write(leasewire.frame(pb.LeaseCall(id=1, allocate=wanted)))
+        writer.write(wire.frame(pb.LeaseCall(id=1, allocate=wanted)))
         while not leasing.pool.waiters.pending():
             await asyncio.sleep(0.01)
         writer.close()  # gone while it waits
@@ -303,9 +304,9 @@ async def scripted_pool(
     """A pool of our own making on loopback: it welcomes each client, then ``serve`` runs."""
 
     async def connected(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.readexactly(len(leasewire.MAGIC))
+        await reader.readexactly(len(wire.MAGIC))
         assert await read_frame(reader, pb.LeaseHello) is not None
-        writer.write(leasewire.frame(pb.LeaseWelcome(version=leasewire.VERSION)))
+        writer.write(wire.frame(pb.LeaseWelcome(version=wire.VERSION)))
         await serve(reader, writer)
 
     server = await asyncio.start_server(connected, "127.0.0.1", 0)
@@ -319,7 +320,7 @@ def test_calls_made_while_the_pool_reads_nothing_are_all_answered_once_it_reads(
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await reading.wait()
         async for call in messages(reader, pb.LeaseCall):
-            writer.write(leasewire.frame(pb.LeaseReply(id=call.id, released={"released": True})))
+            writer.write(wire.frame(pb.LeaseReply(id=call.id, released={"released": True})))
 
     async def run() -> list[bool]:
         server, address = await scripted_pool(serve)
@@ -343,9 +344,7 @@ def test_a_broken_frame_from_the_pool_fails_the_calls_and_the_next_call_connects
             if call.release.lease_id == "garbage":
                 writer.write(struct.pack(">I", 2 << 20))  # over the frame limit
             else:
-                writer.write(
-                    leasewire.frame(pb.LeaseReply(id=call.id, released={"released": True}))
-                )
+                writer.write(wire.frame(pb.LeaseReply(id=call.id, released={"released": True})))
 
     async def run() -> None:
         server, address = await scripted_pool(serve)
@@ -388,7 +387,7 @@ def test_mutual_tls_admits_an_agent_and_refuses_other_roles_and_cas(tmp_path: Pa
     certs.issue(ours, "acceptor", "acceptors", [])
 
     async def run() -> None:
-        leasing = Leasing(Pool(pool(), clock=lambda: 1.0))
+        leasing = Leasing(Dispatcher(pool(), clock=lambda: 1.0))
         authorize = role_authorize(frozenset({"agent", "admin"}))
         listener = LeaseListener(leasing, authorize, _tls(ours, "pool"))
         await listener.start("127.0.0.1:0")

@@ -14,14 +14,15 @@ import grpc
 import grpc.aio
 import pytest
 
-from radium import leasewire
 from radium.errors import CapacityError, DeadlineError
-from radium.leasesocket import LeaseSocket
-from radium.leasestream import LeaseStream
-from radium.pool import lease_connection, lease_front
-from radium.pool.lease_session import LeaseSession, grpc_stream
-from radium.pool.leasing import Leasing
-from radium.pool.service import Pool
+from radium.leaseclient import wire
+from radium.leaseclient.socket import LeaseSocket
+from radium.leaseclient.stream import LeaseStream
+from radium.pool.core.dispatcher import Dispatcher
+from radium.pool.leases import connection as lease_connection
+from radium.pool.leases import front as lease_front
+from radium.pool.leases.leasing import Leasing
+from radium.pool.leases.session import LeaseSession, grpc_stream
 from radium.proto import pool_pb2 as pb
 from radium.proto import pool_pb2_grpc as pb_grpc
 from tests.pool.test_lease_socket import TOKEN, listening, raw, read_frame
@@ -45,7 +46,7 @@ class Servicer(pb_grpc.PoolServicer):
 
 
 def one_gpu_taken() -> tuple[Leasing, pb.Lease]:
-    leasing = Leasing(Pool(pool(gpus=1), clock=lambda: 1.0))
+    leasing = Leasing(Dispatcher(pool(gpus=1), clock=lambda: 1.0))
     hog = leasing.allocate_now(pb.AllocateRequest(gpus=1, holder="hog"))
     assert hog is not None
     return leasing, hog
@@ -99,10 +100,10 @@ def test_a_stream_past_its_window_ends_with_resource_exhausted_and_others_serve_
         assert await other.release(lease.id) is True
         await other.close()
 
-    with caplog.at_level(logging.WARNING, "radium.pool.lease_session"):
+    with caplog.at_level(logging.WARNING, "radium.pool.leases.session"):
         on_grpc(test)
     # Only the session's own lines: grpc may log the servicer cancelled by server.stop(0).
-    said = [r for r in caplog.records if r.name == "radium.pool.lease_session"]
+    said = [r for r in caplog.records if r.name == "radium.pool.leases.session"]
     assert [r.getMessage().split(": ", 1)[1] for r in said] == [
         f"lease stream: {WINDOW + 1} calls unanswered, over the limit of {WINDOW} a stream may "
         "have in flight; a client waits for replies before it sends more "
@@ -157,7 +158,7 @@ def test_a_socket_past_its_window_gets_reply_0_then_its_end(
             assert (await read_frame(reader, pb.LeaseWelcome)) is not None
             batch = waiting(1)
             batch.more.extend(waiting(n) for n in range(2, WINDOW + 2))
-            writer.write(leasewire.frame(batch))
+            writer.write(wire.frame(batch))
             ending = await asyncio.wait_for(read_frame(reader, pb.LeaseReply), 10)
             assert ending is not None and ending.id == 0
             assert ending.error.code == grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]

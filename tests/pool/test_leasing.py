@@ -8,9 +8,10 @@ from typing import Any, AsyncIterator
 import grpc
 
 from radium import rpc
-from radium.pool.lease_session import grpc_stream
-from radium.pool.leasing import Leasing
-from radium.pool.service import Pool, PoolService
+from radium.pool.api.service import PoolService
+from radium.pool.core.dispatcher import Dispatcher
+from radium.pool.leases.leasing import Leasing
+from radium.pool.leases.session import grpc_stream
 from radium.proto import pool_pb2 as pb
 from tests.pool.test_queues import pool
 
@@ -30,7 +31,7 @@ class Context:
 
 
 def one_gpu_taken() -> tuple[Leasing, pb.Lease]:
-    leasing = Leasing(Pool(pool(gpus=1), clock=lambda: 1.0))
+    leasing = Leasing(Dispatcher(pool(gpus=1), clock=lambda: 1.0))
     hog = leasing.allocate_now(pb.AllocateRequest(gpus=1, holder="hog"))
     assert hog is not None
     return leasing, hog

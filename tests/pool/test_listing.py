@@ -1,4 +1,4 @@
-"""ListLeases a page at a time (radium.pool.listing): every lease once, newest ended first,
+"""ListLeases a page at a time (radium.pool.leases.listing): every lease once, newest ended first,
 from the pool's memory; a token the pool never gave is the caller's error."""
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ import grpc
 import pytest
 
 from radium.errors import InvalidRequestError
-from radium.pool.leasing import Leasing
-from radium.pool.listing import list_leases
-from radium.pool.service import Pool, PoolService
+from radium.pool.api.service import PoolService
+from radium.pool.core.dispatcher import Dispatcher
+from radium.pool.leases.leasing import Leasing
+from radium.pool.leases.listing import list_leases
 from radium.proto import pool_pb2 as pb
 from tests.pool.test_queues import pool
 from tests.test_rpc import Aborted, AbortingContext, through_guard
@@ -22,7 +23,7 @@ def churned(ended: int) -> tuple[Leasing, pb.Lease]:
     """A pool whose clock ticks a second a call: ``ended`` leases granted and released one
     after another, then one held."""
     ticks = itertools.count(1.0)
-    leasing = Leasing(Pool(pool(gpus=1), clock=lambda: next(ticks)))
+    leasing = Leasing(Dispatcher(pool(gpus=1), clock=lambda: next(ticks)))
     for n in range(ended):
         lease = leasing.allocate_now(pb.AllocateRequest(gpus=1, holder=f"job-{n}"))
         assert lease is not None

@@ -1,4 +1,4 @@
-"""The pool's series, read from a real PoolState through the Pool the services use."""
+"""The pool's series, read from a real PoolState through the Dispatcher the services use."""
 
 from __future__ import annotations
 
@@ -9,15 +9,15 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from radium.errors import CapacityError, InvalidRequestError, QuotaError
-from radium.pool.metrics import PoolMetrics, on_loop, outcome
+from radium.pool.api.metrics import PoolMetrics, on_loop, outcome
+from radium.pool.core.dispatcher import Dispatcher
 from radium.pool.model import Queue, Request
-from radium.pool.service import Pool
 from tests.pool.test_queues import pool
 
 
-def metered(*configured: Queue, gpus: int = 2) -> tuple[Pool, CollectorRegistry]:
+def metered(*configured: Queue, gpus: int = 2) -> tuple[Dispatcher, CollectorRegistry]:
     registry = CollectorRegistry()
-    served = Pool(pool(*configured, gpus=gpus), clock=lambda: 1.0)
+    served = Dispatcher(pool(*configured, gpus=gpus), clock=lambda: 1.0)
     served.observer = PoolMetrics(served, registry)
     return served, registry
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import random
 
-from radium.pool.demand import Demand, demand_of, need_mib
+from radium.pool.core.demand import Demand, demand_of, need_mib
+from radium.pool.core.placement import Placer
+from radium.pool.core.policies import FGD, BestFit, Workload
 from radium.pool.model import AcceptorState, Device, DeviceState, Placement, Request
-from radium.pool.placement import Placer
-from radium.pool.policies import FGD, BestFit, Workload
 
 
 def acceptor(name: str, free: list[int], cpu: int = 0, model: str = "T4") -> AcceptorState:

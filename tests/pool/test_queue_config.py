@@ -9,9 +9,9 @@ import pytest
 
 from radium.config import QueueConfig
 from radium.errors import ConfigError
+from radium.pool.api.server import configure_queues
+from radium.pool.core.state import PoolState
 from radium.pool.model import Queue
-from radium.pool.server import configure_queues
-from radium.pool.state import PoolState
 from tests.pool.conftest import OpenSQLite
 
 StateAt = Callable[[Path], PoolState]

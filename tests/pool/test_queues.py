@@ -9,7 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from radium.errors import CapacityError, InvalidRequestError, QuotaError
-from radium.pool import queues
+from radium.pool.core import queues
+from radium.pool.core.queues import Queues
+from radium.pool.core.state import PoolState
 from radium.pool.model import (
     PREEMPTED,
     PREEMPTING,
@@ -19,9 +21,8 @@ from radium.pool.model import (
     Queue,
     Request,
 )
-from radium.pool.queues import Queues
-from radium.pool.state import PoolState
-from radium.pool.store import SQLiteStore, Store
+from radium.pool.store.base import Store
+from radium.pool.store.sqlite import SQLiteStore
 from tests.pool.conftest import OpenStore
 
 GRACE = 5.0

@@ -7,8 +7,8 @@ import asyncio
 import pytest
 
 from radium.errors import CapacityError
-from radium.pool.leasing import Leasing
-from radium.pool.service import Pool
+from radium.pool.core.dispatcher import Dispatcher
+from radium.pool.leases.leasing import Leasing
 from radium.proto import pool_pb2 as pb
 from tests.pool.test_queues import pool
 
@@ -21,7 +21,7 @@ def refusals(*waits: float) -> list[str]:
     one held."""
 
     async def run() -> list[str]:
-        leasing = Leasing(Pool(pool(gpus=2), clock=lambda: 1.0))
+        leasing = Leasing(Dispatcher(pool(gpus=2), clock=lambda: 1.0))
         assert leasing.allocate_now(pb.AllocateRequest(gpus=1, holder="hog")) is not None
         lines = []
         for wait in waits:

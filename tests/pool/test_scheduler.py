@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from radium.errors import CapacityError, InvalidRequestError
-from radium.pool import scheduler
+from radium.pool.core import scheduler
 from radium.pool.model import AcceptorState, Device, DeviceState, Request
 
 

@@ -6,6 +6,8 @@ from pathlib import Path
 import pytest
 
 from radium.errors import CapacityError, LeaseNotFoundError, StoreUnavailableError
+from radium.pool.core.dispatcher import Dispatcher
+from radium.pool.core.state import PoolState
 from radium.pool.model import (
     EXPIRED,
     RELEASED,
@@ -15,9 +17,7 @@ from radium.pool.model import (
     DeviceState,
     Request,
 )
-from radium.pool.service import Pool
-from radium.pool.state import PoolState
-from radium.pool.store import SQLiteStore
+from radium.pool.store.sqlite import SQLiteStore
 from tests.pool.conftest import OpenSQLite, OpenStore
 
 
@@ -143,7 +143,7 @@ def test_the_reaper_prunes_with_the_retention_it_is_given() -> None:
     old, recent = state.allocate(Request(gpus=1), 0), state.allocate(Request(gpus=1), 0)
     state.release(old.id, 10)
     state.release(recent.id, 100)
-    served = Pool(state, clock=lambda: 150.0)
+    served = Dispatcher(state, clock=lambda: 150.0)
 
     async def reap() -> None:  # at 150 a retention of 100 s forgets what ended before 50
         reaper = asyncio.ensure_future(served.reap_forever(0.01, retention=100.0))
@@ -164,7 +164,7 @@ def test_a_prune_that_fails_does_not_stop_the_reaper() -> None:
     state = PoolState(FailingPrune(":memory:"), lease_ttl=10, heartbeat_timeout=1000, now=0)
     state.register(acceptor(), 0)
     now = [0.0]
-    served = Pool(state, clock=lambda: now[0])
+    served = Dispatcher(state, clock=lambda: now[0])
     lease = served.grant(Request(gpus=1, ttl=5))
 
     async def reap() -> None:

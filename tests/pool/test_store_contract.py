@@ -111,7 +111,7 @@ def test_ended_leases_leave_the_active_set_newest_first(open_store: OpenStore) -
 def test_ended_leases_page_from_a_cursor_alike_before_and_after_a_reopen(
     open_store: OpenStore,
 ) -> None:
-    """A listing's pages come from memory (radium.pool.listing): what a reopened store reads
+    """A listing's pages come from memory (radium.pool.leases.listing): what a reopened store reads
     back must be every field of the leases that ended."""
     store = open_store("pool")
     made = [lease(f"l-{n}", holder=f"node-{n}", expires_at=50.0 + n) for n in range(5)]

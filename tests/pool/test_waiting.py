@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import pytest
 
 from radium.errors import InvalidRequestError
+from radium.pool.core.waiting import WaitingRoom
 from radium.pool.model import Lease, Queue, Request
-from radium.pool.waiting import WaitingRoom
 from tests.pool.test_queues import GRACE, pool
 
 

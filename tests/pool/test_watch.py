@@ -7,9 +7,9 @@ import asyncio
 
 import pytest
 
-from radium.pool.acceptor_service import AcceptorService
+from radium.pool.api.acceptor_service import AcceptorService
+from radium.pool.core.dispatcher import Dispatcher
 from radium.pool.model import Lease, Request
-from radium.pool.service import Pool
 from radium.proto import pool_pb2 as pb
 from tests.pool.test_queues import pool
 
@@ -17,7 +17,7 @@ from tests.pool.test_queues import pool
 @pytest.mark.parametrize("batches", [True, False])
 def test_assignments_queued_in_one_turn_go_in_one_message_if_asked(batches: bool) -> None:
     async def run() -> list[pb.Assignment]:
-        served = Pool(pool(gpus=4), clock=lambda: 1.0)
+        served = Dispatcher(pool(gpus=4), clock=lambda: 1.0)
         request = pb.WatchRequest(name="a", batches=batches)
         watch = AcceptorService(served, 1.0).Watch(request, None)
         first = asyncio.ensure_future(watch.__anext__())
@@ -39,7 +39,7 @@ def test_assignments_queued_in_one_turn_go_in_one_message_if_asked(batches: bool
 
 def test_a_batching_stream_sends_what_its_pace_gathers_in_one_message() -> None:
     async def run() -> list[int]:
-        served = Pool(pool(gpus=8), clock=lambda: 1.0)
+        served = Dispatcher(pool(gpus=8), clock=lambda: 1.0)
         request = pb.WatchRequest(name="a", batches=True)
         watch = AcceptorService(served, 1.0, watch_pace=0.5).Watch(request, None)
         first = asyncio.ensure_future(watch.__anext__())
@@ -63,7 +63,7 @@ def test_a_lease_granted_between_registration_and_watch_reaches_the_acceptor() -
     more) is kept for the stream that follows (it was lost: the holder was refused)."""
 
     async def run() -> tuple[list[str], list[str], list[str]]:
-        served = Pool(pool(gpus=0), clock=lambda: 1.0)
+        served = Dispatcher(pool(gpus=0), clock=lambda: 1.0)
         service = AcceptorService(served, 1.0)
         waiting: asyncio.Future[Lease] = asyncio.get_running_loop().create_future()
         served.waiters.add(Request(gpus=1, holder="w"), waiting)

@@ -13,7 +13,7 @@ import threading
 import time
 from pathlib import Path
 
-from radium.acceptor.engines import Docker
+from radium.acceptor.engines import ContainerRuntime
 from radium.acceptor.sandbox import HOME_TARGET, Sandbox, Tenant
 from radium.acceptor.worker_output import TAIL_LINES, Budget, report_container
 from radium.acceptor.workers import (
@@ -39,7 +39,7 @@ class ContainerWorker:
         self,
         tenant: Tenant,
         slot: Path,
-        engine: Docker,
+        engine: ContainerRuntime,
         image: str,
         sandbox: Sandbox | None,
         runtime: str = "radium",

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Union
 import psutil
 
 from radium.acceptor.container_worker import ContainerWorker
-from radium.acceptor.engines import Docker, Engine
+from radium.acceptor.engines import ContainerRuntime, Engine
 from radium.acceptor.limits import Cgroups, Share
 from radium.acceptor.record import SlotRecord
 from radium.acceptor.sandbox import Sandbox, Tenant
@@ -56,7 +56,12 @@ class Launcher:
         limits: Cgroups | None,
         engine: Engine | None,
     ) -> None:
-        self.backend, self.sandbox, self.limits, self.engine = backend, sandbox, limits, engine
+        self.backend, self.sandbox, self.limits = backend, sandbox, limits
+        #: The engine that runs container-mode workers, chosen once: None when there is no
+        #: engine or it cannot run containers (containerd's only pulls).
+        self.containers: ContainerRuntime | None = None
+        if isinstance(engine, ContainerRuntime):
+            self.containers = engine
         #: How fractional leases share a GPU (MPS environment and pipe directory); set by Slots.
         self.sharing: Sharing | None = None
         #: lease id -> its workers' lines in the log (a tenant's crash loop shares one budget)
@@ -71,8 +76,10 @@ class Launcher:
         tenant = self._tenant(record, slot / "home")
         image = self._container_image(record)
         budget = self.budgets.setdefault(record.id, Budget())
-        if image and isinstance(self.engine, Docker):
-            worker = ContainerWorker(tenant, slot, self.engine, image, self.sandbox, budget=budget)
+        if image and self.containers is not None:
+            worker = ContainerWorker(
+                tenant, slot, self.containers, image, self.sandbox, budget=budget
+            )
             return worker, []
         applied: list[str] = []
         limits = self.limits
@@ -101,9 +108,9 @@ class Launcher:
             lost
             and record
             and self.starts_at_grant(record.image, record.worker)
-            and isinstance(self.engine, Docker)
+            and self.containers is not None
         ):  # by the name ContainerWorker gives it
-            self.engine.remove_container(f"radium-worker-{lease_id}")
+            self.containers.remove_container(f"radium-worker-{lease_id}")
         if self.limits is None:
             return True  # a process-mode worker's sandbox died with its bubblewrap
         ended = self.limits.kill(lease_id)
@@ -114,11 +121,11 @@ class Launcher:
         """The image to run the worker in, or "" for process mode (and why, logged)."""
         if not record.image or record.worker == "process":
             return ""
-        if not isinstance(self.engine, Docker):
+        if self.containers is None:
             reason = "this acceptor has no docker engine"
         else:
             try:
-                held = self.engine.digest(record.image) is not None
+                held = self.containers.digest(record.image) is not None
             except RadiumError as exc:
                 held, reason = False, exc.message
             else:

@@ -12,8 +12,10 @@ import psutil
 
 from radium.acceptor.devices import GpuUse
 from radium.errors import RadiumError
+from radium.proto import pool_pb2 as pb
+from radium_interposer.control import Counters
 
-__all__ = ["Measured", "Meter"]
+__all__ = ["Measured", "Meter", "report"]
 
 log = logging.getLogger(__name__)
 
@@ -84,3 +86,21 @@ class Meter:
                 continue  # it ended since the listing
             pids.append(p.pid)
         return cpu, rss, pids
+
+
+def report(
+    measured: Mapping[str, Measured], counted: Callable[[str], Counters | None]
+) -> list[pb.LeaseUsage]:
+    """The heartbeat's usage of each lease measured, with the data-plane counters its worker
+    answered (``counted``: none for a lease without a worker)."""
+    return [
+        pb.LeaseUsage(
+            lease_id=lease_id,
+            cpu_percent=used.cpu_percent,
+            rss_bytes=used.rss_bytes,
+            gpu_memory_bytes=used.gpu_memory_bytes,
+            gpu_sm_percent=used.gpu_sm_percent,
+            **(counted(lease_id) or {}),  # type: ignore[arg-type]
+        )
+        for lease_id, used in measured.items()
+    ]

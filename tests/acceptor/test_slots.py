@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from radium.acceptor.devices import CpuBackend
-from radium.acceptor.slots import STARTED, Slots
+from radium.acceptor.slot_dir import STARTED
+from radium.acceptor.slots import Slots
 from radium.errors import LeaseNotFoundError
 from radium.proto import pool_pb2 as pb
 
@@ -82,12 +83,11 @@ def test_a_connection_may_come_before_its_grant(tmp_path: Path) -> None:
 def test_one_worker_per_lease_whoever_asks_first(tmp_path: Path) -> None:
     slots = Slots(str(tmp_path), CpuBackend(2, 1024))
     slots.prepare(lease("l-1"))
-    record = slots.record("l-1")
-    assert record is not None
+    held = slots.table["l-1"]  # as a data-plane thread holds it
     try:
         for _ in range(2):  # a live worker, then a dead one replaced: always one, shared
             with ThreadPoolExecutor(8) as pool:
-                found = set(pool.map(lambda _: slots._worker(record), range(8)))
+                found = set(pool.map(lambda _: held.start(slots.launcher), range(8)))
             assert len(found) == 1 and found == {slots.workers["l-1"]}
             assert next(iter(found)).alive()
             slots.workers["l-1"].process.kill()  # type: ignore[union-attr]
@@ -95,7 +95,9 @@ def test_one_worker_per_lease_whoever_asks_first(tmp_path: Path) -> None:
     finally:
         slots.teardown("l-1")
     with pytest.raises(LeaseNotFoundError):
-        slots._worker(record)  # torn down: no worker comes back for it
+        held.start(slots.launcher)  # torn down: no worker comes back for it
+    with pytest.raises(LeaseNotFoundError):
+        slots.worker("l-1")
 
 
 def test_a_process_worker_starts_on_the_lease_s_first_connection(tmp_path: Path) -> None:
@@ -166,7 +168,7 @@ def test_a_preempted_lease_s_worker_is_told_and_the_notice_kept(tmp_path: Path) 
     slots.prepare(lease("l-1"))
     slots.prepare(lease("l-2"))
     worker = Told()
-    slots.workers["l-1"] = worker  # type: ignore[assignment]
+    slots.table["l-1"].worker = worker  # type: ignore[assignment]
     preempted = pb.Lease(id="l-1", queue="a", preempted_for="b", preempted_at=5, expires_at=35)
     slots.preempt(preempted)
     expected = "lease l-1 of queue 'a' was preempted for queue 'b': save your work, its worker"

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from radium.acceptor.devices import CpuBackend
-from radium.acceptor.engines import Docker
 from radium.acceptor.sandbox import HostView, Sandbox
 from radium.acceptor.slots import Slots
 from radium.acceptor.uids import UidLocks, _host_uids
@@ -175,12 +174,31 @@ def test_a_restart_whose_uid_was_taken_meanwhile_moves_the_lease(tmp_path: Path)
     other.close()
 
 
-class Engine(Docker):
-    """A docker that holds every image and only records what is removed."""
+class Engine:
+    """A container runtime that holds every image and only records what is removed."""
+
+    name = "fake"
 
     def __init__(self) -> None:
-        super().__init__("/nonexistent.sock")
         self.removed: list[str] = []
+
+    def pull(self, ref: str, progress: object) -> str:
+        return "sha256:0"
+
+    def digest(self, ref: str) -> str | None:
+        return "sha256:0"
+
+    def remove(self, ref: str) -> None:
+        pass
+
+    def run_container(self, name: str, image: str, command: list[str], **_: object) -> str:
+        raise AssertionError("no worker starts here")
+
+    def container_state(self, container: str) -> dict[str, object]:
+        return {}
+
+    def container_logs(self, container: str, lines: int = 20) -> str:
+        return ""
 
     def remove_container(self, container: str) -> None:
         self.removed.append(container)
@@ -194,14 +212,15 @@ def test_a_container_worker_left_by_a_dead_acceptor_is_removed_by_name(tmp_path:
     first = sandboxed_slots(tmp_path / "a", locks)
     granted = pb.Lease(id="l-c", device_ids=["cpu0"], credential="c", image="img:1")
     first.grant(granted)
-    record = first._slot("l-c")  # the slot, as make() makes it, without starting the worker
+    made = first._made("l-c")  # the slot, as make() makes it, without starting the worker
+    record = made.record if made is not None else None
     assert record is not None and record.uid >= FIRST
     (first.root / "l-c" / "started").touch()  # its worker ran
     assert first.uid_locks is not None
     first.uid_locks.close()  # the acceptor dies
     again = sandboxed_slots(tmp_path / "a", locks)
     engine = Engine()
-    again.launcher.engine = engine
+    again.launcher.containers = engine
     again.teardown("l-c")
     assert engine.removed == ["radium-worker-l-c"]
     assert again.uids == {}

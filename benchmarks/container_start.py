@@ -42,7 +42,7 @@ from integration.dockerd import Dockerd
 from integration.pool import PoolCluster
 from integration.radium_env import RadiumEnv, make_env
 from integration.test_leases import stop_agent
-from radium.shim.agent import nativeclient
+from radium.agent import nativeclient
 
 DOCKER: dict[str, tuple[str, ...]] = {
     "runc": (),

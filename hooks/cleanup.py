@@ -22,8 +22,8 @@ def runtime_dir(config: Config, container_id: str) -> str:
 
 def release(state: State, config: Config) -> None:
     """Give the container's lease back through the agent; if that fails the TTL reclaims it."""
+    from radium import agentclient
     from radium.errors import RadiumError
-    from radium.shim import agentclient
 
     try:
         agentclient.release(config, state.container_id)

@@ -122,11 +122,12 @@ def mount_bundle(
 
 def _acquire(state: State, config: Config, host_dir: Path) -> bool:
     """Get the container's lease through the node agent (started on demand); True when held."""
-    from radium.shim import agentclient
+    from radium import agentclient
+    from radium.shim.request import wait_seconds
 
-    lease = agentclient.acquire(
-        config, state.container_id, state.pid, state.radium_annotations, str(host_dir)
-    )
+    request = state.radium_annotations
+    wait = wait_seconds(request)
+    lease = agentclient.acquire(config, state.container_id, state.pid, request, str(host_dir), wait)
     if lease:
         log.info(
             "container %s: lease %s on %s",

@@ -23,7 +23,7 @@ import pytest
 from integration.pool import PoolCluster, serving, wait_until
 from integration.radium_env import RadiumEnv
 from integration.test_leases import agent_pid, stop_agent
-from radium.shim.agent import lockfile
+from radium.agent import lockfile
 from tests.ports import free_port
 
 RADIUM_CLI = str(Path(sys.executable).parent / "radium")

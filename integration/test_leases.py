@@ -22,7 +22,7 @@ from integration.dockerd import Dockerd
 from integration.host import running
 from integration.pool import PoolCluster, wait_until
 from integration.radium_env import RadiumEnv
-from radium.shim.agent import nativeclient
+from radium.agent import nativeclient
 
 IMAGE = "radium-test/bookworm:leases"
 
@@ -142,15 +142,15 @@ def test_no_capacity_fails_the_start_with_the_pools_reason(
 
 
 def start_socket_of(config: Path) -> str:
+    from radium import agentprotocol
     from radium import config as config_module
-    from radium.shim.agent import protocol
 
-    return protocol.start_socket(config_module.load(config).agent.socket)
+    return agentprotocol.start_socket(config_module.load(config).agent.socket)
 
 
 def ensure_agent(config: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from radium import agentclient
     from radium import config as config_module
-    from radium.shim import agentclient
 
     monkeypatch.setenv("RADIUM_CONFIG", str(config))  # what the hook has: the agent inherits it
     agentclient.ensure_running(config_module.load(config))
@@ -449,8 +449,8 @@ def test_garbage_on_the_agent_socket(
 ) -> None:
     import socket as socket_module
 
+    from radium import agentclient
     from radium import config as config_module
-    from radium.shim import agentclient
 
     _, config = leasing
     monkeypatch.setenv("RADIUM_CONFIG", str(config))  # what the hook has: the agent inherits it

@@ -27,6 +27,7 @@ from integration.pool import (
     wait_until,
 )
 from radium import certs, rpc
+from radium.agent.broker import dial
 from radium.config import TlsConfig
 from radium.errors import (
     AuthError,
@@ -38,7 +39,6 @@ from radium.errors import (
 from radium.poolclient import PoolClient
 from radium.proto import pool_pb2 as pb
 from radium.proto import pool_pb2_grpc as pb_grpc
-from radium.shim.agent.broker import dial
 
 
 @pytest.fixture(scope="module")

@@ -16,11 +16,11 @@ import pytest
 from integration.etcd_hosts import etcd_on_hosts
 from integration.netns import Network
 from integration.pool import AGENT_TOKEN, PoolCluster, Service, serving
+from radium.agent.broker import dial
 from radium.errors import CapacityError, RadiumError, UnavailableError
 from radium.leaseclient.socket import LeaseSocket
 from radium.poolclient import PoolClient
 from radium.proto import pool_pb2 as pb
-from radium.shim.agent.broker import dial
 from radium_interposer.client import Connection
 from tests.etcd_server import EtcdCluster
 

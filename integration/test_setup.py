@@ -14,7 +14,7 @@ from integration.dockerd import Dockerd
 from integration.podman import Podman
 from integration.radium_env import RadiumEnv
 from integration.test_runc import REPORT
-from radium.shim.agent import nativeclient
+from radium.agent import nativeclient
 
 if sys.version_info >= (3, 11):
     import tomllib

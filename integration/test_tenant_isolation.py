@@ -33,8 +33,8 @@ from integration.pool import wait_until
 from integration.radium_env import RadiumEnv
 from integration.site import RADIUM_CLI, Site, open_site
 from integration.test_leases import stop_agent
+from radium.agent.broker import dial
 from radium.proto import pool_pb2 as pb
-from radium.shim.agent.broker import dial
 from tests.interposer.harness import BARE_PYTHON, INTERPOSER
 
 ACCEPTOR = "tenant-acc"

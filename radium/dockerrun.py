@@ -222,7 +222,7 @@ def run(config: Config, argv: Sequence[str]) -> int:
 
 def _report_lease(config: Config, cidfile: str, child: subprocess.Popen[bytes]) -> None:
     """Print the container's lease once the agent holds it (``-v``)."""
-    from radium.shim import agentclient
+    from radium import agentclient
 
     while child.poll() is None:
         try:

@@ -107,8 +107,8 @@ def check_agent(config: Config) -> Check:
     """Whether the agent answers, and which process it is (the holder of its lock): an agent
     ``radium exec`` or the hook autostarted is said to be one, so it is not mistaken for a
     service's."""
-    from radium.shim import agentclient
-    from radium.shim.agent import lockfile
+    from radium import agentclient
+    from radium.agent import lockfile
 
     if not config.agent.enabled:
         return Check("agent", "skip", "agent.enabled is false: containers get no leases")

@@ -19,11 +19,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import radium_interposer
-from radium import remotenames
+from radium import agentclient, remotenames
 from radium.config import Config
 from radium.errors import InvalidRequestError, RadiumError, UsageError
 from radium.hooks import rundir
-from radium.shim import agentclient
+from radium.shim.request import wait_seconds
 
 BOOT = "import radium_interposer.boot  # written by radium exec\n"
 
@@ -64,7 +64,8 @@ def run(
     (runtime / "python").mkdir(mode=0o700)
     (runtime / "python" / "sitecustomize.py").write_text(BOOT)
     try:
-        if not agentclient.acquire(config, name, os.getpid(), request, str(runtime)):
+        wait = wait_seconds(request)
+        if not agentclient.acquire(config, name, os.getpid(), request, str(runtime), wait):
             raise InvalidRequestError("the request asks for no device", hint="use --gpus 1")
         remotenames.check_on_worker(runtime, modules)  # before the program: one clear line
         return _run_child(command, environment(runtime, remote, split, dict(os.environ)))

@@ -205,7 +205,7 @@ def _stop_other_agent(state: Path, autostarted_only: bool = False) -> int | None
     exec`` or the hook autostarted it): it would keep the agent's lock and metrics address,
     which the next ``radium up`` needs, and answer ``radium doctor``. Its pid, or None when
     there was none (or, with ``autostarted_only``, none that autostart started)."""
-    from radium.shim.agent import lockfile
+    from radium.agent import lockfile
 
     try:
         settings = config_module.load(state / "config.toml")

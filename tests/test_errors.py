@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from radium import errors
+from radium import agentprotocol, errors
 from radium.errors import ConfigError, Kind, RadiumError, UnsafePathError
-from radium.shim.agent import protocol
 
 
 def test_one_line_joins_message_and_hint() -> None:
@@ -37,8 +36,8 @@ def test_every_kind_has_a_leaf_of_that_kind() -> None:
 @pytest.mark.parametrize("leaf", sorted(errors.LEAVES_BY_NAME.values(), key=lambda c: c.__name__))
 def test_an_agent_reply_raises_the_very_leaf_again(leaf: type[RadiumError]) -> None:
     # What crosses the agent's socket is JSON: the hook catches the leaf the agent raised.
-    reply = json.loads(json.dumps(protocol.error_reply(leaf("it failed", hint="do this"))))
-    again = protocol.error_from_reply(reply)
+    reply = json.loads(json.dumps(agentprotocol.error_reply(leaf("it failed", hint="do this"))))
+    again = agentprotocol.error_from_reply(reply)
     assert type(again) is leaf and again.one_line() == "it failed; do this"
 
 
@@ -55,7 +54,7 @@ def test_an_agent_reply_raises_the_very_leaf_again(leaf: type[RadiumError]) -> N
 )
 def test_a_reply_names_only_a_leaf_of_its_own_kind(kind: str, name: str, leaf: type) -> None:
     reply = {"ok": False, "error": "x", "hint": "", "kind": kind, "class": name}
-    assert type(protocol.error_from_reply(reply)) is leaf
+    assert type(agentprotocol.error_from_reply(reply)) is leaf
 
 
 #: Where a user's fault must raise a leaf a caller can act on: the product's packages.

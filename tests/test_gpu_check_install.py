@@ -31,7 +31,7 @@ def test_the_radium_tree_is_the_installed_packages_layout(tmp_path: Path) -> Non
     install.radium_tree(ROOT, tmp_path)
     assert (tmp_path / "radium" / "acceptor").resolve() == ROOT / "acceptor"
     assert (tmp_path / "radium" / "config.py").resolve() == ROOT / "radium" / "config.py"
-    code = "import radium.pool, radium.shim.agent; print(radium.pool.__path__[0])"
+    code = "import radium.pool, radium.agent; print(radium.pool.__path__[0])"
     done = subprocess.run(
         [sys.executable, "-c", code],
         env={"PYTHONPATH": str(tmp_path)},

@@ -13,7 +13,7 @@ HOT_MODULES = [
     "radium.shim.containerd",
     "radium.shim.specedit",
     "radium.shim.modifiers",
-    "radium.shim.agentclient",
+    "radium.agentclient",
     "radium.hooks.main",
     "radium.hooks.inject",
     "radium.hooks.cleanup",
@@ -48,7 +48,7 @@ def test_the_probe_sees_heavy_imports() -> None:
 def test_the_agent_imports_no_metrics_library_unless_it_serves_metrics() -> None:
     # The hook may start the agent (autostart) and wait for it; prometheus-client alone
     # takes some 60 ms to import, and agent.metrics is off by default.
-    code = "import sys, radium.shim.agent.process; print('prometheus_client' in sys.modules)"
+    code = "import sys, radium.agent.process; print('prometheus_client' in sys.modules)"
     result = subprocess.run(
         [sys.executable, "-I", "-c", code], capture_output=True, text=True, check=True
     )

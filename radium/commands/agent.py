@@ -10,7 +10,7 @@ from radium.lifeline import follow_supervisor
 
 
 def _agent(args: argparse.Namespace) -> int:
-    from radium.shim.agent.process import serve
+    from radium.agent.process import serve
 
     config = config_module.load()
     logs.setup("radium agent", "", stderr_level=20)

@@ -95,7 +95,7 @@ def run(
         else:
             out.write(f"{outcome.path}: {outcome.action}\n")
     if not (dry_run or remove):
-        from radium.shim.agent import nativeclient
+        from radium.agent import nativeclient
 
         out.write(nativeclient.ensure(Path(sysconfig.get_path("scripts"))) + "\n")
     changed = any(o.action not in ("unchanged", "absent") for o in outcomes)

@@ -28,7 +28,7 @@ SERVICE_MODULES = (
     "radium.cli",
     "radium.pool.api.server",
     "radium.acceptor.daemon",
-    "radium.shim.agent.process",
+    "radium.agent.process",
     "radium.execute",
     "radium.upconfig",
     "radium.poolclient",

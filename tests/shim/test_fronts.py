@@ -18,12 +18,13 @@ from pathlib import Path
 
 import pytest
 
+from radium import agentprotocol
+from radium.agent import nativeclient
 from radium.shim import argv as runc_argv
 from radium.shim import containerd
 from radium.shim import request as request_module
-from radium.shim.agent import nativeclient, protocol
-from tests.shim.test_agent_call import published
-from tests.shim.test_agent_call import stand_in as agent_stand_in
+from tests.agent.test_agent_call import published
+from tests.agent.test_agent_call import stand_in as agent_stand_in
 
 BIN = Path(__file__).resolve().parents[2] / "bin"
 # Says "radium", as containerd namespaces, data roots and image names do, but asks nothing.
@@ -325,8 +326,8 @@ NATIVE_ONLY = pytest.mark.parametrize("place", ["native"], indirect=True)
 
 @NATIVE_ONLY
 @pytest.mark.parametrize("answer, who", [
-    (protocol.REPLY_OK, "runc"), (protocol.REPLY_PASS, "PYTHON"),
-    (protocol.REPLY_ERROR + b"no capacity\n", "PYTHON"), (b"<html>\n", "PYTHON"),
+    (agentprotocol.REPLY_OK, "runc"), (agentprotocol.REPLY_PASS, "PYTHON"),
+    (agentprotocol.REPLY_ERROR + b"no capacity\n", "PYTHON"), (b"<html>\n", "PYTHON"),
 ])  # fmt: skip
 def test_the_native_front_asks_the_agent_itself_and_says_nothing(
     place: Path, answer: bytes, who: str
@@ -351,7 +352,7 @@ def test_the_native_front_leaves_the_agent_alone_when_python_must_decide(place: 
     spec(place, ASKS_BY_ENV)
     config = place / "c.toml"
     config.write_text('[runtime]\nruntimes = ["crun"]\n')
-    with agent_stand_in(place, protocol.REPLY_OK) as agent, published(config, agent.path):
+    with agent_stand_in(place, agentprotocol.REPLY_OK) as agent, published(config, agent.path):
         assert run_front(place, "radium-runtime", ["create", "id"])[0] == "PYTHON"
         assert run_front(place, "radium-runtime", ["create", "id"], "", debug=True)[0] == "PYTHON"
     assert agent.requests == []

@@ -6,11 +6,16 @@ directory, releases it itself when the container's init process disappears, and 
 container to its acceptor without ever showing it the lease credential. Protocol:
 docs/agent-protocol.md.
 
-- :mod:`.protocol`: the operations and the one-line JSON framing of requests and replies.
+- :mod:`radium.agentprotocol` (beside its clients, :mod:`radium.agentclient` and the
+  ``radium-agent-call`` fronts): the operations and the one-line JSON framing.
 - :mod:`.book`: the lease book, what the agent holds, saved to its state file.
 - :mod:`.broker`: each container's data-plane socket and the connections dialled for it.
 - :mod:`.service`: the operations, keep-alive and watching, with the pool as a small interface.
+- :mod:`.starts`: the start socket, a container's create, prestart, poststop and delete.
+- :mod:`.mounthelper`: the process that joins containers' mount namespaces for the agent.
 - :mod:`.process`: the process: one per node, signals, metrics, wiring the parts together.
+- :mod:`.metrics`: its /metrics.
 
-Nothing is imported here: the hook's client imports :mod:`.protocol` on every container start.
+Nothing is imported here. It is a package of its own, not a shim: the hook and the wrappers
+reach it only through its protocol (tests/test_layers.py keeps that so).
 """

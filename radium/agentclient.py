@@ -13,9 +13,8 @@ import subprocess
 import sys
 import time
 
+from radium import agentprotocol
 from radium.errors import RadiumError, UnavailableError
-from radium.shim.agent import protocol
-from radium.shim.request import wait_seconds
 
 # Not typing.TYPE_CHECKING: importing typing costs milliseconds on every container start.
 TYPE_CHECKING = False
@@ -27,7 +26,7 @@ if TYPE_CHECKING:
 MAX_REPLY = 1 << 20
 START_TIMEOUT = 10.0
 #: An agent started here exits once idle this long, holding no lease, cut off from its pool
-#: (shim/agent/process.py): a failed exec or container start must not leave it running.
+#: (agent/process.py): a failed exec or container start must not leave it running.
 IDLE_EXIT = 5.0
 
 
@@ -37,7 +36,7 @@ def call(path: str, message: dict[str, Any], timeout: float = 30.0) -> dict[str,
         sock.settimeout(timeout)
         try:
             sock.connect(path)
-            sock.sendall(protocol.encode(message))
+            sock.sendall(agentprotocol.encode(message))
             reply = b""
             while not reply.endswith(b"\n") and len(reply) < MAX_REPLY:
                 chunk = sock.recv(65536)
@@ -55,26 +54,32 @@ def call(path: str, message: dict[str, Any], timeout: float = 30.0) -> dict[str,
     if not isinstance(data, dict):
         raise UnavailableError(f"node agent at {path} answered garbage")
     if not data.get("ok"):
-        raise protocol.error_from_reply(data)
+        raise agentprotocol.error_from_reply(data)
     return data
 
 
 def acquire(
-    config: Config, container: str, pid: int, request: Mapping[str, str], runtime_dir: str
+    config: Config,
+    container: str,
+    pid: int,
+    request: Mapping[str, str],
+    runtime_dir: str,
+    wait: float = 0.0,
 ) -> dict[str, Any] | None:
-    """The container's lease (None when its request asks for no device).
+    """The container's lease (None when its request asks for no device); ``wait``: the seconds
+    the request may wait for capacity (``radium.io/wait``), which the call waits beyond its own.
 
     One round trip when the agent runs: it is started (autostart) only after a failed connect,
     and acquire is idempotent in the agent, so asking again after that is safe.
     """
     message = {
-        "op": protocol.ACQUIRE,
+        "op": agentprotocol.ACQUIRE,
         "container": container,
         "pid": pid,
         "request": dict(request),
         "runtime_dir": runtime_dir,
     }
-    timeout = 30.0 + wait_seconds(request)
+    timeout = 30.0 + wait
     try:
         reply = call(config.agent.socket, message, timeout)
     except UnavailableError:
@@ -86,7 +91,7 @@ def acquire(
 
 def release(config: Config, container: str) -> None:
     """Give the container's lease back (idempotent)."""
-    call(config.agent.socket, {"op": protocol.RELEASE, "container": container}, timeout=10)
+    call(config.agent.socket, {"op": agentprotocol.RELEASE, "container": container}, timeout=10)
 
 
 def ensure_running(config: Config) -> None:
@@ -133,7 +138,7 @@ def _radium_env() -> dict[str, str]:
 
 def _answers(path: str) -> bool:
     try:
-        call(path, {"op": protocol.PING}, timeout=2)
+        call(path, {"op": agentprotocol.PING}, timeout=2)
     except RadiumError:
         return False
     return True

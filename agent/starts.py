@@ -2,7 +2,7 @@
 
 Without it, a leased container starts three Python programs (the wrapper's create, the prestart
 and the poststop hook), each paying 100 ms of interpreter and imports. With it, each of those
-steps is one round trip of ``radium-agent-call`` (docs/agent-protocol.md, section 2) and the
+steps is one round trip of ``radium-agent-call`` (docs/agent-agentprotocol.md, section 2) and the
 agent, with everything already imported, edits the spec, takes the lease and has its mount
 helper mount the bundle.
 """
@@ -16,15 +16,14 @@ import os
 import shutil
 from typing import Mapping, Protocol, Sequence
 
-from radium import ocispec
+from radium import agentprotocol, ocispec
+from radium.agent.service import AgentService
 from radium.config import Config
 from radium.errors import InvalidRequestError, RadiumError
 from radium.hooks import inject
 from radium.hooks.cleanup import runtime_dir
 from radium.hooks.state import parse_state, valid_container_id
 from radium.shim import specedit
-from radium.shim.agent import protocol
-from radium.shim.agent.service import AgentService
 
 log = logging.getLogger(__name__)
 
@@ -86,24 +85,24 @@ class StartService:
     async def create(self, config_path: str, bundle: str) -> bytes:
         """Add the agent's hooks (falling back to radium-hook) to a Radium container's spec."""
         if not self._mine(config_path):
-            return protocol.REPLY_PASS
+            return agentprotocol.REPLY_PASS
         if not os.path.isabs(bundle):
             raise InvalidRequestError(f"create takes an absolute bundle path, not {bundle!r}")
         bundle = os.path.normpath(bundle)  # the native client joins, but does not normalise
         spec = ocispec.read(bundle)
         # Only what the user asked: the image's own ENV/annotations are dropped (issue 34).
         if specedit.is_pod_sandbox(spec):
-            return protocol.REPLY_OK
+            return agentprotocol.REPLY_OK
         request = specedit.logged_request(bundle, spec)
         if request is not None:
             specedit.add_radium(bundle, spec, request, self.config, self.environ, self.agent_hook)
-        return protocol.REPLY_OK
+        return agentprotocol.REPLY_OK
 
     async def prestart(self, raw_state: bytes) -> bytes:
         """Take the container's lease and mount its bundle; nothing is kept when either fails."""
         state = parse_state(raw_state)
         if not state.wants_radium:
-            return protocol.REPLY_OK
+            return agentprotocol.REPLY_OK
         host_dir = inject.make_runtime_dir(state, self.config)
         leased = False
         try:
@@ -123,21 +122,21 @@ class StartService:
                 await self.agent.release(state.container_id, "its start failed")
             raise
         log.info("container %s: started through the agent", state.container_id)
-        return protocol.REPLY_OK
+        return agentprotocol.REPLY_OK
 
     async def poststop(self, raw_state: bytes) -> bytes:
         state = parse_state(raw_state)
         if state.wants_radium:
             await self._forget(state.container_id, "poststop")
-        return protocol.REPLY_OK
+        return agentprotocol.REPLY_OK
 
     async def delete(self, config_path: str, container_id: str) -> bytes:
         if not self._mine(config_path):
-            return protocol.REPLY_PASS
+            return agentprotocol.REPLY_PASS
         if not valid_container_id(container_id):
             raise InvalidRequestError(f"invalid container id {container_id!r}")
         await self._forget(container_id, "deleted")
-        return protocol.REPLY_OK
+        return agentprotocol.REPLY_OK
 
     async def _forget(self, container_id: str, why: str) -> None:
         """Give the lease back and remove the runtime directory; idempotent."""
@@ -145,16 +144,16 @@ class StartService:
         shutil.rmtree(runtime_dir(self.config, container_id), ignore_errors=True)
 
     async def handle(self, request: bytes) -> bytes:
-        op, _, rest = request.partition(protocol.FIELD_SEPARATOR)
+        op, _, rest = request.partition(agentprotocol.FIELD_SEPARATOR)
         name = op.decode(errors="replace")
-        if name in (protocol.PRESTART, protocol.POSTSTOP):
-            stage = self.prestart if name == protocol.PRESTART else self.poststop
+        if name in (agentprotocol.PRESTART, agentprotocol.POSTSTOP):
+            stage = self.prestart if name == agentprotocol.PRESTART else self.poststop
             return await stage(rest)
-        if name in (protocol.CREATE, protocol.DELETE):
-            fields = [os.fsdecode(f) for f in rest.split(protocol.FIELD_SEPARATOR)]
+        if name in (agentprotocol.CREATE, agentprotocol.DELETE):
+            fields = [os.fsdecode(f) for f in rest.split(agentprotocol.FIELD_SEPARATOR)]
             if len(fields) != 2 or not fields[1]:
                 raise InvalidRequestError(f"{name} takes a config path and one argument")
-            action = self.create if name == protocol.CREATE else self.delete
+            action = self.create if name == agentprotocol.CREATE else self.delete
             return await action(fields[0], fields[1])
         raise InvalidRequestError(f"unknown start operation {name!r}")
 
@@ -162,14 +161,14 @@ class StartService:
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
         try:
-            request = await asyncio.wait_for(_read(reader), timeout=protocol.REQUEST_TIMEOUT)
+            request = await asyncio.wait_for(_read(reader), timeout=agentprotocol.REQUEST_TIMEOUT)
             reply = await self.handle(request)
         except RadiumError as exc:
             log.warning("start request failed: %s", exc.one_line())
             reply = _error(exc.one_line())
         except (asyncio.TimeoutError, ConnectionError) as exc:
             log.warning("start request unreadable: %s", type(exc).__name__)
-            reply = _error(protocol.bad_request_line(exc))
+            reply = _error(agentprotocol.bad_request_line(exc))
         except Exception as exc:  # never leave a caller (a container's start) waiting
             log.exception("start request failed")
             reply = _error(f"node agent internal error: {exc}")
@@ -184,10 +183,10 @@ async def _read(reader: asyncio.StreamReader) -> bytes:
     request = bytearray()
     while chunk := await reader.read(1 << 16):
         request += chunk
-        if len(request) > protocol.MAX_START_REQUEST + 4096:  # the state, plus op and paths
+        if len(request) > agentprotocol.MAX_START_REQUEST + 4096:  # the state, plus op and paths
             raise InvalidRequestError("start request too large")
     return bytes(request)
 
 
 def _error(message: str) -> bytes:
-    return protocol.REPLY_ERROR + message.replace("\n", " ").encode() + b"\n"
+    return agentprotocol.REPLY_ERROR + message.replace("\n", " ").encode() + b"\n"

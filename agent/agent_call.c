@@ -3,8 +3,8 @@
  *
  * The same program, command line, exit statuses and messages as the Python client; it starts
  * in about 1 ms instead of 10, and a leased container start runs it three or four times. It is
- * built beside the fronts where a C compiler is (radium.shim.agent.nativeclient); elsewhere
- * the fronts and the agent use the Python client. tests/shim/test_agent_call.py runs the one
+ * built beside the fronts where a C compiler is (radium.agent.nativeclient); elsewhere
+ * the fronts and the agent use the Python client. tests/agent/test_agent_call.py runs the one
  * suite against both.
  *
  *   radium-agent-call-native --config CONFIG create BUNDLE | delete ID
@@ -31,7 +31,7 @@
 
 #include "agent_call.h"
 
-/* radium.shim.agent.protocol is the reference; a test keeps these equal to it. */
+/* radium.agentprotocol is the reference; a test keeps these equal to it. */
 #define RENDEZVOUS_DIR "/run/radium/agents"
 #define MAX_STATE (1 << 20)
 #define MAX_REPLY 65536
@@ -42,7 +42,7 @@
 
 static const char PROGRAM[] = "radium-agent-call";
 
-/* Which source this was built from (radium.shim.agent.nativeclient passes it): a client that
+/* Which source this was built from (radium.agent.nativeclient passes it): a client that
  * an older installation built speaks that installation's protocol, so the agent finds this
  * mark in the file before it puts the client in a spec, and rebuilds the client without it. */
 #ifndef RADIUM_SOURCE_MARK

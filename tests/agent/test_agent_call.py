@@ -1,5 +1,5 @@
 """The agent's thin clients, bin/radium-agent-call (run as its callers run it, ``python -I -S``)
-and its C twin (shim/agent/agent_call.c, built here), against a stand-in start socket that
+and its C twin (agent/agent_call.c, built here), against a stand-in start socket that
 answers what each test wants: one suite, both clients."""
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from radium import agentprotocol
+from radium.agent import nativeclient
 from radium.errors import BuildError
-from radium.shim.agent import nativeclient, protocol
 
 CLIENT = Path(__file__).resolve().parents[2] / "bin" / "radium-agent-call"
 STATE = b'{"ociVersion": "1.0.2", "id": "c1", "pid": 1, "bundle": "/b"}'
@@ -68,8 +69,8 @@ def stand_in(tmp_path: Path, answer: bytes) -> Iterator[StandIn]:
 @contextlib.contextmanager
 def published(config: Path, socket_path: Path) -> Iterator[None]:
     """The rendezvous link an agent running with ``config`` makes."""
-    os.makedirs(protocol.RENDEZVOUS_DIR, exist_ok=True)
-    link = Path(protocol.RENDEZVOUS_DIR) / protocol.rendezvous_name(str(config))
+    os.makedirs(agentprotocol.RENDEZVOUS_DIR, exist_ok=True)
+    link = Path(agentprotocol.RENDEZVOUS_DIR) / agentprotocol.rendezvous_name(str(config))
     link.symlink_to(socket_path)
     try:
         yield
@@ -101,9 +102,9 @@ def run(
 @pytest.mark.parametrize(
     "answer, status, stderr",
     [
-        (protocol.REPLY_OK, 0, b""),
-        (protocol.REPLY_PASS, 3, b""),
-        (protocol.REPLY_ERROR + b"no capacity for 3 whole GPUs (try later)\n", 1,
+        (agentprotocol.REPLY_OK, 0, b""),
+        (agentprotocol.REPLY_PASS, 3, b""),
+        (agentprotocol.REPLY_ERROR + b"no capacity for 3 whole GPUs (try later)\n", 1,
          b"radium-agent-call: no capacity for 3 whole GPUs (try later)\n"),
         (b"<html>\n", 1, b"radium-agent-call: node agent at "),
         (b"", 1, b"radium-agent-call: node agent at "),
@@ -124,7 +125,7 @@ def test_create_finds_its_agent_by_config_and_sends_an_absolute_bundle(
 ) -> None:
     config = tmp_path / "radium%.toml"
     (tmp_path / "bundle").mkdir()
-    with stand_in(tmp_path, protocol.REPLY_OK) as server, published(config, server.path):
+    with stand_in(tmp_path, agentprotocol.REPLY_OK) as server, published(config, server.path):
         result = run(client, "--config", str(config), "create", "bundle", cwd=tmp_path)
         assert result.returncode == 0, result.stderr
         assert server.requests == [
@@ -181,25 +182,27 @@ def test_the_client_spells_the_protocol_as_the_agent_does() -> None:
     loader = importlib.machinery.SourceFileLoader("radium_agent_call", str(CLIENT))
     client = types.ModuleType(loader.name)
     loader.exec_module(client)
-    assert client.RENDEZVOUS_DIR == protocol.RENDEZVOUS_DIR
-    assert client.HOOK_STAGES == (protocol.PRESTART, protocol.POSTSTOP)
-    assert client.RUNTIME_OPS == (protocol.CREATE, protocol.DELETE)
-    assert client.MAX_STATE == protocol.MAX_START_REQUEST
+    assert client.RENDEZVOUS_DIR == agentprotocol.RENDEZVOUS_DIR
+    assert client.HOOK_STAGES == (agentprotocol.PRESTART, agentprotocol.POSTSTOP)
+    assert client.RUNTIME_OPS == (agentprotocol.CREATE, agentprotocol.DELETE)
+    assert client.MAX_STATE == agentprotocol.MAX_START_REQUEST
     for name in ("REPLY_OK", "REPLY_PASS", "REPLY_ERROR"):
-        assert getattr(client, name) == getattr(protocol, name)
+        assert getattr(client, name) == getattr(agentprotocol, name)
     for path in ("/etc/radium/config.toml", "/a%2Fb/c%d.toml"):
-        assert client.rendezvous_name(path) == protocol.rendezvous_name(path)
+        assert client.rendezvous_name(path) == agentprotocol.rendezvous_name(path)
 
 
 def test_the_native_client_spells_the_protocol_as_the_agent_does() -> None:
     source = nativeclient.SOURCE.read_text()
     defined = dict(re.findall(r"^#define (\w+) (.+)$", source, re.MULTILINE))
-    assert defined["RENDEZVOUS_DIR"] == f'"{protocol.RENDEZVOUS_DIR}"'
-    assert defined["MAX_STATE"] == "(1 << 20)" and protocol.MAX_START_REQUEST == 1 << 20
+    assert defined["RENDEZVOUS_DIR"] == f'"{agentprotocol.RENDEZVOUS_DIR}"'
+    assert defined["MAX_STATE"] == "(1 << 20)" and agentprotocol.MAX_START_REQUEST == 1 << 20
     for name in ("REPLY_OK", "REPLY_PASS", "REPLY_ERROR"):
-        assert defined[name] == '"' + getattr(protocol, name).decode().replace("\n", "\\n") + '"'
-    assert f'"{protocol.PRESTART}"' in source and f'"{protocol.POSTSTOP}"' in source
-    assert f'"{protocol.CREATE}"' in source and f'"{protocol.DELETE}"' in source
+        assert (
+            defined[name] == '"' + getattr(agentprotocol, name).decode().replace("\n", "\\n") + '"'
+        )
+    assert f'"{agentprotocol.PRESTART}"' in source and f'"{agentprotocol.POSTSTOP}"' in source
+    assert f'"{agentprotocol.CREATE}"' in source and f'"{agentprotocol.DELETE}"' in source
 
 
 def test_the_native_client_compiles_without_a_warning(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""The agent's operations (docs/agent-protocol.md), keep-alive and watching.
+"""The agent's operations (docs/agent-agentprotocol.md), keep-alive and watching.
 
 The pool is a :class:`LeasePool`: in the agent process a lease stream
 (:class:`radium.leaseclient.stream.LeaseStream`), in unit tests an in-memory pool.
@@ -14,6 +14,10 @@ import shutil
 import time
 from typing import Any, Awaitable, Callable, Protocol
 
+from radium import agentprotocol
+from radium.agent.book import Held, LeaseBook, process_started, write_lease_file
+from radium.agent.broker import ConnectionBroker
+from radium.agent.execdirs import is_exec_dir
 from radium.errors import (
     AuthError,
     DeadlineError,
@@ -23,10 +27,6 @@ from radium.errors import (
     UnavailableError,
 )
 from radium.proto import pool_pb2 as pb
-from radium.shim.agent import protocol
-from radium.shim.agent.book import Held, LeaseBook, process_started, write_lease_file
-from radium.shim.agent.broker import ConnectionBroker
-from radium.shim.agent.execdirs import is_exec_dir
 from radium.shim.request import allocation
 
 log = logging.getLogger(__name__)
@@ -165,14 +165,14 @@ class AgentService:
 
     async def handle(self, message: dict[str, Any]) -> dict[str, Any]:
         op = message.get("op")
-        if op == protocol.PING:
+        if op == agentprotocol.PING:
             return {"ok": True}
-        if op == protocol.ACQUIRE:
+        if op == agentprotocol.ACQUIRE:
             return await self.acquire(message)
-        if op == protocol.RELEASE:
+        if op == agentprotocol.RELEASE:
             released = await self.release(str(message.get("container", "")), "poststop")
             return {"ok": True, "released": released}
-        if op == protocol.LIST:
+        if op == agentprotocol.LIST:
             return {"ok": True, "held": self.book.records()}
         raise InvalidRequestError(f"unknown agent operation {op!r}")
 
@@ -212,26 +212,26 @@ class AgentService:
     ) -> None:
         began, op = time.perf_counter(), ""
         try:
-            line = await asyncio.wait_for(reader.readline(), timeout=protocol.REQUEST_TIMEOUT)
-            message = protocol.parse_request(line)
+            line = await asyncio.wait_for(reader.readline(), timeout=agentprotocol.REQUEST_TIMEOUT)
+            message = agentprotocol.parse_request(line)
             op = str(message.get("op"))
             reply = await self.handle(message)
         except RadiumError as exc:
-            reply = protocol.error_reply(exc)
+            reply = agentprotocol.error_reply(exc)
         except (
             asyncio.TimeoutError,
             ConnectionError,
             asyncio.LimitOverrunError,
             ValueError,
         ) as exc:
-            reply = protocol.bad_request(exc)
+            reply = agentprotocol.bad_request(exc)
         except Exception as exc:  # never leave a caller (a container's hook) waiting
             log.exception("agent request failed")
             reply = {"ok": False, "error": f"node agent internal error: {exc}"}
         kind = "" if reply.get("ok") else str(reply.get("kind", "internal"))
         self.answered(op, kind, time.perf_counter() - began)
         with contextlib.suppress(ConnectionError):
-            writer.write(protocol.encode(reply))
+            writer.write(agentprotocol.encode(reply))
             await writer.drain()
         writer.close()
 

@@ -17,9 +17,9 @@ import os
 import socket
 from typing import Any, Callable
 
+from radium.agent.book import Held
+from radium.agentprotocol import REQUEST_TIMEOUT, bad_request, encode
 from radium.errors import AuthError, LeaseNotFoundError, MountError, RadiumError, UnavailableError
-from radium.shim.agent.book import Held
-from radium.shim.agent.protocol import REQUEST_TIMEOUT, bad_request, encode
 from radium_interposer import handshake, wire
 from radium_interposer.errors import VersionMismatch
 

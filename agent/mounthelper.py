@@ -7,7 +7,7 @@ namespace, mounts (:func:`radium.hooks.inject.mount_bundle`) and exits: the help
 leaves the host's namespace, and a failed mount leaves nothing behind in it.
 
 Pipe protocol, one JSON line each way: ``{"state": OCI_STATE_TEXT, "runtime_dir": DIR}`` and
-``{"ok": true}`` or :func:`radium.shim.agent.protocol.error_reply`.
+``{"ok": true}`` or :func:`radium.agentprotocol.error_reply`.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping
 
+from radium.agentprotocol import error_from_reply, error_reply
 from radium.config import Config
 from radium.errors import RadiumError, UnavailableError
-from radium.shim.agent.protocol import error_from_reply, error_reply
 
 log = logging.getLogger(__name__)
 #: The helper's own name in `ps` and logs.

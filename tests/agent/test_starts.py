@@ -1,4 +1,4 @@
-"""The agent's start socket (docs/agent-protocol.md, section 2) with an in-memory pool.
+"""The agent's start socket (docs/agent-agentprotocol.md, section 2) with an in-memory pool.
 
 The start service runs against a fake mounter here; integration/test_leases.py starts real
 containers through it (docker, runc, the mount helper, the fallback to the full hook).
@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
+from radium import agentprotocol
+from radium.agent.starts import ConfigSource, StartService
 from radium.config import AgentConfig, Config, HookConfig, RuntimeConfig
 from radium.errors import InvalidRequestError, MountError, SpecError
 from radium.shim import modifiers
-from radium.shim.agent import protocol
-from radium.shim.agent.starts import ConfigSource, StartService
-from tests.shim.test_agent import MemoryPool, Processes, make_agent
+from tests.agent.test_agent import MemoryPool, Processes, make_agent
 
 AGENT_HOOK = ("/venv/bin/python", "-I", "-S", "/venv/bin/radium-agent-call", "--socket", "/s")
 FULL_HOOK = ("/usr/bin/python3", "-I", "/usr/local/bin/radium-hook")
@@ -92,7 +92,7 @@ def setup(tmp_path: Path) -> Setup:
 
 def test_create_puts_the_agents_hook_with_the_full_hook_as_fallback(setup: Setup) -> None:
     setup.write_spec(["PATH=/bin"], {"radium.io/gpus": "1"})
-    assert setup.create() == protocol.REPLY_OK
+    assert setup.create() == agentprotocol.REPLY_OK
     spec = setup.spec()
     assert spec["annotations"] == {"radium.io/gpus": "1"}
     for stage in ("prestart", "poststop"):
@@ -101,7 +101,7 @@ def test_create_puts_the_agents_hook_with_the_full_hook_as_fallback(setup: Setup
         assert hook["args"][: len(AGENT_HOOK) + 2] == [*AGENT_HOOK, stage, "--"]
         assert hook["args"][len(AGENT_HOOK) + 2 :] == [*modifiers.hook_command(setup.config), stage]
         assert f"RADIUM_CONFIG={setup.config_file}" in hook["env"]
-    assert setup.create() == protocol.REPLY_OK  # again: still one hook per stage
+    assert setup.create() == agentprotocol.REPLY_OK  # again: still one hook per stage
     assert setup.spec() == spec
 
 
@@ -130,7 +130,7 @@ def test_create_leaves_other_specs_byte_identical(
 ) -> None:
     setup.write_spec(env, annotations)
     before = (setup.bundle / "config.json").read_bytes()
-    assert setup.create() == protocol.REPLY_OK
+    assert setup.create() == agentprotocol.REPLY_OK
     assert (setup.bundle / "config.json").read_bytes() == before
 
 
@@ -139,10 +139,10 @@ def test_create_under_another_or_a_changed_config_is_passed_to_the_full_path(
 ) -> None:
     setup.write_spec([], ASK)
     before = (setup.bundle / "config.json").read_bytes()
-    assert setup.create(tmp_path / "other.toml") == protocol.REPLY_PASS
-    assert setup.create("relative.toml") == protocol.REPLY_PASS
+    assert setup.create(tmp_path / "other.toml") == agentprotocol.REPLY_PASS
+    assert setup.create("relative.toml") == agentprotocol.REPLY_PASS
     setup.config_file.write_text("# edited since the agent started\n[hook]\n")
-    assert setup.create() == protocol.REPLY_PASS
+    assert setup.create() == agentprotocol.REPLY_PASS
     assert (setup.bundle / "config.json").read_bytes() == before
 
 
@@ -152,7 +152,7 @@ def test_a_configured_hook_command_is_left_to_the_full_path(tmp_path: Path) -> N
         runtime=RuntimeConfig(hook_command=FULL_HOOK), agent=AgentConfig(enabled=True)
     )
     setup.write_spec([], ASK)
-    assert setup.create() == protocol.REPLY_PASS
+    assert setup.create() == agentprotocol.REPLY_PASS
 
 
 def test_create_of_a_broken_bundle_is_an_error(setup: Setup) -> None:
@@ -163,7 +163,7 @@ def test_create_of_a_broken_bundle_is_an_error(setup: Setup) -> None:
 
 def test_prestart_takes_the_lease_and_mounts(setup: Setup) -> None:
     async def scenario() -> None:
-        assert await setup.service.handle(b"prestart\0" + setup.state()) == protocol.REPLY_OK
+        assert await setup.service.handle(b"prestart\0" + setup.state()) == agentprotocol.REPLY_OK
         runtime_dir = setup.state_dir / "c1"
         assert setup.mounter.mounted == [(json.loads(setup.state()), str(runtime_dir))]
         held = setup.agent.book.get("c1")
@@ -173,7 +173,7 @@ def test_prestart_takes_the_lease_and_mounts(setup: Setup) -> None:
         modes = [p.stat().st_mode & 0o7777 for p in (setup.state_dir, runtime_dir)]
         assert modes == [0o700, 0o750]
         assert (runtime_dir / "dp.sock").stat().st_mode & 0o777 == 0o660
-        assert await setup.service.handle(b"poststop\0" + setup.state()) == protocol.REPLY_OK
+        assert await setup.service.handle(b"poststop\0" + setup.state()) == agentprotocol.REPLY_OK
         assert setup.agent.book.get("c1") is None and not setup.pool.leases
         assert not runtime_dir.exists()
         setup.agent.broker.close_all()
@@ -198,7 +198,7 @@ def test_a_container_that_asks_nothing_is_not_leased(setup: Setup) -> None:
     state = json.loads(setup.state())
     state["annotations"] = {}
     reply = asyncio.run(setup.service.handle(b"prestart\0" + json.dumps(state).encode()))
-    assert reply == protocol.REPLY_OK
+    assert reply == agentprotocol.REPLY_OK
     assert setup.pool.allocations == 0 and not setup.mounter.mounted
 
 
@@ -209,7 +209,8 @@ def test_delete_checks_the_container_id_and_is_idempotent(setup: Setup) -> None:
     (setup.state_dir / "c2").mkdir(parents=True)
     for _ in range(2):
         assert (
-            asyncio.run(setup.service.handle(b"delete\0" + config + b"\0c2")) == protocol.REPLY_OK
+            asyncio.run(setup.service.handle(b"delete\0" + config + b"\0c2"))
+            == agentprotocol.REPLY_OK
         )
     assert not (setup.state_dir / "c2").exists()
 
@@ -248,17 +249,17 @@ def test_garbage_on_the_start_socket_gets_one_line_and_the_socket_keeps_serving(
         try:
             for payload in (
                 b"\x00\xff" * 100,
-                b"x" * (protocol.MAX_START_REQUEST + 8192),
+                b"x" * (agentprotocol.MAX_START_REQUEST + 8192),
                 b"prestart\0{",
             ):
                 reply = await talk(payload)
-                assert reply.startswith(protocol.REPLY_ERROR) and reply.endswith(b"\n")
+                assert reply.startswith(agentprotocol.REPLY_ERROR) and reply.endswith(b"\n")
                 assert reply.count(b"\n") == 1
             setup.write_spec([], ASK)
             ok = b"\0".join(
                 [b"create", str(setup.config_file).encode(), str(setup.bundle).encode()]
             )
-            assert await talk(ok) == protocol.REPLY_OK
+            assert await talk(ok) == agentprotocol.REPLY_OK
         finally:
             server.close()
 
@@ -268,7 +269,7 @@ def test_garbage_on_the_start_socket_gets_one_line_and_the_socket_keeps_serving(
 def test_a_peer_that_never_ends_its_request_is_cut_off(
     setup: Setup, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(protocol, "REQUEST_TIMEOUT", 0.2)
+    monkeypatch.setattr(agentprotocol, "REQUEST_TIMEOUT", 0.2)
     path = str(tmp_path / "start.sock")
 
     async def scenario() -> None:
@@ -295,9 +296,9 @@ def test_create_through_the_agent_drops_what_the_image_set(setup: Setup, tmp_pat
     spec = {**docker_spec(root), "process": {"env": ["RADIUM_GPUS=2", "RADIUM_PRIORITY=inference"]}}
     (setup.bundle / "config.json").write_text(json.dumps(spec))
     before = (setup.bundle / "config.json").read_bytes()
-    assert setup.create() == protocol.REPLY_OK
+    assert setup.create() == agentprotocol.REPLY_OK
     assert (setup.bundle / "config.json").read_bytes() == before
     spec["process"]["env"][0] = "RADIUM_GPUS=1"  # the user's -e
     (setup.bundle / "config.json").write_text(json.dumps(spec))
-    assert setup.create() == protocol.REPLY_OK
+    assert setup.create() == agentprotocol.REPLY_OK
     assert setup.spec()["annotations"] == {"radium.io/gpus": "1"}

@@ -1,7 +1,7 @@
 """The node agent's service with an in-memory pool: no gRPC, no acceptor, no container.
 
 The real agent, pool and acceptor are in integration/test_leases.py and test_pool.py; here each
-rule of docs/agent-protocol.md is driven on one event loop, including the races.
+rule of docs/agent-agentprotocol.md is driven on one event loop, including the races.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
+from radium import agentprotocol
+from radium.agent.book import Held, LeaseBook
+from radium.agent.broker import DATA_SOCKET, ConnectionBroker
+from radium.agent.service import AgentService
 from radium.errors import InvalidRequestError, LeaseNotFoundError, UnavailableError
 from radium.proto import pool_pb2 as pb
-from radium.shim.agent import protocol
-from radium.shim.agent.book import Held, LeaseBook
-from radium.shim.agent.broker import DATA_SOCKET, ConnectionBroker
-from radium.shim.agent.service import AgentService
 from radium_interposer import wire
 
 REQUEST = {"radium.io/gpus": "1"}
@@ -86,7 +86,7 @@ def processes() -> Processes:
 
 
 def acquire(container: str, runtime_dir: Path | str = "") -> dict[str, Any]:
-    return {"op": protocol.ACQUIRE, "container": container, "pid": 4242, "request": REQUEST,
+    return {"op": agentprotocol.ACQUIRE, "container": container, "pid": 4242, "request": REQUEST,
             "runtime_dir": str(runtime_dir)}  # fmt: skip
 
 
@@ -145,7 +145,7 @@ def test_release_gives_the_lease_back_once(
     async def scenario() -> None:
         agent = make_agent(tmp_path, pool, processes)
         await agent.handle(acquire("c1"))
-        release = {"op": protocol.RELEASE, "container": "c1"}
+        release = {"op": agentprotocol.RELEASE, "container": "c1"}
         assert await agent.handle(release) == {"ok": True, "released": True}
         assert await agent.handle(release) == {"ok": True, "released": False}
         assert pool.leases == {} and len(agent.book) == 0
@@ -231,7 +231,7 @@ def test_garbage_on_the_control_socket_gets_one_line_and_the_agent_keeps_serving
                              "kind": InvalidRequestError.kind,
                              "class": "InvalidRequestError"}  # fmt: skip
             reader, writer = await asyncio.open_unix_connection(path)
-            writer.write(protocol.encode({"op": protocol.PING}))
+            writer.write(agentprotocol.encode({"op": agentprotocol.PING}))
             assert json.loads(await reader.readline()) == {"ok": True}
             writer.close()
         finally:
@@ -265,7 +265,7 @@ def test_the_data_plane_socket_hands_over_a_dialled_connection_or_says_why_not(
         def connect() -> tuple[bytes, int | None]:
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
                 client.connect(path)
-                client.sendall(protocol.encode({"op": protocol.CONNECT}))
+                client.sendall(agentprotocol.encode({"op": agentprotocol.CONNECT}))
                 return wire.recv_fd(client)
 
         payload, fd = await asyncio.to_thread(connect)

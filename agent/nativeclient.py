@@ -10,7 +10,7 @@ scripts/build-deb build it; where no C compiler is, the fronts and the agent kee
 and the Python client, and a leased start costs 25 to 45 ms more (`radium setup` says so;
 measured by `benchmarks/container_start.py --install` on a pip install without and with it).
 
-    python -m radium.shim.agent.nativeclient [SCRIPTS_DIR]
+    python -m radium.agent.nativeclient [SCRIPTS_DIR]
 """
 
 from __future__ import annotations

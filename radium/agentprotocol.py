@@ -1,6 +1,6 @@
 """The node agent's control protocol: operation names and one-line JSON framing.
 
-docs/agent-protocol.md is the specification. The hook's client (:mod:`radium.shim.agentclient`)
+docs/agent-protocol.md is the specification. The hook's client (:mod:`radium.agentclient`)
 imports this module on every container start, so it imports nothing beyond ``json``.
 """
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from radium.agent.mounthelper import MountHelper
 from radium.errors import MountError, RadiumError, UnavailableError
-from radium.shim.agent.mounthelper import MountHelper
 
 
 def gone_pid() -> int:
@@ -63,7 +63,7 @@ def test_the_helpers_error_reaches_the_agent_with_its_kind_and_hint(
 def test_a_helper_that_died_or_hung_is_replaced(
     tmp_path: Path, helper_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("radium.shim.agent.mounthelper.MOUNT_TIMEOUT", 1.0)
+    monkeypatch.setattr("radium.agent.mounthelper.MOUNT_TIMEOUT", 1.0)
 
     async def scenario() -> None:
         helper = MountHelper(helper_env)
@@ -94,7 +94,7 @@ WARMED = """
 import re, sys
 from pathlib import Path
 from radium.hooks import detect, safepath
-from radium.shim.agent import mounthelper
+from radium.agent import mounthelper
 from tests.distro_roots import build_root, root_by_name
 
 root = Path(sys.argv[1])

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from radium import agentprotocol
+from radium.agent.process import serve
 from radium.config import AgentConfig, Config
-from radium.shim.agent import protocol
-from radium.shim.agent.process import serve
 
 
 def test_a_start_socket_it_cannot_make_leaves_no_control_socket_behind(tmp_path: Path) -> None:
@@ -20,7 +20,7 @@ def test_a_start_socket_it_cannot_make_leaves_no_control_socket_behind(tmp_path:
     run.mkdir(mode=0o700)
     socket = run / "agent.sock"
     # The start socket's path is a directory with something in it: it cannot be replaced.
-    blocked = Path(protocol.start_socket(str(socket)))
+    blocked = Path(agentprotocol.start_socket(str(socket)))
     blocked.mkdir()
     (blocked / "keep").write_text("x")
     agent = AgentConfig(state_file=str(state / "state.json"), socket=str(socket), metrics="")

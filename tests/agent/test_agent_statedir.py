@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from radium.agent.process import serve
 from radium.config import AgentConfig, Config
 from radium.errors import UnsafeStateDirError
-from radium.shim.agent.process import serve
 
 
 def test_the_agent_refuses_a_state_directory_others_may_write(tmp_path: Path) -> None:

@@ -13,8 +13,8 @@ from typing import Callable
 
 import pytest
 
-from radium.shim.agent.book import Held
-from radium.shim.agent.broker import DATA_SOCKET, ConnectionBroker
+from radium.agent.book import Held
+from radium.agent.broker import DATA_SOCKET, ConnectionBroker
 from radium_interposer import dialing, handshake, wire
 from radium_interposer.errors import VersionMismatch
 

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from radium.agent import execdirs, lockfile
 from radium.errors import UnavailableError
 from radium.proto import pool_pb2 as pb
-from radium.shim.agent import execdirs, lockfile
-from tests.shim.test_agent import MemoryPool, Processes, acquire, make_agent
+from tests.agent.test_agent import MemoryPool, Processes, acquire, make_agent
 
 
 class DownPool(MemoryPool):

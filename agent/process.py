@@ -24,18 +24,18 @@ from typing import Awaitable, Callable
 
 import grpc.aio
 
+from radium import agentprotocol, rpc
 from radium import config as config_module
-from radium import rpc
+from radium.agent import execdirs, lockfile, nativeclient
+from radium.agent.book import LeaseBook, write_lease_file
+from radium.agent.broker import ConnectionBroker
+from radium.agent.mounthelper import MountHelper
+from radium.agent.service import AgentService
+from radium.agent.starts import ConfigSource, StartService
 from radium.config import ClientConfig, Config
 from radium.leaseclient.calls import LeaseCalls
 from radium.leaseclient.socket import LeaseSocket
 from radium.leaseclient.stream import LeaseStream
-from radium.shim.agent import execdirs, lockfile, nativeclient, protocol
-from radium.shim.agent.book import LeaseBook, write_lease_file
-from radium.shim.agent.broker import ConnectionBroker
-from radium.shim.agent.mounthelper import MountHelper
-from radium.shim.agent.service import AgentService
-from radium.shim.agent.starts import ConfigSource, StartService
 from radium.statedir import open_state_dir
 
 log = logging.getLogger(__name__)
@@ -139,7 +139,7 @@ async def _serve(config: Config, idle_exit: float | None) -> None:
         stack.callback(_remove, socket_path)
         stack.callback((await _listen(socket_path, agent.track(agent.serve_client))).close)
         source = ConfigSource(config_module.config_path()[0])
-        start_path = protocol.start_socket(socket_path)
+        start_path = agentprotocol.start_socket(socket_path)
         starts = StartService(config, source, agent, mounter, _agent_hook(start_path), os.environ)
         stack.callback(_remove, start_path)
         stack.callback((await _listen(start_path, agent.track(starts.serve_client))).close)
@@ -165,7 +165,7 @@ def _serve_metrics(config: Config, agent: AgentService, book: LeaseBook) -> Call
     # Imported only now: prometheus-client takes 60 ms to import, and the hook may be waiting
     # for this agent to start (autostart) before its container can.
     from radium import metrics
-    from radium.shim.agent_metrics import AgentMetrics
+    from radium.agent.metrics import AgentMetrics
 
     registry = metrics.new_registry()
     agent.answered = AgentMetrics(registry, lambda: len(book)).request
@@ -204,8 +204,8 @@ def _agent_hook(start_path: str) -> tuple[str, ...]:
 
 def _publish(config_path: str, start_path: str) -> str:
     """Link the start socket where the runtime's shell front looks for this config's agent."""
-    os.makedirs(protocol.RENDEZVOUS_DIR, mode=0o755, exist_ok=True)
-    link = os.path.join(protocol.RENDEZVOUS_DIR, protocol.rendezvous_name(config_path))
+    os.makedirs(agentprotocol.RENDEZVOUS_DIR, mode=0o755, exist_ok=True)
+    link = os.path.join(agentprotocol.RENDEZVOUS_DIR, agentprotocol.rendezvous_name(config_path))
     tmp = f"{link}.{os.getpid()}"
     with contextlib.suppress(FileNotFoundError):
         os.unlink(tmp)

@@ -14,7 +14,7 @@ from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, ProcessCollector, start_http_server
 
-from radium import config
+from radium import addresses
 from radium.errors import ConfigError, UnavailableError
 
 log = logging.getLogger(__name__)
@@ -30,7 +30,7 @@ def new_registry() -> CollectorRegistry:
 
 def parse_address(address: str, key: str) -> tuple[str, int]:
     """``host:port`` (``[v6]:port`` too) as ``(host, port)``; a clear error naming ``key``."""
-    found = config.split_host_port(address)
+    found = addresses.split_host_port(address)
     if found is None:
         raise ConfigError(
             f"config key {key}: {address!r} is not host:port",

@@ -30,8 +30,8 @@ from typing import Any
 import tomlkit
 import tomlkit.items
 
+from radium import addresses, tomlcache
 from radium import config as config_module
-from radium import tomlcache
 from radium.errors import ConfigError, UnavailableError, UsageError
 from radium.statedir import StateDir
 
@@ -65,7 +65,7 @@ def prepare(
     changed); ``listen``/``cpu_devices``: what the command line set (None: not given). With
     ``check``, an address in it that is in use fails first (:func:`check_free`), and nothing
     is written."""
-    if listen is not None and config_module.split_host_port(listen) is None:
+    if listen is not None and addresses.split_host_port(listen) is None:
         raise UsageError(f"--listen must be host:port, got {listen!r}")
     if cpu_devices is not None and cpu_devices < 1:
         raise UsageError(f"--cpu-devices must be 1 or more, got {cpu_devices}")
@@ -146,7 +146,7 @@ def _complete(
 
 def _next_port(address: str) -> str:
     """The lease socket's address: the pool's host, the next port ("" when there is none)."""
-    found = config_module.split_host_port(address)
+    found = addresses.split_host_port(address)
     if found is None:  # the config's check names the key
         return ""
     host, port = found
@@ -158,7 +158,7 @@ def _taken(document: tomlkit.TOMLDocument) -> set[int]:
     ports = set()
     for table, key in LISTENED:
         value = document.get(table, {}).get(key, "")
-        found = config_module.split_host_port(str(value))
+        found = addresses.split_host_port(str(value))
         if found:
             ports.add(found[1])
     return ports
@@ -222,7 +222,7 @@ def check_free(config: config_module.Config, path: Path) -> None:
     on is in use (a service would only exit with 1) or is not this machine's."""
     for table, key in LISTENED:
         address = getattr(getattr(config, table), key)
-        found = config_module.split_host_port(address) if address else None
+        found = addresses.split_host_port(address) if address else None
         if found is None or found[1] == 0:
             continue
         host, port = found

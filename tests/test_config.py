@@ -1,11 +1,14 @@
 from __future__ import annotations
 
+import dataclasses
 import re
+import typing
 from pathlib import Path
 
 import pytest
 
 from radium import config
+from radium.bounds import field_types
 from radium.errors import ConfigError
 
 
@@ -106,3 +109,33 @@ def test_ended_lease_settings_are_read(tmp_path: Path) -> None:
     path.write_text("[pool]\nended_kept = 500\nended_retention = 3600.0\n")
     loaded = config.load(path).pool
     assert (loaded.ended_kept, loaded.ended_retention) == (500, 3600.0)
+
+
+def _bounded(cls: type, prefix: str = "") -> list[tuple[str, object]]:
+    """Every field of the tree with a declared bound, and a value that breaks it."""
+    found: list[tuple[str, object]] = []
+    for name, hint in field_types(cls).items():
+        key = f"{prefix}{name}"
+        if typing.get_origin(hint) is typing.Annotated:
+            found.append((key, "relative" if typing.get_args(hint)[0] is str else 0))
+        elif typing.get_origin(hint) is typing.Literal:
+            found.append((key, "no-such-choice"))
+        elif dataclasses.is_dataclass(hint):
+            found += _bounded(hint, f"{key}.")  # type: ignore[arg-type]
+    return found
+
+
+def test_every_declared_bound_is_kept_and_named() -> None:
+    """Each bound declared on a field (radium/bounds.py) refuses a value that breaks it, in one
+    line naming its key; the walk finds the bounds the issue's checks used to spell out."""
+    bounded = _bounded(config.Config)
+    keys = {key for key, _ in bounded}
+    assert {"hook.no_python", "pool.etcd.election_ttl", "acceptor.sandbox.uid_lock_dir"} <= keys
+    assert len(bounded) == 28
+    for key, bad in bounded:
+        *path, last = key.split(".")
+        data: dict[str, object] = {last: bad}
+        for part in reversed(path):
+            data = {part: data}
+        with pytest.raises(ConfigError, match=f"^config key {re.escape(key)} must .*got "):
+            config.from_dict(data)

@@ -10,7 +10,8 @@ import ssl
 from typing import Callable, cast
 
 from radium import rpc
-from radium.config import TlsConfig, parse_addresses
+from radium.addresses import parse_addresses
+from radium.config import TlsConfig
 from radium.errors import (
     AuthError,
     ConfigError,

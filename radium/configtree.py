@@ -4,8 +4,6 @@ choices) or, when it spans fields, checked as the tree is made. :mod:`radium.con
 from its file, strictly.
 """
 
-from __future__ import annotations
-
 from dataclasses import dataclass, field
 from typing import Literal, Mapping
 

@@ -21,7 +21,7 @@ import grpc.aio
 from radium import metrics, rpc
 from radium.acceptor import engines
 from radium.acceptor.dataplane import DataPlane
-from radium.acceptor.devices import Backend, choose
+from radium.acceptor.devices import Backend, CpuBackend
 from radium.acceptor.gpu_sharing import Sharing
 from radium.acceptor.images import ImageKeeper
 from radium.acceptor.limits import Cgroups
@@ -253,3 +253,17 @@ async def serve(config: AcceptorConfig) -> None:
             endpoint.close()
         acceptor.slots.close()
         acceptor.sharing.close()  # its MPS daemons, after the workers that were their clients
+
+
+def choose(config: AcceptorConfig) -> Backend:
+    """The configured backend; "auto" takes NVML where it works, else the CPU backend."""
+    if config.backend in ("auto", "nvml"):
+        from radium.acceptor.nvidia import NvmlBackend  # pynvml: only where asked for
+
+        try:
+            return NvmlBackend()
+        except RadiumError as exc:
+            if config.backend == "nvml":
+                raise
+            log.info("%s; using the CPU backend", exc.message)
+    return CpuBackend(config.cpu_devices, config.cpu_memory_mib)

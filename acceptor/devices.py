@@ -1,5 +1,6 @@
-"""Device inventory backends: what a backend answers (:class:`Backend`), the CPU backend, and
-:func:`choose`. NVIDIA's is :mod:`radium.acceptor.nvidia`.
+"""Device inventory backends: what a backend answers (:class:`Backend`) and the CPU backend.
+NVIDIA's is :mod:`radium.acceptor.nvidia`; the daemon's :func:`~radium.acceptor.daemon.choose`
+picks one.
 
 The CPU backend exposes a configurable number of "devices" with a memory size, so that the whole
 system runs (and is tested) on machines without accelerators.
@@ -13,11 +14,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from radium.acceptor.limits import Share
-from radium.config import AcceptorConfig
-from radium.errors import RadiumError
 from radium.proto import pool_pb2 as pb
 
-__all__ = ["Backend", "CpuBackend", "Gpu", "GpuUse", "choose"]
+__all__ = ["Backend", "CpuBackend", "Gpu", "GpuUse"]
 
 log = logging.getLogger(__name__)
 
@@ -134,17 +133,3 @@ class CpuBackend:
 
     def processes(self) -> dict[int, GpuUse] | None:
         return None
-
-
-def choose(config: AcceptorConfig) -> Backend:
-    """The configured backend; "auto" takes NVML where it works, else the CPU backend."""
-    if config.backend in ("auto", "nvml"):
-        from radium.acceptor.nvidia import NvmlBackend  # it imports this module
-
-        try:
-            return NvmlBackend()
-        except RadiumError as exc:
-            if config.backend == "nvml":
-                raise
-            log.info("%s; using the CPU backend", exc.message)
-    return CpuBackend(config.cpu_devices, config.cpu_memory_mib)

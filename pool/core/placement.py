@@ -22,7 +22,6 @@ from radium.pool.core.demand import (
     Demand,
     Entry,
     Found,
-    FreeSummary,
     Interner,
     Kind,
     Option,
@@ -38,6 +37,7 @@ from radium.pool.core.demand import (
     placement,
     taken,
 )
+from radium.pool.core.free import FreeSummary
 from radium.pool.model import AcceptorState, DeviceState, Placement, Request
 
 #: (acceptor labels id, free CPU in thousandths of a core or -1, device slots).

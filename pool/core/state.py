@@ -13,8 +13,8 @@ from typing import Iterable, Mapping
 
 from radium.errors import InvalidRequestError, LeaseNotFoundError, QuotaError
 from radium.pool.core import queues, scheduler
+from radium.pool.core.fgd import FGD
 from radium.pool.core.placement import Placer, Policy
-from radium.pool.core.policies import FGD
 from radium.pool.core.queues import Queues
 from radium.pool.model import (
     ACTIVE,

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import random
 
-from radium.pool.core.demand import Demand, demand_of, need_mib
+from radium.pool.core.demand import Demand, Workload, demand_of, need_mib
+from radium.pool.core.fgd import FGD
 from radium.pool.core.placement import Placer
-from radium.pool.core.policies import FGD, BestFit, Workload
+from radium.pool.core.policies import BestFit
 from radium.pool.model import AcceptorState, Device, DeviceState, Placement, Request
 
 

@@ -7,7 +7,6 @@ It keeps the contract of :class:`radium.pool.store.base.Store` (docs/store.md);
 from __future__ import annotations
 
 import contextlib
-import json
 import sqlite3
 from typing import Iterable
 
@@ -15,8 +14,6 @@ from radium.errors import AlreadyExistsError, StoreUnavailableError
 from radium.pool.model import (
     ACTIVE,
     AcceptorState,
-    Device,
-    DeviceState,
     ImageStatus,
     Lease,
     Queue,
@@ -25,9 +22,6 @@ from radium.pool.store import sqlite_tables as tables
 from radium.pool.store.checkpointer import CHECKPOINT_EVERY, WAL_SIZE_LIMIT, WalCheckpointer
 from radium.pool.store.commits import Deferrable
 from radium.pool.store.ended import ENDED_KEPT, EndedLog, Entry
-
-#: Ids forgotten by one statement, at most (SQLite takes 999 parameters before 3.32).
-FORGET_CHUNK = 500
 
 
 class SQLiteStore(Deferrable):
@@ -102,104 +96,28 @@ class SQLiteStore(Deferrable):
                 self._commit_ahead()  # with the held changes: durable sooner is never wrong
 
     def load(self) -> tuple[list[AcceptorState], list[Lease]]:
-        acceptors = {
-            row["name"]: AcceptorState(
-                row["name"],
-                row["data_address"],
-                json.loads(row["labels"]),
-                {},
-                bool(row["up"]),
-                cpu_milli=row["cpu_milli"],
-                registered=False,
-            )
-            for row in self._db.execute("SELECT * FROM acceptors")
-        }
-        for row in self._db.execute("SELECT * FROM devices ORDER BY acceptor, id"):
-            device = Device(
-                row["id"], row["vendor"], row["model"], row["memory_mib"], json.loads(row["labels"])
-            )
-            if row["acceptor"] in acceptors:
-                acceptors[row["acceptor"]].devices[device.id] = DeviceState(device)
+        acceptors = tables.acceptors(
+            self._db.execute("SELECT * FROM acceptors"),
+            self._db.execute("SELECT * FROM devices ORDER BY acceptor, id"),
+        )
         leases = [
             tables.lease(row)
             for row in self._db.execute("SELECT * FROM leases WHERE state = ?", (ACTIVE,))
         ]
         self.ended_log.read()
-        return list(acceptors.values()), leases
+        return acceptors, leases
 
     def save_acceptor(self, acceptor: AcceptorState) -> None:
-        statements: list[tuple[str, tuple[object, ...]]] = [
-            (
-                "INSERT OR REPLACE INTO acceptors (name, data_address, labels, up, cpu_milli)"
-                " VALUES (?, ?, ?, ?, ?)",
-                (
-                    acceptor.name,
-                    acceptor.data_address,
-                    json.dumps(dict(acceptor.labels)),
-                    int(acceptor.up),
-                    acceptor.cpu_milli,
-                ),
-            ),
-            ("DELETE FROM devices WHERE acceptor = ?", (acceptor.name,)),
-        ]
-        for state in acceptor.devices.values():
-            d = state.device
-            statements.append(
-                (
-                    "INSERT INTO devices VALUES (?, ?, ?, ?, ?, ?)",
-                    (
-                        acceptor.name,
-                        d.id,
-                        d.vendor,
-                        d.model,
-                        d.memory_mib,
-                        json.dumps(dict(d.labels)),
-                    ),
-                )
-            )
-        self._tx(statements)
+        self._tx(tables.acceptor_rows(acceptor))
 
     def set_up(self, name: str, up: bool) -> None:
         self._tx([("UPDATE acceptors SET up = ? WHERE name = ?", (int(up), name))])
 
     def add_lease(self, lease: Lease) -> None:
         try:
-            self._insert_lease(lease)
+            self._tx([tables.lease_row(lease)])
         except sqlite3.IntegrityError as exc:  # the contract: a lease is added once
             raise AlreadyExistsError(f"lease {lease.id} exists already") from exc
-
-    def _insert_lease(self, lease: Lease) -> None:
-        self._tx(
-            [
-                (
-                    "INSERT INTO leases (id, acceptor, data_address, devices, fraction, holder,"
-                    " queue, credential, ttl, expires_at, created_at, state, ended_at, image,"
-                    " worker, cpu_milli, priority, preempted_at, preempted_for)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        lease.id,
-                        lease.acceptor,
-                        lease.data_address,
-                        json.dumps(lease.devices),
-                        lease.fraction,
-                        lease.holder,
-                        lease.queue,
-                        lease.credential,
-                        lease.ttl,
-                        lease.expires_at,
-                        lease.created_at,
-                        lease.state,
-                        lease.ended_at,
-                        lease.image,
-                        lease.worker,
-                        lease.cpu_milli,
-                        lease.priority,
-                        lease.preempted_at,
-                        lease.preempted_for,
-                    ),
-                )
-            ]
-        )
 
     def end_leases(self, leases: Iterable[Lease]) -> None:
         leases = list(leases)
@@ -212,22 +130,13 @@ class SQLiteStore(Deferrable):
                     )
                     for lease in leases
                 ),
-                *self._forgetting(self.ended_log.ended(leases)),
+                *tables.forgetting(self.ended_log.ended(leases)),
             ]
         )
 
     def _read_ended(self) -> list[Lease]:
         rows = self._db.execute("SELECT * FROM leases WHERE state != ?", (ACTIVE,))
         return [tables.lease(row) for row in rows]
-
-    @staticmethod
-    def _forgetting(ids: list[str]) -> list[tuple[str, tuple[object, ...]]]:
-        """One statement per :data:`FORGET_CHUNK` ids (within SQLite's limit on parameters)."""
-        chunks = [tuple(ids[n : n + FORGET_CHUNK]) for n in range(0, len(ids), FORGET_CHUNK)]
-        return [
-            (f"DELETE FROM leases WHERE id IN ({', '.join('?' * len(chunk))})", chunk)
-            for chunk in chunks
-        ]
 
     def extend_active(self, expires_at: float) -> None:
         self._tx(
@@ -292,7 +201,7 @@ class SQLiteStore(Deferrable):
         """Forget leases that ended before this time, and beyond the newest kept; how many."""
         gone = self.ended_log.forget(ended_before)
         if gone:
-            self._tx(self._forgetting(gone))
+            self._tx(tables.forgetting(gone))
         return len(gone)
 
     def load_images(self) -> tuple[list[str], list[ImageStatus]]:

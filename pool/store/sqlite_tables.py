@@ -1,13 +1,20 @@
-"""The pool's SQLite tables: their schema, its additions since the first release, and how a
-row becomes a lease. :mod:`radium.pool.store.sqlite` reads and writes through them."""
+"""The pool's SQLite tables: their schema, its additions since the first release, how a row
+becomes a lease or an acceptor and how they become rows. :mod:`radium.pool.store.sqlite` reads
+and writes through them."""
 
 from __future__ import annotations
 
 import json
 import os
 import sqlite3
+from collections.abc import Iterable
 
-from radium.pool.model import DEFAULT_PRIORITY, Lease
+from radium.pool.model import DEFAULT_PRIORITY, AcceptorState, Device, DeviceState, Lease
+
+#: One SQL statement and its parameters.
+Statement = tuple[str, tuple[object, ...]]
+#: Ids forgotten by one statement, at most (SQLite takes 999 parameters before 3.32).
+FORGET_CHUNK = 500
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS acceptors (
@@ -118,6 +125,106 @@ def lease(row: sqlite3.Row) -> Lease:
         preempted_at=row["preempted_at"],
         preempted_for=row["preempted_for"],
     )
+
+
+def acceptors(
+    rows: Iterable[sqlite3.Row], device_rows: Iterable[sqlite3.Row]
+) -> list[AcceptorState]:
+    """The acceptors of their rows, each with its devices (not registered: a restarted pool
+    gives an acceptor nothing until it registers again)."""
+    found = {
+        row["name"]: AcceptorState(
+            row["name"],
+            row["data_address"],
+            json.loads(row["labels"]),
+            {},
+            bool(row["up"]),
+            cpu_milli=row["cpu_milli"],
+            registered=False,
+        )
+        for row in rows
+    }
+    for row in device_rows:
+        device = Device(
+            row["id"], row["vendor"], row["model"], row["memory_mib"], json.loads(row["labels"])
+        )
+        if row["acceptor"] in found:
+            found[row["acceptor"]].devices[device.id] = DeviceState(device)
+    return list(found.values())
+
+
+def acceptor_rows(acceptor: AcceptorState) -> list[Statement]:
+    """The statements that replace the acceptor and its device list."""
+    statements: list[Statement] = [
+        (
+            "INSERT OR REPLACE INTO acceptors (name, data_address, labels, up, cpu_milli)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (
+                acceptor.name,
+                acceptor.data_address,
+                json.dumps(dict(acceptor.labels)),
+                int(acceptor.up),
+                acceptor.cpu_milli,
+            ),
+        ),
+        ("DELETE FROM devices WHERE acceptor = ?", (acceptor.name,)),
+    ]
+    for state in acceptor.devices.values():
+        d = state.device
+        statements.append(
+            (
+                "INSERT INTO devices VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    acceptor.name,
+                    d.id,
+                    d.vendor,
+                    d.model,
+                    d.memory_mib,
+                    json.dumps(dict(d.labels)),
+                ),
+            )
+        )
+    return statements
+
+
+def lease_row(lease: Lease) -> Statement:
+    """The statement that adds the lease."""
+    return (
+        "INSERT INTO leases (id, acceptor, data_address, devices, fraction, holder,"
+        " queue, credential, ttl, expires_at, created_at, state, ended_at, image,"
+        " worker, cpu_milli, priority, preempted_at, preempted_for)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            lease.id,
+            lease.acceptor,
+            lease.data_address,
+            json.dumps(lease.devices),
+            lease.fraction,
+            lease.holder,
+            lease.queue,
+            lease.credential,
+            lease.ttl,
+            lease.expires_at,
+            lease.created_at,
+            lease.state,
+            lease.ended_at,
+            lease.image,
+            lease.worker,
+            lease.cpu_milli,
+            lease.priority,
+            lease.preempted_at,
+            lease.preempted_for,
+        ),
+    )
+
+
+def forgetting(ids: list[str]) -> list[Statement]:
+    """One statement per :data:`FORGET_CHUNK` ids (within SQLite's limit on parameters)."""
+    chunks = [tuple(ids[n : n + FORGET_CHUNK]) for n in range(0, len(ids), FORGET_CHUNK)]
+    return [
+        (f"DELETE FROM leases WHERE id IN ({', '.join('?' * len(chunk))})", chunk)
+        for chunk in chunks
+    ]
 
 
 def _private(path: str) -> None:

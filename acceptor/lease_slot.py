@@ -34,6 +34,7 @@ from radium.acceptor import slot_dir
 from radium.acceptor.container_worker import ContainerWorker
 from radium.acceptor.launcher import Launcher, Worker
 from radium.acceptor.record import SlotRecord
+from radium.acceptor.slot_uids import WorkerUids
 from radium.errors import InternalError, LeaseNotFoundError
 from radium.proto import pool_pb2 as pb
 from radium_interposer.control import Counters
@@ -94,14 +95,31 @@ class LeaseSlot:
             )
         self.state = to
 
-    @property
-    def made(self) -> bool:
-        """Its slot is on disk (made, and perhaps started)."""
-        return self.state in (State.MADE, State.STARTED)
-
     def live_worker(self) -> Worker | None:
         worker = self.worker
         return worker if worker is not None and worker.alive() else None
+
+    def ensure_made(self, uids: WorkerUids) -> bool:
+        """Its slot, made now (its uid taken from ``uids``) if it is only granted: GRANTED ->
+        MADE. False for a lease no longer granted (revoked before, or meanwhile)."""
+        with self.lock:
+            if self.state in (State.MADE, State.STARTED):
+                return True
+            with self.guard:
+                lease = self.lease if self.state is State.GRANTED else None
+            if lease is None:
+                return False
+            # Outside the guard: taking a uid looks at every process of the host.
+            uid = uids.take(lease)
+            with self.guard:
+                taken = self.state is State.GRANTED and self.lease is not None
+                if taken:
+                    self.uid = uid  # taken: no other slot gets it
+            if not taken:  # revoked meanwhile
+                uids.release(uid)
+                return False
+            self.make(SlotRecord.of(lease, uid))
+        return True
 
     def make(self, record: SlotRecord) -> None:
         """Make its slot on disk for ``record`` (its uid taken already): GRANTED -> MADE."""

@@ -24,8 +24,7 @@ import resource
 import select
 import shutil
 import subprocess
-import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +32,7 @@ from typing import Any, Callable
 
 from radium.acceptor import seccomp
 from radium.acceptor.hostview import HostView as HostView  # re-exported: its home was here
-from radium.acceptor.hostview import library_mounts, shown
+from radium.acceptor.hostview import host_view, library_mounts, python_paths, shown
 from radium.acceptor.limits import Share
 from radium.acceptor.sandbox_users import NSSWITCH, group, passwd
 from radium.config import SandboxConfig
@@ -44,17 +43,6 @@ log = logging.getLogger(__name__)
 HOME_TARGET = "/lease"
 #: How long bubblewrap may take to build a sandbox before it counts as failed.
 SETUP_TIMEOUT = 30.0
-#: Merged-/usr links (or directories on older layouts) the dynamic loader needs.
-TOP_LEVEL = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
-#: Host files every worker may read: the loader's cache, time zone, alternatives links.
-HOST_FILES = (
-    "/etc/ld.so.cache",
-    "/etc/ld.so.conf",
-    "/etc/ld.so.conf.d",
-    "/etc/localtime",
-    "/etc/alternatives",
-    "/sys/devices/system/cpu",
-)
 _PATH = "/usr/local/bin:/usr/bin:/bin"
 
 
@@ -76,35 +64,6 @@ class Tenant:
     #: (host directory, path) bound read-write, after the scratch mounts: a fractional
     #: lease's MPS pipe directory (acceptor/gpu_sharing.py), owned by its GPU's shared uid.
     binds: tuple[tuple[str, str], ...] = ()
-
-
-def host_view(paths: Iterable[str], root: Path = Path("/")) -> HostView:
-    """``/usr``, the top-level links, :data:`HOST_FILES` and ``paths``, without nested repeats."""
-    links: list[tuple[str, str]] = []
-    wanted = ["/usr", *HOST_FILES, *paths]
-    for name in TOP_LEVEL:
-        top = root / name
-        if top.is_symlink():
-            links.append((os.readlink(top), f"/{name}"))
-        elif top.is_dir():
-            wanted.append(f"/{name}")
-    binds: list[str] = []
-    for path in sorted({os.path.normpath(p) for p in wanted if p}):
-        if path == "/":
-            raise SandboxError("refusing to show workers the whole host file system ('/')")
-        if not path.startswith("/") or not os.path.lexists(root / path.lstrip("/")):
-            continue
-        if not any(path == b or path.startswith(b.rstrip("/") + "/") for b in binds):
-            binds.append(path)
-    return HostView(tuple(binds), tuple(links))
-
-
-def python_paths() -> list[str]:
-    """What this acceptor's Python needs to run the worker: its prefixes and the interposer."""
-    import radium_interposer
-
-    package = Path(radium_interposer.__file__).resolve().parent
-    return [sys.prefix, sys.base_prefix, str(package.parent)]
 
 
 def _data_fd(data: bytes) -> int:

@@ -195,24 +195,7 @@ class Slots:
         known = self._slot_of(lease_id)
         if known is None:
             return None
-        with known.lock:
-            if known.made:
-                return known
-            with self.lock:
-                lease = known.lease if known.state is State.GRANTED else None
-            if lease is None:
-                return None
-            # Outside the lock: taking a uid looks at every process of the host.
-            uid = self.worker_uids.take(lease)
-            with self.lock:
-                taken = known.state is State.GRANTED and known.lease is not None
-                if taken:
-                    known.uid = uid  # taken: no other slot gets it
-            if not taken:  # revoked meanwhile
-                self.worker_uids.release(uid)
-                return None
-            known.make(SlotRecord.of(lease, uid))
-        return known
+        return known if known.ensure_made(self.worker_uids) else None
 
     def credential(self, lease_id: str, wait: float = 0.0) -> str | None:
         """The lease's data-plane credential, None for a lease this acceptor does not serve.

@@ -9,7 +9,8 @@ import subprocess
 from pathlib import Path
 
 from integration.host import need_root
-from radium.acceptor.sandbox import Sandbox, Tenant, host_view, python_paths
+from radium.acceptor.hostview import host_view, python_paths
+from radium.acceptor.sandbox import Sandbox, Tenant
 from radium.config import SandboxConfig
 
 UID = 200091

@@ -12,7 +12,7 @@ from collections import defaultdict
 from typing import Iterable, Mapping
 
 from radium.errors import InvalidRequestError, LeaseNotFoundError, QuotaError
-from radium.pool.core import queues, scheduler
+from radium.pool.core import preemption, queues, scheduler
 from radium.pool.core.fgd import FGD
 from radium.pool.core.placement import Placer, Policy
 from radium.pool.core.queues import Queues
@@ -271,26 +271,13 @@ class PoolState:
         candidates = queues.victims(
             self.queues, queue, cls, size, standing, usage, capacity, waiting
         )
-        taken: list[Lease] = []
-        # One lease that makes room alone is the least to take; else the first that
-        # together do, each queue keeping its deserved quota.
-        alone = next((lease for lease in candidates if self._fits(request, [lease])), None)
-        if alone is not None:
-            taken = [alone]
-        else:
-            for lease in candidates:
-                if queues.keep_deserved(self.queues, queue, [*taken, lease], usage, capacity):
-                    taken.append(lease)
-                    if self._fits(request, taken):
-                        break
-            else:
-                return []
-            # Give back each the request can do without (tried in vain before the one
-            # that made room, say on another device).
-            for lease in list(taken):
-                rest = [other for other in taken if other is not lease]
-                if self._fits(request, rest):
-                    taken = rest
+        taken = preemption.fewest(
+            candidates,
+            lambda leases: self._fits(request, leases),
+            lambda leases: queues.keep_deserved(self.queues, queue, leases, usage, capacity),
+        )
+        if not taken:
+            return []
         for lease in taken:
             lease.preempted_at, lease.preempted_for = now, queue.name
             lease.expires_at = min(lease.expires_at, now + grace)

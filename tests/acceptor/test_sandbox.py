@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from radium.acceptor import seccomp
+from radium.acceptor.hostview import HostView, host_view
 from radium.acceptor.limits import Share
 from radium.acceptor.nvidia_files import nvidia_nodes
-from radium.acceptor.sandbox import HOME_TARGET, HostView, Sandbox, Tenant, host_view
+from radium.acceptor.sandbox import HOME_TARGET, Sandbox, Tenant
 from radium.config import SandboxConfig
 
 FDS = {"seccomp": 11, "passwd": 12, "group": 13, "nsswitch": 16, "info": 14, "block": 15}

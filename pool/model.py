@@ -16,6 +16,8 @@ MAX_GPUS = 1024
 
 @dataclass(frozen=True)
 class Device:
+    """One device an acceptor offers, as it registered it."""
+
     id: str
     vendor: str
     model: str
@@ -44,6 +46,8 @@ class DeviceState:
 
 @dataclass
 class AcceptorState:
+    """One acceptor as the pool knows it: its address, labels and devices, whether it serves."""
+
     name: str
     data_address: str
     labels: Mapping[str, str]
@@ -87,6 +91,8 @@ class Queue:
 
 @dataclass(frozen=True)
 class PriorityClass:
+    """A lease's priority class: its rank, and whether a higher one may preempt it."""
+
     name: str
     value: int
     preemptible: bool
@@ -108,6 +114,9 @@ DEFAULT_PRIORITY = "train"
 
 @dataclass(frozen=True)
 class Request:
+    """What an allocation asks for: whole GPUs, or a part of one by fraction or memory; where, for
+    whom, and how long it may wait."""
+
     gpus: int = 0
     fraction: float = 0.0
     memory_mib: int = 0
@@ -139,6 +148,8 @@ class Request:
 
 @dataclass(frozen=True)
 class Placement:
+    """Where the placer put a request: one acceptor and what it takes of each device."""
+
     acceptor: str
     #: device id -> MiB taken on it
     devices: Mapping[str, int]
@@ -164,6 +175,8 @@ class Usage:
 
 @dataclass
 class Lease:
+    """A granted lease: where, how much, for whom, until when, and its state."""
+
     id: str
     acceptor: str
     data_address: str
@@ -203,6 +216,8 @@ PENDING = "pending"
 
 @dataclass(frozen=True)
 class ImageStatus:
+    """Where one acceptor stands with one registered image."""
+
     ref: str
     acceptor: str
     state: str = PENDING

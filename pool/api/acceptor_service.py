@@ -28,6 +28,9 @@ WATCH_PACE = 0.002
 
 
 class AcceptorService(pb_grpc.AcceptorsServicer):
+    """The Acceptors gRPC service: registration, heartbeats, each acceptor's assignment stream and
+    its image reports."""
+
     def __init__(
         self, pool: Dispatcher, heartbeat_interval: float, watch_pace: float = WATCH_PACE
     ) -> None:

@@ -35,6 +35,7 @@ def settle() -> float:
 
 
 async def settle_forever(interval: float = SETTLE_EVERY) -> None:
+    """Settle the heap every ``interval`` seconds, for as long as the pool serves."""
     while True:
         await asyncio.sleep(interval)
         took = settle()

@@ -12,6 +12,8 @@ from radium.proto import pool_pb2_grpc as pb_grpc
 
 
 class QueueService(pb_grpc.QueuesServicer):
+    """The Queues gRPC service: `radium queues` sets, removes and lists the pool's queues."""
+
     def __init__(self, pool: Dispatcher) -> None:
         self.pool = pool
 

@@ -41,6 +41,8 @@ from radium.pool.store.commits import Deferrable, GroupCommit, Immediate
 from radium.pool.store.sqlite import SQLiteStore
 from radium.proto import pool_pb2_grpc as pb_grpc
 
+__all__ = ["configure_queues", "create_server", "lead", "serve"]
+
 log = logging.getLogger(__name__)
 POOL_SERVICE = "radium.v1.Pool"
 ACCEPTOR_SERVICE = "radium.v1.Acceptors"
@@ -108,7 +110,7 @@ async def lead(
         async with contextlib.AsyncExitStack() as stack:
             stack.callback(store.close)
             pool, registry = _pool(store, settings, stack, broken, failed)
-            server = _server(pool, settings)
+            server = create_server(pool, settings)
             stack.push_async_callback(_stop, server, lost)
             endpoint = metrics.serve(settings.metrics, registry, "pool.metrics")
             if endpoint is not None:
@@ -175,8 +177,10 @@ def _pool(
     return pool, registry
 
 
-def _server(pool: Dispatcher, settings: PoolConfig) -> grpc.aio.Server:
-    """The gRPC server of the pool's three services (not bound yet: :func:`_bind`)."""
+def create_server(pool: Dispatcher, settings: PoolConfig) -> grpc.aio.Server:
+    """The gRPC server of the pool's three services over ``pool``, with its call guard; not
+    bound yet: :func:`lead` binds it last (:func:`_bind`), as a server that never started keeps
+    its port for good."""
     tls = settings.tls.enabled
     if tls:
         from radium.certs import SERVICE_ROLES

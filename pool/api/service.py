@@ -27,6 +27,8 @@ IMAGE_FOLLOW = 3600.0
 
 
 class PoolService(pb_grpc.PoolServicer):
+    """The Pool gRPC service: leases (unary and streamed), listings, status, images."""
+
     def __init__(self, pool: Dispatcher) -> None:
         self.pool = pool
         self.leasing = Leasing(pool)

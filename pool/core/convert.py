@@ -18,6 +18,7 @@ from radium.proto import pool_pb2 as pb
 
 
 def request_from_pb(message: pb.AllocateRequest) -> Request:
+    """The allocation a request message asks for."""
     return Request(
         gpus=message.gpus,
         fraction=message.fraction,
@@ -40,10 +41,12 @@ USAGE_FIELDS = tuple(f.name for f in dataclasses.fields(Usage))
 
 
 def usage_from_pb(message: pb.LeaseUsage) -> Usage:
+    """A lease's usage as its acceptor reported it."""
     return Usage(**{name: getattr(message, name) for name in USAGE_FIELDS})
 
 
 def lease_to_pb(lease: Lease) -> pb.Lease:
+    """The lease as the wire shows it, its usage included."""
     # Not dataclasses.asdict: it deep-copies, a tenth of a millisecond per lease.
     usage = {name: getattr(lease.usage, name) for name in USAGE_FIELDS}
     return pb.Lease(
@@ -71,6 +74,7 @@ def lease_to_pb(lease: Lease) -> pb.Lease:
 
 
 def queue_to_pb(queue: Queue) -> pb.Queue:
+    """The queue as the wire shows it."""
     return pb.Queue(
         name=queue.name,
         deserved=queue.deserved,
@@ -82,6 +86,7 @@ def queue_to_pb(queue: Queue) -> pb.Queue:
 
 
 def queue_from_pb(message: pb.Queue) -> Queue:
+    """The queue a message describes."""
     return Queue(
         name=message.name,
         deserved=message.deserved,
@@ -93,6 +98,7 @@ def queue_from_pb(message: pb.Queue) -> Queue:
 
 
 def device_to_pb(device: Device) -> pb.Device:
+    """The device as the wire shows it."""
     return pb.Device(
         id=device.id,
         vendor=device.vendor,
@@ -103,6 +109,7 @@ def device_to_pb(device: Device) -> pb.Device:
 
 
 def image_status_to_pb(status: ImageStatus) -> pb.ImageStatus:
+    """Where one acceptor stands with one image, as the wire shows it."""
     return pb.ImageStatus(
         ref=status.ref,
         acceptor=status.acceptor,
@@ -114,6 +121,7 @@ def image_status_to_pb(status: ImageStatus) -> pb.ImageStatus:
 
 
 def image_status_from_pb(message: pb.ImageStatus) -> ImageStatus:
+    """Where one acceptor stands with one image, from its report."""
     return ImageStatus(
         message.ref,
         message.acceptor,
@@ -125,6 +133,7 @@ def image_status_from_pb(message: pb.ImageStatus) -> ImageStatus:
 
 
 def acceptor_from_pb(message: pb.Acceptor) -> AcceptorState:
+    """The acceptor a registration describes, with its devices, none of them taken yet."""
     devices = {
         d.id: DeviceState(Device(d.id, d.vendor, d.model, d.memory_mib, dict(d.labels)))
         for d in message.devices

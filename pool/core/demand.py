@@ -38,6 +38,7 @@ SHARING, EXCLUSIVE = "sharing", "exclusive"
 
 
 def demand_of(request: Request) -> Demand:
+    """What ``request`` asks, without who asks, as the placer compares it."""
     items = [(k, v) for k, v in request.selector.items() if k != "acceptor"]
     if not request.gpus and request.fraction < 1:
         items.append(SHARED)
@@ -71,6 +72,7 @@ def value_matches(wanted: str, have: str | None) -> bool:
 
 
 def kind_of(device: Device) -> Kind:
+    """The device as a selector sees it: vendor, model, memory and labels."""
     return (device.vendor, device.model, device.memory_mib, tuple(sorted(device.labels.items())))
 
 

@@ -40,6 +40,8 @@ class Observer(Protocol):
 
 
 class Unobserved:
+    """An observer that notes nothing (a pool without metrics, tests)."""
+
     def allocation(self, error: BaseException | None, waited: bool, seconds: float) -> None:
         pass
 

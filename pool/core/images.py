@@ -25,6 +25,7 @@ _REF_LIMIT = 512
 
 
 def check_ref(ref: str) -> str:
+    """``ref`` stripped, or an ``InvalidRequestError`` when it cannot be an image reference."""
     ref = ref.strip()
     if not ref or len(ref) > _REF_LIMIT or any(c.isspace() for c in ref):
         raise InvalidRequestError(f"{ref!r} is not an image reference")
@@ -32,6 +33,8 @@ def check_ref(ref: str) -> str:
 
 
 class Images:
+    """The registered images and each acceptor's status with each, written through ``store``."""
+
     def __init__(self, store: Store) -> None:
         self.store = store
         refs, statuses = store.load_images()

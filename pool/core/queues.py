@@ -32,6 +32,7 @@ EPSILON = 1e-9
 
 
 def priority_class(name: str) -> PriorityClass:
+    """The priority class of this name (the default for none); refused when unknown."""
     found = PRIORITY_CLASSES.get(name or DEFAULT_PRIORITY)
     if found is None:
         raise InvalidRequestError(
@@ -42,6 +43,7 @@ def priority_class(name: str) -> PriorityClass:
 
 
 def lease_size(lease: Lease) -> float:
+    """The GPUs a lease holds: its share of each of its devices, summed."""
     return lease.fraction * len(lease.devices)
 
 

@@ -18,6 +18,8 @@ from radium.pool.model import MAX_GPUS, AcceptorState, Placement, Request
 
 
 def validate(request: Request) -> None:
+    """Refuse, naming why, a request no pool could grant as asked: whole GPUs and a part at once,
+    more GPUs than any pool serves, a fraction out of range, nothing at all, a negative wait."""
     if request.gpus and (request.fraction or request.memory_mib):
         raise InvalidRequestError("ask for whole GPUs or a part of one, not both")
     if request.gpus > MAX_GPUS:

@@ -36,6 +36,9 @@ log = logging.getLogger(__name__)
 
 
 class PoolState:
+    """The acceptors, their devices and the active leases in memory, each change written through
+    ``store`` before it is kept; placement and queues over them."""
+
     def __init__(
         self,
         store: Store,

@@ -15,6 +15,8 @@ from radium.pool.model import Lease, Request
 
 @dataclass
 class Waiter:
+    """One request waiting for capacity, and the future its caller awaits."""
+
     request: Request
     future: asyncio.Future[Lease]
     queue: str
@@ -25,6 +27,9 @@ class Waiter:
 
 
 class WaitingRoom:
+    """The requests waiting for capacity: served when capacity frees up, fairly across queues and
+    in order within one, and given what their queue deserves by reclaiming."""
+
     def __init__(
         self,
         state: PoolState,

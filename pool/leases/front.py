@@ -206,6 +206,8 @@ class Front(link.LinkEnd):
 async def serve(
     listening: socket.socket, link_end: socket.socket, tls: ssl.SSLContext | None
 ) -> None:
+    """Hold the clients' connections on ``listening`` and relay them over ``link_end`` until the
+    pool closes the link."""
     loop = asyncio.get_running_loop()
     front = Front()
     await loop.create_unix_connection(lambda: front, sock=link_end)
@@ -263,6 +265,7 @@ def yield_to_the_pool() -> None:
 
 
 def main(argv: list[str]) -> int:
+    """The front process: ``python -m radium.pool.leases.front --listen-fd N --link-fd M``."""
     logs.setup(PROGRAM, "", stderr_level=logging.INFO)
     # A terminal's Ctrl-C reaches the whole process group: the pool ends the front (it closes
     # the link) once it has ended its own sessions.

@@ -32,12 +32,15 @@ _CERTIFICATE = struct.Struct(">I")
 
 
 class Message(NamedTuple):
+    """One message of the link: its kind, the client connection it concerns, its payload."""
+
     kind: int
     connection: int
     payload: bytes
 
 
 def message(kind: int, connection: int, payload: bytes = b"") -> bytes:
+    """A message of the link, framed."""
     return _HEADER.pack(_KIND_AND_CONNECTION + len(payload), kind, connection) + payload
 
 

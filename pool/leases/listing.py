@@ -46,6 +46,7 @@ def page_token(last: Lease) -> str:
 
 
 def page_cursor(token: str) -> Entry:
+    """The entry a page token names; an ``InvalidRequestError`` for a token no page gave."""
     ended_at, _, lease_id = token.partition("/")
     with contextlib.suppress(ValueError):
         if lease_id:

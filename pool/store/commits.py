@@ -25,6 +25,8 @@ Committed = Callable[[RadiumError | None], None]
 
 
 class Commits(Protocol):
+    """How the pool's answers wait for the commit of what they tell."""
+
     #: Called in the turn that told a batch of answers (each ``then``), once they are all
     #: told: a carrier that gathers the replies of a batch sends them then, not a turn later.
     told: list[Callable[[], None]]

@@ -31,12 +31,15 @@ HINT = "check [pool.etcd] endpoints and that a majority of the etcd members runs
 
 
 def encode(text: str | bytes) -> str:
+    """A key or value as etcd's JSON gateway takes it (base64)."""
     raw = text.encode() if isinstance(text, str) else text
     return base64.b64encode(raw).decode()
 
 
 @dataclass(frozen=True)
 class KeyValue:
+    """One key as etcd returns it, with its revisions."""
+
     key: str
     value: bytes
     create_revision: int
@@ -44,6 +47,7 @@ class KeyValue:
 
 
 def put(key: str, value: str, lease: int = 0) -> dict[str, Any]:
+    """A transaction's put of ``key`` (attached to the etcd lease ``lease``, if any)."""
     request: dict[str, Any] = {"key": encode(key), "value": encode(value)}
     if lease:
         request["lease"] = str(lease)
@@ -51,10 +55,12 @@ def put(key: str, value: str, lease: int = 0) -> dict[str, Any]:
 
 
 def delete(key: str) -> dict[str, Any]:
+    """A transaction's delete of ``key``."""
     return {"request_delete_range": {"key": encode(key)}}
 
 
 def absent(key: str) -> dict[str, Any]:
+    """A transaction's condition that ``key`` does not exist."""
     return {"key": encode(key), "result": "EQUAL", "target": "VERSION", "version": "0"}
 
 

@@ -94,6 +94,7 @@ class Leadership:
 
 
 def leader_key(prefix: str) -> str:
+    """The key the leader of the pool under ``prefix`` holds."""
     return f"{prefix.rstrip('/')}/leader"
 
 

@@ -17,18 +17,22 @@ _LEASE_FIELDS = tuple(f.name for f in dataclasses.fields(Lease) if f.name != "us
 
 
 def dump(record: dict[str, Any]) -> str:
+    """A record as the compact, sorted JSON etcd keeps."""
     return json.dumps(record, separators=(",", ":"), sort_keys=True)
 
 
 def lease_record(lease: Lease) -> dict[str, Any]:
+    """The lease's record (every field but its usage)."""
     return {name: getattr(lease, name) for name in _LEASE_FIELDS}
 
 
 def lease_from(record: dict[str, Any]) -> Lease:
+    """The lease of a record."""
     return Lease(**{name: record[name] for name in _LEASE_FIELDS if name in record})
 
 
 def acceptor_record(acceptor: AcceptorState) -> dict[str, Any]:
+    """The acceptor's record, its devices included."""
     return {
         "name": acceptor.name,
         "data_address": acceptor.data_address,
@@ -57,16 +61,20 @@ def acceptor_from(record: dict[str, Any]) -> AcceptorState:
 
 
 def queue_record(queue: Queue) -> dict[str, Any]:
+    """The queue's record."""
     return dataclasses.asdict(queue)
 
 
 def queue_from(record: dict[str, Any]) -> Queue:
+    """The queue of a record."""
     return Queue(**record)
 
 
 def image_status_record(status: ImageStatus) -> dict[str, Any]:
+    """An image status's record."""
     return dataclasses.asdict(status)
 
 
 def image_status_from(record: dict[str, Any]) -> ImageStatus:
+    """The image status of a record."""
     return ImageStatus(**record)

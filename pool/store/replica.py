@@ -26,6 +26,7 @@ Lead = Callable[
 
 
 def connect(config: Config) -> EtcdKV:
+    """The etcd client of the pool's ``[pool.etcd]``."""
     etcd = config.pool.etcd
     return EtcdKV(etcd.endpoints, timeout=etcd.timeout, ca=etcd.ca, cert=etcd.cert, key=etcd.key)
 
@@ -33,6 +34,8 @@ def connect(config: Config) -> EtcdKV:
 async def serve(
     config: Config, stop: asyncio.Event, ready: asyncio.Event | None, lead: Lead
 ) -> None:
+    """Campaign; serve through ``lead`` while leading; stand by again when deposed; until
+    ``stop``."""
     settings = config.pool
     kv = connect(config)
     loop = asyncio.get_running_loop()

@@ -104,6 +104,7 @@ def connect(path: str, synchronous: str = "normal") -> sqlite3.Connection:
 
 
 def lease(row: sqlite3.Row) -> Lease:
+    """The lease of a row."""
     return Lease(
         id=row["id"],
         acceptor=row["acceptor"],

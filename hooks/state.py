@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 
+from radium.constants import ANNOTATION_PREFIX
 from radium.errors import SpecError
 from radium.ocispec import parse_object
 
@@ -16,7 +17,6 @@ if TYPE_CHECKING:
     from typing_extensions import TypeGuard
 
 MAX_STATE_BYTES = 1 << 20
-ANNOTATION_PREFIX = "radium.io/"
 # runc's own rule for container ids; anything else could be a path trick.
 _CONTAINER_ID = re.compile(r"^[\w+\-.]{1,1024}$")
 

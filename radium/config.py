@@ -32,6 +32,7 @@ from radium.configtree import (
     ShimConfig,
     TlsConfig,
 )
+from radium.constants import CONFIG_PATH, CONFIG_VARIABLE
 from radium.errors import ConfigError
 
 __all__ = [
@@ -56,8 +57,8 @@ __all__ = [
     "load",
 ]
 
-DEFAULT_PATH = "/etc/radium/config.toml"
-ENV_VAR = "RADIUM_CONFIG"
+DEFAULT_PATH = CONFIG_PATH
+ENV_VAR = CONFIG_VARIABLE
 T = TypeVar("T")
 
 

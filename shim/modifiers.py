@@ -15,6 +15,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 from radium import config as config_module
 from radium.config import Config
+from radium.constants import ANNOTATION_PREFIX
 from radium.shim import request as request_module
 
 Spec = dict[str, Any]
@@ -106,7 +107,7 @@ class AddAnnotations:
 
     def __call__(self, spec: Spec) -> None:
         existing = spec.setdefault("annotations", {})
-        for name in [k for k in existing if k.startswith(request_module.ANNOTATION_PREFIX)]:
+        for name in [k for k in existing if k.startswith(ANNOTATION_PREFIX)]:
             if name not in self.annotations:
                 del existing[name]
         existing.update(self.annotations)

@@ -13,6 +13,7 @@ import os
 import sys
 
 from radium import tomlcache
+from radium.constants import CONFIG_PATH
 from radium.errors import ConfigError
 
 # Not typing.TYPE_CHECKING: importing typing costs milliseconds on every container start.
@@ -20,7 +21,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Mapping, Sequence
 
-DEFAULT_CONFIG = "/etc/radium/config.toml"
+DEFAULT_CONFIG = CONFIG_PATH
 DEFAULT_RUNTIMES = ("runc", "crun")
 PROGRAM = "radium-runtime"
 #: The Python programs' names: their shell fronts' (bin/) with this suffix.

@@ -7,6 +7,7 @@ hook sees in the OCI state.
 
 from __future__ import annotations
 
+from radium.constants import ANNOTATION_PREFIX
 from radium.errors import SpecError
 
 # Not typing.TYPE_CHECKING: importing typing costs milliseconds on every container start.
@@ -14,7 +15,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Mapping, Optional
 
-ANNOTATION_PREFIX = "radium.io/"
 #: The longest a container start may wait for capacity, in seconds.
 MAX_WAIT = 3600.0
 

@@ -7,6 +7,7 @@ import dataclasses
 
 from radium import config as config_module
 from radium import logs
+from radium.constants import WORKER_ENGINES
 from radium.lifeline import follow_supervisor
 
 
@@ -82,7 +83,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     serve.add_argument("--cpu-devices", type=int, help="devices the CPU backend exposes")
     serve.add_argument("--state-dir", help="where lease slots live")
     serve.add_argument(
-        "--engine", choices=("docker", "containerd"), help="pulls registered images, runs workers"
+        "--engine", choices=WORKER_ENGINES, help="pulls registered images, runs workers"
     )
     serve.add_argument("--engine-address", help="the engine's socket (default: its usual one)")
     serve.add_argument(

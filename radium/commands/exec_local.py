@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from radium.constants import ANNOTATION_PREFIX
 from radium.errors import SpecError, UsageError
 from radium.shim.request import PRIORITIES, checked
 
@@ -35,10 +36,10 @@ def request_of(args: argparse.Namespace) -> dict[str, str]:
         if value is None:
             continue
         try:
-            request[f"radium.io/{key}"] = checked(key, value, f"--{key}")
+            request[f"{ANNOTATION_PREFIX}{key}"] = checked(key, value, f"--{key}")
         except SpecError as exc:
             raise UsageError(exc.message, hint=HELP) from None
-    if "radium.io/fraction" in request and "radium.io/memory" in request:
+    if f"{ANNOTATION_PREFIX}fraction" in request and f"{ANNOTATION_PREFIX}memory" in request:
         raise UsageError("--fraction and --memory exclude each other", hint=HELP)
     # No amount named: one whole device (shim.request.allocation); --fraction or --memory
     # alone: a part of one.

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from radium.constants import ENGINES
+
 
 def _setup(args: argparse.Namespace) -> int:
     from radium.engines import setup
@@ -28,7 +30,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     parser.add_argument(
         "engine",
-        choices=("docker", "containerd", "crio", "podman"),
+        choices=ENGINES,
         help="the engine to configure",
     )
     parser.add_argument(

@@ -14,6 +14,7 @@ from typing import Any, Optional
 import tomlkit
 
 from radium import tomlcache
+from radium.constants import ANNOTATION_PREFIX
 from radium.engines.base import Edit, Options, Owned, Plan
 from radium.errors import ConfigError
 
@@ -56,7 +57,7 @@ def dropin(options: Options, main: dict[str, Any]) -> bytes:
     runtime = tomlkit.table()
     runtime.add("runtime_type", "io.containerd.runc.v2")
     runtime.add("runtime_path", options.programs["containerd-shim-radium-v2"])
-    runtime.add("pod_annotations", ["radium.io/*"])
+    runtime.add("pod_annotations", [f"{ANNOTATION_PREFIX}*"])
     runc_options = _runc_options(main)
     if runc_options:
         runtime.add("options", runc_options)

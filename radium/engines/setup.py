@@ -10,10 +10,10 @@ import sysconfig
 from pathlib import Path
 from typing import Optional, TextIO
 
+from radium.constants import ENGINES
 from radium.engines import apply, base, containerd, crio, docker, podman
 from radium.errors import ServiceError, UsageError
 
-ENGINES = ("docker", "containerd", "crio", "podman")
 #: What engines run (the runtime and the shim are shell fronts: docs/runtime-front.md) and the
 #: Python programs the fronts exec, and the node agent's thin client they and its hooks run.
 PROGRAMS = (

@@ -43,6 +43,9 @@ MAX_BACKOFF = 5.0
 
 
 class Acceptor:
+    """The acceptor: registers with the pool, follows its assignments, serves the data plane and
+    reports usage."""
+
     def __init__(self, config: AcceptorConfig, backend: Backend | None = None) -> None:
         self.config = config
         self.name = config.name or socket.gethostname()
@@ -214,6 +217,7 @@ def confinement(config: AcceptorConfig) -> Sandbox | None:
 
 
 async def serve(config: AcceptorConfig) -> None:
+    """``radium acceptor serve``: until SIGTERM or SIGINT."""
     if config.metrics:
         metrics.parse_address(config.metrics, "acceptor.metrics")  # before anything starts
     acceptor = Acceptor(config)

@@ -43,6 +43,7 @@ class Credentials(Workers, Protocol):
 
 
 def split_address(address: str) -> tuple[str, int]:
+    """``host:port`` as ``(host, port)``."""
     host, sep, port = address.rpartition(":")
     if not sep or not port.isdigit():
         raise ConfigError(f"data address {address!r} is not HOST:PORT")

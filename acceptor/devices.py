@@ -53,6 +53,9 @@ class GpuUse:
 
 
 class Backend(Protocol):
+    """What a device backend answers: its devices, their use, and what a worker needs to reach one.
+    What a device backend answers: its devices, their use, and what a worker needs to reach one."""
+
     name: str
 
     def devices(self) -> list[pb.Device]: ...

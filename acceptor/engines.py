@@ -29,6 +29,8 @@ class PullError(RadiumError):
 
 
 class Engine(Protocol):
+    """A container engine as the acceptor uses it: pull, inspect and remove images."""
+
     name: str
 
     def pull(self, ref: str, progress: Progress) -> str:
@@ -91,6 +93,8 @@ class _UnixHTTP(http.client.HTTPConnection):
 
 
 class Docker:
+    """docker through its Engine API on its unix socket: images, and container-mode workers."""
+
     name = "docker"
 
     def __init__(self, address: str = "") -> None:
@@ -282,6 +286,7 @@ def _message(body: bytes) -> str:
 
 
 def choose(name: str, address: str) -> Engine | None:
+    """The engine the config names, or None for none."""
     if name == "docker":
         return Docker(address)
     if name == "containerd":

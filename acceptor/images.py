@@ -20,6 +20,8 @@ NO_ENGINE = 'this acceptor has no container engine (set [acceptor] engine = "doc
 
 
 class ImageKeeper:
+    """Pulls and removes the images the pool registers, and reports each one's progress."""
+
     def __init__(self, name: str, engine: Engine | None, report: Report) -> None:
         self.name, self.engine, self.report = name, engine, report
         self.tasks: set[asyncio.Task[None]] = set()

@@ -19,4 +19,5 @@ def passwd(uid: int, home: str) -> bytes:
 
 
 def group(uid: int) -> bytes:
+    """The ``/etc/group`` a worker of ``uid`` sees."""
     return f"root:x:0:\nworker:x:{uid}:\nnogroup:x:65534:\n".encode()

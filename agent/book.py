@@ -108,6 +108,8 @@ class LeaseBook:
 
 
 def write_lease_file(held: Held) -> None:
+    """Write the lease into its container's runtime directory, whole (the container may be reading
+    it)."""
     if held.runtime_dir and os.path.isdir(held.runtime_dir):
         path = Path(held.runtime_dir) / LEASE_FILE
         tmp = path.with_suffix(".tmp")  # replaced whole: the container may be reading it

@@ -15,6 +15,8 @@ BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10, 
 
 
 class AgentMetrics:
+    """The node agent's Prometheus series (docs/metrics.md)."""
+
     def __init__(self, registry: CollectorRegistry, held: Callable[[], int]) -> None:
         self.leases = Gauge(
             "radium_agent_leases", "Leases the agent holds for containers", registry=registry

@@ -145,6 +145,8 @@ def _warm_up() -> None:
 
 
 def main() -> int:
+    """The mount helper process: mount bundles for the agent, one request a line, until its pipe
+    closes."""
     from radium import config as config_module
     from radium import logs
     from radium.hooks import detect, inject  # noqa: F401 - imported once, for every child

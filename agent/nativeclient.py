@@ -69,6 +69,7 @@ def _built_from_this(path: str) -> bool:
 
 
 def compiler() -> Optional[str]:
+    """The C compiler to build the native client with, if any (``CC``, else ``gcc``)."""
     return shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
 
 
@@ -159,6 +160,7 @@ def renew_stale(scripts: Path) -> Optional[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Build the native client into a scripts directory, if a compiler is there; prints where."""
     args = list(sys.argv[1:] if argv is None else argv)
     scripts = Path(args[0] if args else sysconfig.get_path("scripts"))
     try:

@@ -64,6 +64,7 @@ def _lease_client(client: ClientConfig, channel: grpc.aio.Channel) -> LeaseCalls
 
 
 async def serve(config: Config) -> None:
+    """``radium agent``: one per node, until SIGTERM or SIGINT."""
     lock_path = Path(config.agent.state_file).with_suffix(".lock")
     # Lease credentials are kept there: refused if another local user could read or replace
     # it (or what is in it), made 0700 otherwise (docs/security.md).

@@ -24,6 +24,7 @@ PROGRAM = "radium-hook"
 
 
 def run(stage: str, raw_state: bytes) -> int:
+    """Run one hook stage for the container whose OCI state is ``raw_state``; the exit code."""
     from radium.hooks.state import parse_state
 
     if stage not in STAGES:
@@ -65,6 +66,7 @@ def _users(state: State) -> State:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    """``radium-hook STAGE``, the OCI state on standard input."""
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         return run(args[0] if args else "", sys.stdin.buffer.read())

@@ -21,6 +21,8 @@ _BUNDLE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 @dataclass(frozen=True)
 class Rule:
+    """One bundle selection rule: the bundle, and what an image must be for it."""
+
     bundle: str
     distro: tuple[str, ...] = ()
     libc: tuple[str, ...] = ()
@@ -52,6 +54,7 @@ def load_rules(path: str) -> tuple[Rule, ...]:
 
 
 def parse_rules(data: dict[str, Any], source: str) -> tuple[Rule, ...]:
+    """The rules of a parsed rules file; a ``ConfigError`` naming ``source`` for a bad one."""
     extra = set(data) - {"rule"}
     if extra:
         raise ConfigError(f"bundle rules {source}: unknown key {sorted(extra)[0]!r}")

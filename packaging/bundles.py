@@ -31,6 +31,8 @@ DEFAULT_LIBCS = ("glibc", "musl")
 
 @dataclass(frozen=True)
 class Manifest:
+    """What a client bundle is: its name, version, libc, architecture and content digest."""
+
     name: str
     version: str
     libc: str

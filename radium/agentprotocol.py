@@ -108,4 +108,5 @@ def start_socket(control_socket: str) -> str:
 
 
 def encode(message: dict[str, Any]) -> bytes:
+    """One request or reply as the protocol frames it: a line of JSON."""
     return json.dumps(message).encode() + b"\n"

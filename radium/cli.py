@@ -49,6 +49,7 @@ def subcommands(
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``radium`` command line: every subcommand's parser."""
     parser = argparse.ArgumentParser(
         prog="radium", description="Remote, pooled GPUs for unmodified containers."
     )

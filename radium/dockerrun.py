@@ -44,6 +44,8 @@ _DOCKER_SHORT_FLAGS = set("ditPq")
 
 @dataclass
 class RunRequest:
+    """What ``radium run`` was asked: Radium's own options, and docker's arguments untouched."""
+
     env: dict[str, str] = field(default_factory=dict)
     remote: list[str] = field(default_factory=list)
     split: str = ""
@@ -202,6 +204,8 @@ def check_docker() -> None:
 
 
 def run(config: Config, argv: Sequence[str]) -> int:
+    """``radium run``: ``docker run`` with the radium runtime and the request; docker's exit code.
+    ``radium run``: ``docker run`` with the radium runtime and the request; docker's exit code."""
     request = parse(argv)
     with tempfile.TemporaryDirectory(prefix="radium-run-") as scratch:
         cidfile = os.path.join(scratch, "cid")

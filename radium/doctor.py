@@ -28,6 +28,8 @@ ENGINE_PROGRAMS = {
 
 @dataclass(frozen=True)
 class Check:
+    """One line of ``radium doctor``: what was checked, ok or FAIL, and the fix."""
+
     name: str
     status: str  # "ok", "FAIL" or "skip"
     detail: str
@@ -35,14 +37,17 @@ class Check:
 
 
 def ok(name: str, detail: str) -> Check:
+    """A check that passed."""
     return Check(name, "ok", detail)
 
 
 def fail(name: str, detail: str, fix: str) -> Check:
+    """A check that failed, with what to do about it."""
     return Check(name, "FAIL", detail, fix)
 
 
 def check_runtime(config: Config) -> Check:
+    """Whether one of the configured low-level OCI runtimes is installed."""
     for candidate in config.runtime.runtimes:
         found = candidate if os.path.isabs(candidate) else shutil.which(candidate)
         if found and os.access(found, os.X_OK):
@@ -55,6 +60,7 @@ def check_runtime(config: Config) -> Check:
 
 
 def check_programs(programs: dict[str, str]) -> Check:
+    """Whether Radium's own programs are installed where the engines will look."""
     for name in setup.PROGRAMS:
         path = programs[name]
         if not os.path.isfile(path):
@@ -65,6 +71,7 @@ def check_programs(programs: dict[str, str]) -> Check:
 
 
 def check_bundles(config: Config) -> Check:
+    """Whether the client bundles are built and whole."""
     from radium.packaging import bundles
     from radium.packaging.manifest import MANIFEST
 
@@ -83,6 +90,7 @@ def check_bundles(config: Config) -> Check:
 
 
 def check_engine(engine: str, programs: dict[str, str], path: Path | None) -> Check:
+    """Whether ``engine`` is set up to run containers through Radium."""
     name = f"engine {engine}"
     if path is None and not any(shutil.which(p) for p in ENGINE_PROGRAMS[engine]):
         return Check(name, "skip", "not installed")
@@ -124,6 +132,7 @@ def check_agent(config: Config) -> Check:
 
 
 def check_pool(config: Config) -> Iterable[Check]:
+    """Whether the pool answers, and whether any of its acceptors is up."""
     from radium.poolclient import PoolClient
 
     client = PoolClient.of(config.client)
@@ -167,6 +176,7 @@ def run_checks(
     engines: Sequence[str],
     engine_paths: dict[str, Path],
 ) -> list[Check]:
+    """Every check, in the order ``radium doctor`` prints them."""
     checks = [check_runtime(config), check_programs(programs), check_bundles(config)]
     checks += [check_engine(e, programs, engine_paths.get(e)) for e in engines]
     checks.append(check_agent(config))
@@ -175,6 +185,7 @@ def run_checks(
 
 
 def render(checks: Sequence[Check]) -> str:
+    """The checks as ``radium doctor`` prints them."""
     lines = []
     for check in checks:
         lines.append(f"{check.status:<5} {check.name:<18} {check.detail}")

@@ -51,6 +51,8 @@ def run(
     split: str | None,
     request: dict[str, str],
 ) -> int:
+    """``radium exec``: lease, then run ``command`` with its ``remote`` modules served by the
+    lease's worker; its exit code."""
     if not command:
         raise UsageError("radium exec needs a command", hint="radium exec --remote numpy -- CMD")
     if not remote and not split:

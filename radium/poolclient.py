@@ -13,6 +13,8 @@ from radium.proto import pool_pb2_grpc as pb_grpc
 
 
 class PoolClient:
+    """The pool's gRPC calls as the command line and the acceptor make them."""
+
     def __init__(
         self, address: str, token: str, timeout: float = 5.0, tls: TlsConfig | None = None
     ) -> None:

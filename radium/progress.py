@@ -9,6 +9,7 @@ WIDTH = 30
 
 
 def bar(row: Any) -> str:
+    """One acceptor's progress with an image, as a text bar."""
     filled = round(row.progress * WIDTH)
     tail = f": {row.error}" if row.error else ""
     return (
@@ -18,6 +19,8 @@ def bar(row: Any) -> str:
 
 
 class Bars:
+    """Progress bars redrawn in place on a terminal, printed once each elsewhere."""
+
     def __init__(self, out: TextIO) -> None:
         self.out = out
         self.tty = out.isatty()

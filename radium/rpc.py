@@ -99,6 +99,7 @@ ERROR_CLASS = "radium-error-class"
 
 
 async def abort(context: Any, error: RadiumError) -> NoReturn:
+    """End the call with the error's status and its leaf's name (the call's trailing metadata)."""
     trailing = ((ERROR_CLASS, type(error).__name__),)
     await context.abort(*status_of(error), trailing_metadata=trailing)
     raise AssertionError("unreachable: abort raises")
@@ -177,6 +178,7 @@ def takes_lease_batches(metadata: Iterable[tuple[str, str]] | None) -> bool:
 
 
 def metadata(token: str) -> tuple[tuple[str, str], ...]:
+    """The call metadata that carries ``token`` (none for no token)."""
     return ((AUTH_HEADER, f"Bearer {token}"),) if token else ()
 
 
@@ -228,6 +230,7 @@ def target(addresses: str) -> str:
 
 
 def channel(address: str, tls: TlsConfig | None = None) -> grpc.Channel:
+    """A blocking gRPC channel to ``address``, with mutual TLS when ``tls`` is set."""
     where = target(address)
     if tls is None or not tls.enabled:
         return grpc.insecure_channel(where, options=_CHANNEL_OPTIONS)
@@ -236,6 +239,7 @@ def channel(address: str, tls: TlsConfig | None = None) -> grpc.Channel:
 
 
 def aio_channel(address: str, tls: TlsConfig | None = None) -> grpc.aio.Channel:
+    """An asyncio gRPC channel to ``address``, with mutual TLS when ``tls`` is set."""
     where = target(address)
     if tls is None or not tls.enabled:
         return grpc.aio.insecure_channel(where, options=_CHANNEL_OPTIONS)

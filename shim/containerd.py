@@ -49,6 +49,7 @@ def parse(argv: Sequence[str]) -> tuple[str, dict[str, str]]:
 
 
 def runc_shim(config: Config | None, environ: Mapping[str, str], self_path: str) -> str:
+    """The path of the containerd shim that does the real work, or ``RuntimeNotFoundError``."""
     name = config.shim.runc_shim if config is not None else DEFAULT_RUNC_SHIM
     path = passthrough.find_runtime([name], environ, self_path)
     if path is None:
@@ -100,6 +101,7 @@ def delete(bundle: str, container_id: str, environ: Mapping[str, str]) -> Config
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """``containerd-shim-radium-v2``: edit a Radium container's spec, then exec the runc shim."""
     args = list(sys.argv if argv is None else argv)
     action, flags = parse(args[1:])
     environ = os.environ

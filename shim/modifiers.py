@@ -146,6 +146,7 @@ def for_spec(
 
 
 def apply(spec: Spec, modifiers: Sequence[Modifier]) -> Spec:
+    """Apply each modifier to ``spec``, in order."""
     for modifier in modifiers:
         modifier(spec)
     return spec

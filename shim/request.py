@@ -85,6 +85,8 @@ _VARIABLES = frozenset(variable for variable, _, _ in FIELDS.values())
 
 
 def checked(key: str, value: object, source: str) -> str:
+    """``value`` for the request field ``key``, stripped; a ``SpecError`` naming ``source`` when
+    invalid."""
     _, valid, expected = FIELDS[key]
     if not isinstance(value, str) or not valid(value.strip()):
         raise SpecError(f"{source} must be {expected}, got {value!r}")

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    """``radium-runtime``: runc's command line, a Radium container's spec edited on create."""
     from radium.shim.argv import parse
 
     args = list(sys.argv if argv is None else argv)

@@ -35,6 +35,7 @@ def _requested() -> "tuple[list[str], list[str]]":
 
 
 def activate() -> None:
+    """Install the remote finder when the process asks for remoting; never break a Python start."""
     try:
         entries, environment = _requested()
         if entries:

@@ -213,6 +213,7 @@ class Connection:
 
 
 def forward_output(meta: Dict[str, Any]) -> None:
+    """Write what a remote call printed (or warned) here, where the program would have."""
     if "w" in meta:  # warnings, each replayed at its place in the call's stderr
         client_warnings.forward(meta)
         return

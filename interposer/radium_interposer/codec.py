@@ -81,6 +81,7 @@ def _numpy() -> Any:
 
 
 def is_array(obj: Any) -> bool:
+    """Whether ``obj`` is a numpy array (False when numpy is not imported)."""
     np = _numpy()
     return np is not None and isinstance(obj, (np.ndarray, np.generic))
 

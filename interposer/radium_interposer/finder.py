@@ -137,6 +137,8 @@ def _remote_functions(functions: Sequence[str]) -> Callable[[types.ModuleType], 
 
 
 class RemoteFinder(importlib.abc.MetaPathFinder):
+    """The import hook that serves the remoted modules (and functions) from the worker."""
+
     def __init__(self, modules: Set[str], functions: Dict[str, List[str]]) -> None:
         self.modules, self.functions = modules, functions
 
@@ -241,6 +243,7 @@ def _class_ref(cls: type) -> Optional[str]:
 
 
 def install(entries: Sequence[str], environment: Sequence[str] = ()) -> RemoteFinder:
+    """Put the remote finder first on ``sys.meta_path`` for ``entries``."""
     modules, functions = parse_entries(entries)
     _environment[:] = environment
     finder = RemoteFinder(modules, functions)

@@ -82,6 +82,7 @@ def method_names(kind: type) -> List[str]:
 
 
 def error_meta(error: BaseException) -> Dict[str, Any]:
+    """A worker-side exception as its reply describes it, for the client to raise."""
     kind = type(error)
     args = list(error.args) if codec.is_plain(list(error.args)) else None
     token = getattr(error, "radium_client_token", None)

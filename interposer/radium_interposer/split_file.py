@@ -17,6 +17,7 @@ class SplitError(ValueError):
 
 
 def parse_entries(entries: Sequence[str]) -> Tuple[Set[str], Dict[str, List[str]]]:
+    """The modules, and the functions by module, that ``entries`` name."""
     modules: Set[str] = set()
     functions: Dict[str, List[str]] = {}
     for raw in entries:

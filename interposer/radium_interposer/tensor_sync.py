@@ -35,6 +35,7 @@ def _torch() -> Any:
 
 
 def is_tensor(obj: Any) -> bool:
+    """Whether ``obj`` is a torch tensor (False when torch is not imported)."""
     torch = _torch()
     return torch is not None and isinstance(obj, torch.Tensor)
 

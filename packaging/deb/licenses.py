@@ -48,10 +48,12 @@ def spdx(metadata: email.message.Message) -> str:
 
 
 def license_names(expression: str) -> list[str]:
+    """The licence names an SPDX expression joins."""
     return [n for n in re.split(r"\s+(?:OR|AND|WITH)\s+|[()]", expression) if n.strip()]
 
 
 def paragraph(dist_info: Path, installed: str) -> tuple[str, list[str]]:
+    """The copyright paragraph of one installed distribution, and its files."""
     metadata = email.parser.Parser().parsestr((dist_info / "METADATA").read_text(encoding="utf-8"))
     name, version = metadata["Name"], metadata["Version"]
     expression = spdx(metadata)
@@ -91,6 +93,7 @@ def paragraph(dist_info: Path, installed: str) -> tuple[str, list[str]]:
 
 
 def main(argv: list[str]) -> int:
+    """Write the package's copyright file from the installed distributions."""
     header, site, installed = Path(argv[1]), Path(argv[2]), argv[3].strip("/")
     paragraphs = [header.read_text(encoding="utf-8").rstrip("\n")]
     used: set[str] = {"Apache-2.0"}

@@ -19,6 +19,7 @@ from pathlib import Path
 
 
 def digest(path: Path) -> str:
+    """A file's digest as a wheel's RECORD writes it."""
     raw = hashlib.sha256(path.read_bytes()).digest()
     return "sha256=" + base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
 
@@ -45,6 +46,7 @@ def sync(record: Path) -> int:
 
 
 def main(argv: list[str]) -> int:
+    """Bring every RECORD of a site directory in line with its files."""
     site = Path(argv[1])
     for record in sorted(site.glob("*.dist-info/RECORD")):
         sync(record)

@@ -22,5 +22,6 @@ def _agent(args: argparse.Namespace) -> int:
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add this module's subcommands and their options to the ``radium`` command line."""
     parser = commands.add_parser("agent", help="run the node agent that holds this node's leases")
     parser.set_defaults(func=_agent)

@@ -45,6 +45,7 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add this module's subcommands and their options to the ``radium`` command line."""
     parser = commands.add_parser("bundles", help="build and check the client bundles")
     actions = parser.add_subparsers(dest="bundles_command", required=True, metavar="ACTION")
     build = actions.add_parser("build", help="build the client bundles from this installation")

@@ -33,6 +33,7 @@ def _issue(args: argparse.Namespace) -> int:
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add this module's subcommands and their options to the ``radium`` command line."""
     parser = commands.add_parser("certs", help="mutual TLS: a CA and per-node certificates")
     actions = parser.add_subparsers(dest="certs_command", required=True)
     init = actions.add_parser("init", help="make the CA every node of the pool trusts")

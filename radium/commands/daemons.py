@@ -57,6 +57,7 @@ def _acceptor_serve(args: argparse.Namespace) -> int:
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add this module's subcommands and their options to the ``radium`` command line."""
     pool = commands.add_parser("pool", help="the pool service").add_subparsers(
         dest="pool_command", required=True
     )

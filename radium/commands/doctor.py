@@ -30,6 +30,7 @@ def _doctor(args: argparse.Namespace) -> int:
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add this module's subcommands and their options to the ``radium`` command line."""
     parser = commands.add_parser("doctor", help="check this installation and explain the fixes")
     parser.add_argument(
         "--engine",

@@ -47,6 +47,7 @@ def request_of(args: argparse.Namespace) -> dict[str, str]:
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add this module's subcommands and their options to the ``radium`` command line."""
     parser = commands.add_parser(
         "exec", help="run a local command whose chosen modules run on a leased acceptor"
     )

@@ -50,6 +50,7 @@ def _ls(args: argparse.Namespace) -> int:
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add this module's subcommands and their options to the ``radium`` command line."""
     parser = commands.add_parser("images", help="images the acceptors pull and keep")
     sub = parser.add_subparsers(dest="images_command", required=True, metavar="COMMAND")
     add = sub.add_parser("add", help="register an image; every acceptor pulls it")

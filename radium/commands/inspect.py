@@ -22,12 +22,14 @@ def pool_client() -> PoolClient:
 
 
 def as_dicts(messages: Sequence[Any]) -> list[dict[str, Any]]:
+    """Protobuf messages as the dictionaries ``--json`` prints."""
     from google.protobuf.json_format import MessageToDict
 
     return [MessageToDict(m, preserving_proto_field_name=True) for m in messages]
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """``rows`` under ``headers`` as aligned text columns."""
     cells = [list(map(str, headers))] + [[str(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells)
@@ -162,6 +164,7 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add this module's subcommands and their options to the ``radium`` command line."""
     for name, func, text in (
         ("gpus", _gpus, "every device in the pool: vendor, memory, what is allocated, to whom"),
         ("leases", _leases, "the pool's leases"),

@@ -90,6 +90,7 @@ def _ls(args: argparse.Namespace) -> int:
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add this module's subcommands and their options to the ``radium`` command line."""
     parser = commands.add_parser(
         "queues", help="the pool's queues: guaranteed GPUs, borrowing weight, limit, priority"
     )

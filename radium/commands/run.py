@@ -50,6 +50,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add this module's subcommands and their options to the ``radium`` command line."""
     # No option parsing here: docker's options pass through untouched (dockerrun.parse).
     parser = commands.add_parser(
         "run",

@@ -23,6 +23,7 @@ def _setup(args: argparse.Namespace) -> int:
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add this module's subcommands and their options to the ``radium`` command line."""
     parser = commands.add_parser(
         "setup",
         help="configure a container engine for Radium",

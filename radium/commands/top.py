@@ -108,6 +108,7 @@ def _top(args: argparse.Namespace) -> int:
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add this module's subcommands and their options to the ``radium`` command line."""
     parser = commands.add_parser(
         "top", help="a live view of the pool's acceptors, devices and leases (q quits)"
     )

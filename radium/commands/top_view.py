@@ -66,6 +66,7 @@ def duration(seconds: float) -> str:
 
 
 def ago(then: float, now: float) -> str:
+    """How long ago ``then`` was, in whole seconds ("never" for 0)."""
     return "never" if not then else f"{max(now - then, 0):.0f}s ago"
 
 
@@ -105,6 +106,7 @@ def _state(up: bool) -> Text:
 
 
 def acceptors(status: pb.StatusResponse, now: float) -> Table:
+    """The acceptors table: state, data-plane address, devices, last heartbeat."""
     table = _table("ACCEPTORS", "ACCEPTOR", "STATE", "DATA PLANE", "DEVICES", "HEARTBEAT")
     for a in status.acceptors:
         _row(table, a.name, _state(a.up), a.data_address, a.devices, ago(a.last_heartbeat, now))
@@ -112,6 +114,7 @@ def acceptors(status: pb.StatusResponse, now: float) -> Table:
 
 
 def devices(status: pb.StatusResponse) -> Table:
+    """The devices table: what the pool has allocated on each device, and to whom."""
     # The pool knows what it has allocated on a device, not how busy the device is: the bar
     # says "allocated" so it is not read as utilisation.
     table = _table(
@@ -136,6 +139,7 @@ def devices(status: pb.StatusResponse) -> Table:
 
 
 def leases(rows: Sequence[pb.Lease], now: float) -> Table:
+    """The leases table: where each is, for whom, what its worker uses."""
     table = _table(
         "LEASES", "LEASE", "HOLDER", "QUEUE", "PRIORITY", "STATE", "AGE", "ACCEPTOR",
         "DEVICES", "FRACTION", "CPU", "RSS", "GPU MEM", "SM", "CALLS", "ERRORS", "BUSY", "IN",
@@ -169,6 +173,7 @@ def leases(rows: Sequence[pb.Lease], now: float) -> Table:
 
 
 def header(snapshot: Snapshot) -> Text:
+    """The screen's first line: the pool's version and its totals."""
     status = snapshot.status
     if status is None:
         return Text(f"radium top: pool at {snapshot.address}", style="bold")
@@ -184,6 +189,7 @@ def header(snapshot: Snapshot) -> Text:
 
 
 def render(snapshot: Snapshot, now: float, footer: str = "") -> RenderableType:
+    """One screen of ``radium top`` for ``snapshot``."""
     parts: list[RenderableType] = [header(snapshot)]
     if snapshot.error:
         last = f"; last read {ago(snapshot.taken_at, now)}" if snapshot.status else ""

@@ -20,6 +20,7 @@ def _down(args: argparse.Namespace) -> int:
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add this module's subcommands and their options to the ``radium`` command line."""
     parser = commands.add_parser(
         "up", help="run a pool and a CPU acceptor on this machine (the embedded default)"
     )

@@ -22,6 +22,8 @@ ABSENT = ".radium-absent"
 
 @dataclass(frozen=True)
 class Outcome:
+    """What applying a plan did to one file."""
+
     path: Path
     #: "written", "unchanged", "deleted", "restored", "absent"
     action: str
@@ -51,6 +53,7 @@ def _sidecar(path: Path, suffix: str) -> Path:
 
 
 def install(plan: Plan, *, dry_run: bool = False) -> list[Outcome]:
+    """Write the plan's files (only say what would change, with ``dry_run``)."""
     outcomes = []
     for item in plan.files:
         current = _read(item.path)
@@ -74,6 +77,7 @@ def _has_backup(path: Path) -> bool:
 
 
 def remove(plan: Plan, *, dry_run: bool = False) -> list[Outcome]:
+    """Take the plan's changes back out (only say what would change, with ``dry_run``)."""
     outcomes = []
     for item in plan.files:
         current = _read(item.path)

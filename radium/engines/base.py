@@ -41,6 +41,8 @@ class Options:
 
 @dataclass(frozen=True)
 class Plan:
+    """What setting an engine up changes: the files, and the daemon to restart."""
+
     files: tuple[Union[Edit, Owned], ...]
     #: The systemd unit to restart for the change to take effect ("" when none is needed).
     restart_unit: str

@@ -41,6 +41,7 @@ def _runc_options(main: dict[str, Any]) -> dict[str, Any]:
 
 
 def dropin(options: Options, main: dict[str, Any]) -> bytes:
+    """containerd's drop-in config naming the ``radium`` runtime."""
     doc = tomlkit.document()
     doc.add(
         tomlkit.comment(
@@ -72,6 +73,7 @@ def dropin(options: Options, main: dict[str, Any]) -> bytes:
 def plan(
     options: Options, config: Path = DEFAULT_CONFIG, dropin_path: Path = DEFAULT_DROPIN
 ) -> Plan:
+    """Setting containerd up: its drop-in, and the import of it in its main config."""
     current = config.read_bytes() if config.exists() else None
     main = _parse(current, config)
     if current is not None and main.get("version") != 2:

@@ -16,6 +16,7 @@ RUNTIME_NAME = "radium"
 
 
 def dropin(options: Options) -> bytes:
+    """CRI-O's drop-in config naming the ``radium`` runtime."""
     doc = tomlkit.document()
     doc.add(
         tomlkit.comment("Written by `radium setup crio`; `radium setup crio --remove` deletes it.")
@@ -37,6 +38,7 @@ def dropin(options: Options) -> bytes:
 
 
 def plan(options: Options, dropin_path: Path = DEFAULT_DROPIN) -> Plan:
+    """Setting CRI-O up: its drop-in."""
     return Plan(
         files=(Owned(dropin_path, dropin(options)),),
         restart_unit="crio",

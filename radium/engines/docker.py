@@ -34,6 +34,7 @@ def _dump(data: dict[str, Any]) -> bytes:
 
 
 def plan(options: Options, config: Path = DEFAULT_CONFIG) -> Plan:
+    """Setting docker up: the ``radium`` runtime in its daemon.json."""
     runtime = options.programs["radium-runtime"]
 
     def install(content: Optional[bytes]) -> bytes:

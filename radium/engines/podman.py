@@ -18,6 +18,7 @@ HOOK_PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/b
 
 
 def hook_file(options: Options, stage: str) -> bytes:
+    """podman's OCI hook file for one stage (prestart or poststop)."""
     python, hook = options.programs["python"], options.programs["radium-hook"]
     env = [HOOK_PATH_ENV] + (
         [f"RADIUM_CONFIG={options.config_file}"] if options.config_file else []
@@ -32,6 +33,7 @@ def hook_file(options: Options, stage: str) -> bytes:
 
 
 def plan(options: Options, hooks_dir: Path = DEFAULT_HOOKS_DIR) -> Plan:
+    """Setting podman up: its two hook files."""
     return Plan(
         files=tuple(
             Owned(hooks_dir / f"radium-{stage}.json", hook_file(options, stage)) for stage in STAGES

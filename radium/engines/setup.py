@@ -47,6 +47,7 @@ def options(programs: dict[str, str], set_as_default: bool = False) -> base.Opti
 def make_plan(
     engine: str, options: base.Options, path: Optional[Path], dropin: Optional[Path]
 ) -> base.Plan:
+    """The plan that sets ``engine`` up (``path``, ``dropin``: where its files are)."""
     if engine == "docker":
         return docker.plan(options, path or docker.DEFAULT_CONFIG)
     if engine == "containerd":
@@ -61,6 +62,7 @@ def make_plan(
 
 
 def restart(unit: str) -> None:
+    """Restart a systemd unit, or say in one line why not."""
     if not Path("/run/systemd/system").is_dir() or shutil.which("systemctl") is None:
         raise ServiceError(
             f"cannot restart {unit}: this machine does not run systemd",
@@ -84,6 +86,7 @@ def run(
     restart_daemon: bool = False,
     out: TextIO = sys.stdout,
 ) -> int:
+    """``radium setup ENGINE``: apply (or remove) its plan and say what changed; the exit code."""
     plan = make_plan(engine, options(installed_programs(), set_as_default), path, dropin)
     outcomes = (
         apply.remove(plan, dry_run=dry_run) if remove else apply.install(plan, dry_run=dry_run)

@@ -26,6 +26,7 @@ M = TypeVar("M", bound=Message)
 
 
 def frame(message: Message) -> bytes:
+    """A message as one length-prefixed frame."""
     body = message.SerializeToString()
     return _LENGTH.pack(len(body)) + body
 
@@ -79,6 +80,7 @@ def take_frame(buffer: bytearray, start: int, limit: int) -> tuple[bytes | None,
 
 
 def parse(kind: type[M], body: bytes) -> M:
+    """A frame's body as a message of ``kind``, or a ``LeaseWireError``."""
     try:
         return kind.FromString(body)
     except DecodeError as exc:

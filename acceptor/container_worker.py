@@ -27,6 +27,8 @@ from radium.errors import RadiumError, UnavailableError
 from radium_interposer import wire
 from radium_interposer.control import CONNECTION, READY, Counters, CountersReader
 
+__all__ = ["ContainerWorker"]
+
 log = logging.getLogger(__name__)
 
 

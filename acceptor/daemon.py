@@ -33,6 +33,16 @@ from radium.errors import AuthError, RadiumError, UnavailableError
 from radium.proto import pool_pb2 as pb
 from radium.proto import pool_pb2_grpc as pb_grpc
 
+__all__ = [
+    "FAILOVER_WINDOW",
+    "FIRST_BACKOFF",
+    "MAX_BACKOFF",
+    "Acceptor",
+    "choose",
+    "confinement",
+    "serve",
+]
+
 log = logging.getLogger(__name__)
 #: Reconnecting: every tenth of a second for the first seconds of an outage (a pool replica
 #: takes over in 1-2 s, and a lease is granted on an acceptor only once it registered with the

@@ -19,6 +19,17 @@ from typing import Any, Callable, Mapping, Protocol, runtime_checkable
 
 from radium.errors import RadiumError, ServiceError, UnavailableError
 
+__all__ = [
+    "PULL_TIMEOUT",
+    "ContainerRuntime",
+    "Containerd",
+    "Docker",
+    "Engine",
+    "Progress",
+    "PullError",
+    "choose",
+]
+
 log = logging.getLogger(__name__)
 Progress = Callable[[float], None]
 PULL_TIMEOUT = 3600.0

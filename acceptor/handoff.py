@@ -21,6 +21,8 @@ from radium.acceptor.handshakes import Throttled
 from radium.errors import RadiumError
 from radium_interposer import wire
 
+__all__ = ["MAX_QUEUED", "SEND_TIMEOUT", "Handoffs", "Workers", "worker_gone"]
+
 log = logging.getLogger("radium.acceptor.dataplane")
 #: Connections of one lease waiting for its worker (a legitimate burst while it starts fits).
 MAX_QUEUED = 128

@@ -25,6 +25,19 @@ import time
 
 from radium_interposer.handshake import FrameBuffer, ServerHandshake
 
+__all__ = [
+    "HANDSHAKE_DEADLINE",
+    "LOG_BURST",
+    "LOG_WINDOW",
+    "MAX_PENDING",
+    "PER_SOURCE",
+    "Pending",
+    "Table",
+    "Throttled",
+    "pending_limit",
+    "source_of",
+]
+
 log = logging.getLogger("radium.acceptor.dataplane")
 #: The whole handshake, accept to WELCOME, however slowly the peer sends.
 HANDSHAKE_DEADLINE = 10.0

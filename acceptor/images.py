@@ -14,6 +14,8 @@ from radium.acceptor.engines import Engine
 from radium.errors import RadiumError
 from radium.proto import pool_pb2 as pb
 
+__all__ = ["NO_ENGINE", "ImageKeeper", "Report"]
+
 log = logging.getLogger(__name__)
 Report = Callable[[pb.ImageStatus], Awaitable[object]]
 NO_ENGINE = 'this acceptor has no container engine (set [acceptor] engine = "docker")'

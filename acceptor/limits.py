@@ -20,6 +20,8 @@ from pathlib import Path
 
 from radium.errors import SandboxError
 
+__all__ = ["KILL_TIMEOUT", "LEAF", "PERIOD_US", "Cgroups", "Share"]
+
 log = logging.getLogger(__name__)
 PERIOD_US = 100_000
 #: cgroup v2: the leaf under the acceptor's own cgroup its processes move to (:meth:`Cgroups.

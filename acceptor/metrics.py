@@ -20,6 +20,8 @@ from radium.proto import pool_pb2 as pb
 if TYPE_CHECKING:
     from radium.acceptor.devices import Backend
 
+__all__ = ["AcceptorCollector"]
+
 #: (series, help, LeaseUsage field, its scale to the series' unit, counter)
 _PER_LEASE = (
     ("cpu_ratio", "CPU the worker and its children use, in cores", "cpu_percent", 0.01, False),

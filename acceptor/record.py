@@ -10,6 +10,8 @@ from pathlib import Path
 
 from radium.proto import pool_pb2 as pb
 
+__all__ = ["SlotRecord"]
+
 
 @dataclass(frozen=True)
 class SlotRecord:

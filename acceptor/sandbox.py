@@ -38,6 +38,8 @@ from radium.acceptor.sandbox_users import NSSWITCH, group, passwd
 from radium.config import SandboxConfig
 from radium.errors import SandboxError
 
+__all__ = ["HOME_TARGET", "SETUP_TIMEOUT", "HostView", "Sandbox", "Tenant"]
+
 log = logging.getLogger(__name__)
 #: The lease's directory inside the sandbox: the worker's home and working directory.
 HOME_TARGET = "/lease"

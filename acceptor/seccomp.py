@@ -20,6 +20,8 @@ from typing import Any
 
 from radium.errors import SandboxError
 
+__all__ = ["CLONE_NEW", "DENIED", "ENOSYS_CALLS", "bpf", "oci_profile"]
+
 #: Refused with EPERM.
 DENIED = (
     # mounts and the root

@@ -47,6 +47,8 @@ if TYPE_CHECKING:
     from radium.acceptor.devices import Backend
     from radium.acceptor.gpu_sharing import Sharing
 
+__all__ = ["Slots"]
+
 log = logging.getLogger(__name__)
 
 

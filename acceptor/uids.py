@@ -30,6 +30,8 @@ from pathlib import Path
 
 from radium.errors import SandboxError
 
+__all__ = ["HINT", "UidLocks"]
+
 log = logging.getLogger(__name__)
 HINT = "set acceptor.sandbox.uid_lock_dir to a directory only root can write"
 

@@ -25,6 +25,22 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+__all__ = [
+    "BURST",
+    "LINE_CHARS",
+    "POLL",
+    "RATE",
+    "REPORT_WAIT",
+    "TAIL_LINES",
+    "Budget",
+    "OutputTail",
+    "clean",
+    "describe",
+    "oom_kills",
+    "report",
+    "report_container",
+]
+
 log = logging.getLogger(__name__)
 #: Lines of the worker's output kept for the report of its end.
 TAIL_LINES = 20

@@ -31,6 +31,15 @@ from radium_interposer import control as control_messages
 from radium_interposer import wire
 from radium_interposer.control import CONNECTION, READY, Counters, CountersReader
 
+__all__ = [
+    "CONTROL_TARGET",
+    "SEND_TIMEOUT",
+    "START_TIMEOUT",
+    "WORKER",
+    "ProcessWorker",
+    "notify_within",
+]
+
 log = logging.getLogger(__name__)
 WORKER = ["-m", "radium_interposer.worker"]
 #: Where the control socket's directory is mounted inside a container-mode worker.

@@ -17,6 +17,8 @@ from typing import Any
 
 import psutil
 
+__all__ = ["LEASE_FILE", "Held", "LeaseBook", "process_started", "write_lease_file"]
+
 log = logging.getLogger(__name__)
 #: In the container's runtime directory (``/run/radium`` inside): the lease as it sees it.
 LEASE_FILE = "lease.json"

@@ -23,6 +23,17 @@ from radium.errors import AuthError, LeaseNotFoundError, MountError, RadiumError
 from radium_interposer import handshake, wire
 from radium_interposer.errors import VersionMismatch
 
+__all__ = [
+    "DATA_SOCKET",
+    "DIAL_TIMEOUT",
+    "SOCKET_MODE",
+    "ConnectionBroker",
+    "Dialer",
+    "bind_unix",
+    "dial",
+    "dial_versioned",
+]
+
 log = logging.getLogger(__name__)
 #: The container's data-plane socket, in its runtime directory (``/run/radium`` inside).
 DATA_SOCKET = "dp.sock"

@@ -17,6 +17,8 @@ from collections.abc import Callable, Collection
 
 import psutil
 
+__all__ = ["PREFIX", "is_exec_dir", "owner_pid", "sweep"]
+
 log = logging.getLogger(__name__)
 PREFIX = "exec-"
 

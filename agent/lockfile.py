@@ -16,6 +16,8 @@ from pathlib import Path
 
 import psutil
 
+__all__ = ["AUTOSTARTED", "autostarted", "claim", "holder", "stop_holder"]
+
 log = logging.getLogger(__name__)
 
 

@@ -8,6 +8,8 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+__all__ = ["BUCKETS", "OPERATIONS", "AgentMetrics"]
+
 #: Operations of the agent's socket (``Agent.handle``); any other is counted as "unknown".
 OPERATIONS = frozenset({"ping", "acquire", "release", "list"})
 #: A start takes a lease from the pool (milliseconds), or waits for capacity (minutes).

@@ -26,6 +26,8 @@ from radium.agentprotocol import error_from_reply, error_reply
 from radium.config import Config
 from radium.errors import RadiumError, UnavailableError
 
+__all__ = ["MOUNT_TIMEOUT", "PROGRAM", "MountHelper", "main"]
+
 log = logging.getLogger(__name__)
 #: The helper's own name in `ps` and logs.
 PROGRAM = "radium agent mount helper"

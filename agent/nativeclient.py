@@ -29,6 +29,22 @@ from typing import Optional, Sequence
 
 from radium.errors import BuildError, RadiumError
 
+__all__ = [
+    "CFLAGS",
+    "FRONT",
+    "HEADER",
+    "NAME",
+    "SOURCE",
+    "SOURCES",
+    "build",
+    "compiler",
+    "ensure",
+    "installed",
+    "main",
+    "renew_stale",
+    "source_mark",
+]
+
 log = logging.getLogger(__name__)
 #: The built client's name, beside the Python one (bin/radium-agent-call).
 NAME = "radium-agent-call-native"

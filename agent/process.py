@@ -38,6 +38,8 @@ from radium.leaseclient.socket import LeaseSocket
 from radium.leaseclient.stream import LeaseStream
 from radium.statedir import open_state_dir
 
+__all__ = ["IDLE_EXIT_ENV", "LOCK_WAIT", "STOP_GRACE", "serve"]
+
 log = logging.getLogger(__name__)
 #: Set by autostart: the seconds an agent cut off from its pool, holding nothing, stays idle.
 IDLE_EXIT_ENV = lockfile.AUTOSTARTED

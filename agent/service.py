@@ -29,6 +29,16 @@ from radium.errors import (
 from radium.proto import pool_pb2 as pb
 from radium.shim.request import allocation
 
+__all__ = [
+    "HOLDER_GONE",
+    "KEEPALIVE_TICK",
+    "WATCH_INTERVAL",
+    "AgentService",
+    "LeasePool",
+    "Serve",
+    "lease_summary",
+]
+
 log = logging.getLogger(__name__)
 WATCH_INTERVAL = 1.0
 KEEPALIVE_TICK = 0.25

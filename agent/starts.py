@@ -25,6 +25,8 @@ from radium.hooks.cleanup import runtime_dir
 from radium.hooks.state import parse_state, valid_container_id
 from radium.shim import specedit
 
+__all__ = ["BundleMounter", "ConfigSource", "StartService"]
+
 log = logging.getLogger(__name__)
 
 

@@ -12,6 +12,8 @@ if TYPE_CHECKING:
     from radium.config import Config
     from radium.hooks.state import State
 
+__all__ = ["poststop", "release", "runtime_dir"]
+
 log = logging.getLogger(__name__)
 
 

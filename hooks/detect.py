@@ -23,6 +23,16 @@ import distro
 
 from radium.hooks import safepath
 
+__all__ = [
+    "UNKNOWN",
+    "Platform",
+    "Python",
+    "detect",
+    "detect_distribution",
+    "detect_libc",
+    "detect_pythons",
+]
+
 log = logging.getLogger(__name__)
 
 UNKNOWN = "unknown"

@@ -24,6 +24,8 @@ from radium.hooks.state import State, rootfs_path
 from radium.ocispec import read as load_spec
 from radium.packaging import manifest as bundle_manifest
 
+__all__ = ["INFO_NAME", "PTH_NAME", "Mounter", "make_runtime_dir", "mount_bundle", "prestart"]
+
 log = logging.getLogger(__name__)
 
 PTH_NAME = "radium.pth"

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 
     from radium.hooks.state import State
 
+__all__ = ["PROGRAM", "STAGES", "main", "run"]
+
 STAGES = ("prestart", "createRuntime", "poststop")
 PROGRAM = "radium-hook"
 

@@ -12,6 +12,21 @@ from typing import Optional
 
 from radium.errors import MountError
 
+__all__ = [
+    "CLONE_NEWNS",
+    "MNT_DETACH",
+    "MS_BIND",
+    "MS_NODEV",
+    "MS_NOEXEC",
+    "MS_NOSUID",
+    "MS_RDONLY",
+    "MS_REMOUNT",
+    "bind",
+    "enter_mount_namespace",
+    "remount",
+    "unmount",
+]
+
 MS_RDONLY = 0x1
 MS_NOSUID = 0x2
 MS_NODEV = 0x4

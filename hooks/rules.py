@@ -15,6 +15,8 @@ from radium import packaging, tomlcache
 from radium.errors import ConfigError, NoBundleError
 from radium.hooks.detect import Platform
 
+__all__ = ["SHIPPED_RULES", "Rule", "load_rules", "parse_rules", "select"]
+
 _MATCH_KEYS = ("distro", "libc", "arch")
 _BUNDLE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 

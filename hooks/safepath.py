@@ -18,6 +18,19 @@ from typing import Iterator, Literal
 
 from radium.errors import RootfsError, UnsafePathError
 
+__all__ = [
+    "MAX_SYMLINKS",
+    "Create",
+    "exists",
+    "fd_path",
+    "list_dir",
+    "open_in_root",
+    "open_root",
+    "opened",
+    "read_text",
+    "real_path",
+]
+
 MAX_SYMLINKS = 40
 _OPEN_FLAGS = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
 

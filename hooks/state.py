@@ -16,6 +16,15 @@ if TYPE_CHECKING:
 
     from typing_extensions import TypeGuard
 
+__all__ = [
+    "MAX_STATE_BYTES",
+    "State",
+    "parse_state",
+    "rootfs_path",
+    "valid_container_id",
+    "without_image_annotations",
+]
+
 MAX_STATE_BYTES = 1 << 20
 # runc's own rule for container ids; anything else could be a path trick.
 _CONTAINER_ID = re.compile(r"^[\w+\-.]{1,1024}$")

@@ -26,6 +26,8 @@ from radium.errors import NoBundleError
 from radium.packaging.manifest import FORMAT, MANIFEST, PYTHON_DIR
 from radium.packaging.manifest import read as read_manifest
 
+__all__ = ["DEFAULT_LIBCS", "Manifest", "build", "build_one", "interposer_source", "verify"]
+
 DEFAULT_LIBCS = ("glibc", "musl")
 
 

@@ -14,6 +14,8 @@ if TYPE_CHECKING:
 
     PathLike = Union[str, "os.PathLike[str]"]
 
+__all__ = ["FORMAT", "MANIFEST", "PYTHON_DIR", "read"]
+
 MANIFEST = "manifest.json"
 FORMAT = 1
 PYTHON_DIR = "python"

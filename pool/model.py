@@ -6,6 +6,25 @@ import time
 from dataclasses import dataclass, field
 from typing import Mapping
 
+__all__ = [
+    "DEFAULT_PRIORITY",
+    "DEFAULT_QUEUE",
+    "MAX_GPUS",
+    "PENDING",
+    "PRIORITY_CLASSES",
+    "AcceptorState",
+    "Device",
+    "DeviceState",
+    "ImageStatus",
+    "Lease",
+    "Placement",
+    "PriorityClass",
+    "Queue",
+    "Request",
+    "Usage",
+    "preemption_notice",
+]
+
 ACTIVE, RELEASED, EXPIRED, REVOKED = "active", "released", "expired", "revoked"
 #: An active lease under notice (shown, not stored: it is active with ``preempted_at`` set),
 #: and the state it ends in when the grace period is over.

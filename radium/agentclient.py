@@ -23,6 +23,16 @@ if TYPE_CHECKING:
 
     from radium.config import Config
 
+__all__ = [
+    "IDLE_EXIT",
+    "MAX_REPLY",
+    "START_TIMEOUT",
+    "acquire",
+    "call",
+    "ensure_running",
+    "release",
+]
+
 MAX_REPLY = 1 << 20
 START_TIMEOUT = 10.0
 #: An agent started here exits once idle this long, holding no lease, cut off from its pool

@@ -16,6 +16,35 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+__all__ = [
+    "ACQUIRE",
+    "CONNECT",
+    "CREATE",
+    "DELETE",
+    "FIELD_SEPARATOR",
+    "LIST",
+    "MAX_REQUEST",
+    "MAX_START_REQUEST",
+    "PING",
+    "POSTSTOP",
+    "PRESTART",
+    "RELEASE",
+    "RENDEZVOUS_DIR",
+    "REPLY_ERROR",
+    "REPLY_OK",
+    "REPLY_PASS",
+    "REQUEST_TIMEOUT",
+    "START_SOCKET",
+    "bad_request",
+    "bad_request_line",
+    "encode",
+    "error_from_reply",
+    "error_reply",
+    "parse_request",
+    "rendezvous_name",
+    "start_socket",
+]
+
 PING = "ping"
 ACQUIRE = "acquire"
 RELEASE = "release"

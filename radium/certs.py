@@ -22,6 +22,8 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from radium.errors import AlreadyExistsError, AuthError, ConfigError, UsageError
 
+__all__ = ["POOL_NAME", "ROLES", "SERVICE_ROLES", "identity", "init", "issue"]
+
 ROLES = ("pool", "acceptor", "agent", "admin")
 #: Which roles may call which control-plane service.
 SERVICE_ROLES: Mapping[str, frozenset[str]] = {

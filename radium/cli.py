@@ -28,6 +28,8 @@ from radium.commands import (
 )
 from radium.errors import RadiumError
 
+__all__ = ["EXIT_PIPE_CLOSED", "build_parser", "main", "subcommands"]
+
 log = logging.getLogger("radium.cli")
 #: The exit status of a command whose reader went away (``radium leases | head -1``): the
 #: status the shell reports for ``ls`` or ``cat`` killed by SIGPIPE there (128 + 13). Not 0:

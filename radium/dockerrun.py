@@ -23,6 +23,21 @@ from radium.config import Config
 from radium.errors import RadiumError, SpecError, UnavailableError, UsageError
 from radium.shim.request import FIELDS, checked, env_map
 
+__all__ = [
+    "DOCKER_FAILED",
+    "HELP",
+    "SPLIT_TARGET",
+    "USAGE",
+    "RunRequest",
+    "check_docker",
+    "docker_argv",
+    "image_env",
+    "image_of",
+    "parse",
+    "run",
+    "unlike_the_image",
+]
+
 #: docker run's exit code when the docker daemon itself failed (not the container).
 DOCKER_FAILED = 125
 #: Where ``--split FILE`` is mounted inside the container.

@@ -17,6 +17,21 @@ from radium.config import Config
 from radium.engines import apply, setup
 from radium.errors import RadiumError
 
+__all__ = [
+    "ENGINE_PROGRAMS",
+    "Check",
+    "check_agent",
+    "check_bundles",
+    "check_engine",
+    "check_pool",
+    "check_programs",
+    "check_runtime",
+    "fail",
+    "ok",
+    "render",
+    "run_checks",
+]
+
 #: engine -> the programs that say it is installed here
 ENGINE_PROGRAMS = {
     "docker": ("dockerd",),

@@ -7,6 +7,43 @@ to do. Foreign exceptions are translated at module boundaries with ``raise ... f
 
 from __future__ import annotations
 
+__all__ = [
+    "KIND_TO_CLASS",
+    "LEAVES_BY_NAME",
+    "AlreadyExistsError",
+    "AuthError",
+    "BuildError",
+    "CapacityError",
+    "ConfigError",
+    "DeadlineError",
+    "DeviceError",
+    "InternalError",
+    "InvalidRequestError",
+    "Kind",
+    "LeaseNotFoundError",
+    "LeaseWireError",
+    "MountError",
+    "NoBundleError",
+    "NoPythonError",
+    "NotLeaderError",
+    "NotRegisteredError",
+    "PermissionDeniedError",
+    "QuotaError",
+    "RadiumError",
+    "RootfsError",
+    "RuntimeNotFoundError",
+    "SandboxError",
+    "ServiceError",
+    "SpecError",
+    "StoreUnavailableError",
+    "UnavailableError",
+    "UnsafePathError",
+    "UnsafeStateDirError",
+    "UsageError",
+    "named_leaf",
+    "rebuild",
+]
+
 
 class Kind:
     """The closed set of error kinds; the gRPC mapping will key on these.

@@ -25,6 +25,8 @@ from radium.errors import InvalidRequestError, RadiumError, UsageError
 from radium.hooks import rundir
 from radium.shim.request import wait_seconds
 
+__all__ = ["BOOT", "environment", "run"]
+
 BOOT = "import radium_interposer.boot  # written by radium exec\n"
 
 

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 
 from radium.errors import UnavailableError
 
+__all__ = ["ENV_VAR", "follow_supervisor"]
+
 ENV_VAR = "RADIUM_SUPERVISOR"
 _PR_SET_PDEATHSIG = 1
 

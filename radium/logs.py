@@ -10,6 +10,8 @@ import logging
 import os
 import sys
 
+__all__ = ["setup"]
+
 _FILE_FORMAT = "%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"
 
 

@@ -17,6 +17,8 @@ from prometheus_client import CollectorRegistry, ProcessCollector, start_http_se
 from radium import addresses
 from radium.errors import ConfigError, UnavailableError
 
+__all__ = ["Endpoint", "new_registry", "parse_address", "serve"]
+
 log = logging.getLogger(__name__)
 
 

@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 
     PathLike = Union[str, "os.PathLike[str]"]
 
+__all__ = ["MAX_CONFIG_BYTES", "parse_object", "read", "write"]
+
 MAX_CONFIG_BYTES = 16 << 20
 
 

@@ -11,6 +11,8 @@ from radium.config import ClientConfig, TlsConfig
 from radium.proto import pool_pb2 as pb
 from radium.proto import pool_pb2_grpc as pb_grpc
 
+__all__ = ["PoolClient"]
+
 
 class PoolClient:
     """The pool's gRPC calls as the command line and the acceptor make them."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+__all__ = ["WIDTH", "Bars", "bar"]
+
 WIDTH = 30
 
 

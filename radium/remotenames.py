@@ -15,6 +15,8 @@ from pathlib import Path
 
 from radium.errors import InvalidRequestError, UnavailableError, UsageError
 
+__all__ = ["CHECK_TIMEOUT", "GRAMMAR", "check_on_worker", "entries"]
+
 #: How long the check waits for the worker (it starts on the lease's first connection).
 CHECK_TIMEOUT = 120.0
 GRAMMAR = "a dotted Python name: numpy.linalg, or app.model:train_step"

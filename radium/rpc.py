@@ -27,6 +27,28 @@ from radium.errors import ConfigError, Kind, RadiumError
 if TYPE_CHECKING:
     import asyncio
 
+__all__ = [
+    "AUTH_HEADER",
+    "CODES",
+    "ERROR_CLASS",
+    "LEASE_BATCHES",
+    "LEASE_BATCH_LIMIT",
+    "LEAVES",
+    "SERVER_OPTIONS",
+    "abort",
+    "aio_channel",
+    "channel",
+    "from_code",
+    "from_rpc_error",
+    "from_status",
+    "metadata",
+    "queued_for_batch",
+    "server_credentials",
+    "status_of",
+    "takes_lease_batches",
+    "target",
+]
+
 log = logging.getLogger(__name__)
 
 #: RadiumError kind <-> gRPC status code: the only place this mapping is written down.

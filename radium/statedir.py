@@ -23,6 +23,8 @@ from types import TracebackType
 
 from radium.errors import UnsafeStateDirError
 
+__all__ = ["MAX_LINKS", "StateDir", "default_up_dir", "open_state_dir", "up_config"]
+
 #: Symbolic links followed on the way to a state directory before giving up (as the kernel).
 MAX_LINKS = 40
 _DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC

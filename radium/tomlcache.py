@@ -23,6 +23,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable
 
+__all__ = ["CACHE_DIR", "MAX_ENTRIES", "entry_name", "load", "load_file", "parse"]
+
 CACHE_DIR = "/run/radium/toml-cache"
 #: Entries kept at most (a machine reads a handful of configs; tests make hundreds of them).
 MAX_ENTRIES = 64

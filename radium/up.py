@@ -32,6 +32,17 @@ from radium.errors import AlreadyExistsError, DeadlineError, RadiumError, Servic
 from radium.poolclient import PoolClient
 from radium.statedir import StateDir, default_up_dir, open_state_dir
 
+__all__ = [
+    "LOCK",
+    "PIDS",
+    "SERVICES",
+    "STOP_GRACE",
+    "default_state_dir",
+    "down",
+    "run",
+    "running_configs",
+]
+
 STOP_GRACE = 10.0
 SERVICES = ("pool", "acceptor", "agent")
 PIDS = "pids.json"

@@ -35,6 +35,19 @@ from radium import config as config_module
 from radium.errors import ConfigError, UnavailableError, UsageError
 from radium.statedir import StateDir
 
+__all__ = [
+    "CONFIG",
+    "HEADER",
+    "HOST",
+    "LISTENED",
+    "LOWEST_PORT",
+    "METRICS_PORTS",
+    "POOL_PORT",
+    "check_free",
+    "is_free",
+    "prepare",
+]
+
 CONFIG = "config.toml"
 HOST = "127.0.0.1"
 #: The pool's well-known port (its lease socket takes the next one).

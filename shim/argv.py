@@ -15,6 +15,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Optional, Sequence
 
+__all__ = ["SPEC_SUBCOMMANDS", "RuncArgs", "parse"]
+
 #: Global runc flags that take a value.
 _GLOBAL_VALUE_FLAGS = frozenset({"root", "log", "log-format", "criu", "rootless"})
 #: create/run flags that take a value (the bundle is handled apart).

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 
     from radium.config import Config
 
+__all__ = ["DEFAULT_RUNC_SHIM", "PROGRAM", "delete", "main", "parse", "runc_shim", "start"]
+
 PROGRAM = "containerd-shim-radium-v2"
 DEFAULT_RUNC_SHIM = "containerd-shim-runc-v2"
 #: Go flag-package flags of the v2 shim that take a value.

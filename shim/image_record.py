@@ -32,6 +32,17 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Mapping, Optional, Sequence
 
+__all__ = [
+    "MAX_CONTAINERS_BYTES",
+    "MAX_RECORD_BYTES",
+    "RecordError",
+    "docker",
+    "docker_data_root",
+    "lookup",
+    "podman",
+    "read_under",
+]
+
 #: Bounds for the engine's JSON files (an image config or manifest is a few KiB; containers.json
 #: holds about 1 KiB per container on the host).
 MAX_RECORD_BYTES = 8 << 20

@@ -18,6 +18,20 @@ from radium.config import Config
 from radium.constants import ANNOTATION_PREFIX
 from radium.shim import request as request_module
 
+__all__ = [
+    "HOOK_PATH_ENV",
+    "HOOK_TIMEOUT_SECONDS",
+    "AddAnnotations",
+    "AddHooks",
+    "Modifier",
+    "Spec",
+    "apply",
+    "for_request",
+    "for_spec",
+    "hook_command",
+    "hook_env",
+]
+
 Spec = dict[str, Any]
 Modifier = Callable[[Spec], None]
 

@@ -21,6 +21,17 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Mapping, Sequence
 
+__all__ = [
+    "DEFAULT_CONFIG",
+    "DEFAULT_RUNTIMES",
+    "FULL_SUFFIX",
+    "PROGRAM",
+    "configured_runtimes",
+    "exec_runtime",
+    "find_runtime",
+    "selves",
+]
+
 DEFAULT_CONFIG = CONFIG_PATH
 DEFAULT_RUNTIMES = ("runc", "crun")
 PROGRAM = "radium-runtime"

@@ -15,6 +15,19 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Mapping, Optional
 
+__all__ = [
+    "FIELDS",
+    "MAX_WAIT",
+    "NOTHING_SET",
+    "PRIORITIES",
+    "ImageSet",
+    "allocation",
+    "checked",
+    "env_map",
+    "from_spec",
+    "wait_seconds",
+]
+
 #: The longest a container start may wait for capacity, in seconds.
 MAX_WAIT = 3600.0
 

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
     from radium.shim.argv import RuncArgs
 
+__all__ = ["PROGRAM", "find_runtime", "prepare", "report", "run"]
+
 PROGRAM = "radium-runtime"
 
 

@@ -11,6 +11,9 @@ if TYPE_CHECKING:
     from typing import Optional, Sequence
 
 
+__all__ = ["main"]
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """``radium-runtime``: runc's command line, a Radium container's spec edited on create."""
     from radium.shim.argv import parse

@@ -19,6 +19,16 @@ if TYPE_CHECKING:
     from radium.config import Config
 
 
+__all__ = [
+    "SANDBOX_ANNOTATION",
+    "add_radium",
+    "edit_bundle",
+    "is_pod_sandbox",
+    "log_notes",
+    "logged_request",
+    "user_request",
+]
+
 #: containerd's CRI plugin marks a pod's sandbox (pause) container with this annotation.
 SANDBOX_ANNOTATION = "io.kubernetes.cri.container-type"
 

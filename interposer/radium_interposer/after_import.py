@@ -9,6 +9,8 @@ import sys
 import types
 from typing import Any, Callable, Optional
 
+__all__ = ["After", "AfterLoading", "find_spec_then"]
+
 After = Callable[[types.ModuleType], None]
 
 

@@ -16,6 +16,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from radium_interposer.structs import DecodeError
 
+__all__ = ["LIST_ITEMS", "decode", "without_numpy"]
+
 #: Arrays of more items than this (values, plus the lists that hold them) reach a side without
 #: numpy as a shaped memoryview, not as nested lists: at most ~40 MiB of Python objects.
 LIST_ITEMS = 1 << 20

@@ -7,6 +7,8 @@ when the hook wrote one) and installs the import hook only when something is to 
 import os
 import sys
 
+__all__ = ["activate"]
+
 
 def _requested() -> "tuple[list[str], list[str]]":
     """What to remote (modules and module:function entries), and the environment variables

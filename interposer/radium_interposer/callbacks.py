@@ -17,6 +17,8 @@ from radium_interposer import client_objects, codec, file_service, wire
 from radium_interposer.client import Connection, forward_output, state
 from radium_interposer.naming import error_meta
 
+__all__ = ["drop", "held", "keep", "lookup", "raised", "reference", "serve"]
+
 #: Callables the worker holds, by id (it tells us when it lets go of one).
 _table: Dict[int, Callable[..., Any]] = {}
 #: Exceptions our callbacks raised, by token, so the same object is raised here if it comes

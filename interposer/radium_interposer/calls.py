@@ -30,6 +30,8 @@ from radium_interposer import (
 from radium_interposer import client_warnings as warns
 from radium_interposer.client import state
 
+__all__ = ["BINARY", "EXPRESS", "STREAM", "VOID", "VOID_METHODS", "VOID_PATHS", "WAITS", "invoke"]
+
 #: ``RADIUM_STREAM=0``: every call waits for its answer (the per-call RPC baseline the
 #: benchmarks compare streaming with).
 STREAM = os.environ.get("RADIUM_STREAM", "1") != "0"

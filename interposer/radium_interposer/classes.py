@@ -20,6 +20,8 @@ from typing import Any, Dict, Optional, Tuple
 from radium_interposer import proxy, scalar_proxies, structs
 from radium_interposer.errors import RemoteError
 
+__all__ = ["RemoteType", "for_instances", "local_or_stand_in", "path_of", "register", "stand_in"]
+
 #: Stand-ins (and shipped local classes) by remote import path.
 _stand_ins: Dict[str, type] = {}
 #: Answers of remote isinstance/issubclass checks, by (type, class) path: they depend on both

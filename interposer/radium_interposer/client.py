@@ -32,6 +32,16 @@ from radium_interposer import (
 from radium_interposer.dialing import dial
 from radium_interposer.errors import RemoteError, WorkerGone, rebuild_error
 
+__all__ = [
+    "LIMITS",
+    "OUTBOX_CHUNKS",
+    "PENDING_BYTES",
+    "Connection",
+    "State",
+    "forward_output",
+    "state",
+]
+
 LIMITS = wire.Limits(max_meta=16 << 20)
 #: Calls sent without waiting (records of streamed calls, frames of pipelined ones) wait here
 #: until a call needs an answer or this much is waiting (~100 records): small enough that the

@@ -12,6 +12,8 @@ from typing import Any
 
 from radium_interposer.client_file_objects import ClientBinaryFile, ClientTextFile
 
+__all__ = ["fromfile_adapted", "tofile"]
+
 _CLIENT = (ClientBinaryFile, ClientTextFile)
 
 

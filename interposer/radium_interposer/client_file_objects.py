@@ -9,6 +9,8 @@ from typing import Any, Dict, Optional
 
 from radium_interposer.client_streams import Stream
 
+__all__ = ["ClientBinaryFile", "ClientTextFile"]
+
 
 class ClientBinaryFile(Stream, io.BufferedIOBase):
     """A binary file object of the client program (``open(path, "rb")``, ``io.BytesIO``)."""

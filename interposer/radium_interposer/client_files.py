@@ -25,6 +25,19 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from radium_interposer import codec
 
+__all__ = [
+    "BUFFER",
+    "CHUNK",
+    "CallClient",
+    "ClientFile",
+    "ask",
+    "connect",
+    "current_cwd",
+    "is_client_path",
+    "open_client_or_local",
+    "set_client_cwd",
+]
+
 #: The most one read or write moves through the connection.
 CHUNK = 8 << 20
 #: Buffer size of the buffered file over a client file (one round trip per buffer).

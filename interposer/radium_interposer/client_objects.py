@@ -22,6 +22,8 @@ from radium_interposer import pickled, structs
 from radium_interposer.client import state
 from radium_interposer.worker_objects import OPERATORS, PROTOCOLS
 
+__all__ = ["MAX_READ", "by_path", "drop", "held", "lookup", "reference", "use_file"]
+
 #: The objects the worker holds, by id.
 _held: Dict[int, Any] = {}
 #: Those let go of in the latest answer: its value may still name them (the worker's object

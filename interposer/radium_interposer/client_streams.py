@@ -22,6 +22,8 @@ from typing import Any, Deque, Dict, List, Optional
 
 from radium_interposer.client_files import CHUNK, ask
 
+__all__ = ["AHEAD", "FIRST_AHEAD", "WRITE_BUFFER", "Stream", "settle"]
+
 #: The most a text read-ahead asks for (whole lines: a little more at the end of one); a
 #: binary one asks for up to ``CHUNK``.
 AHEAD = 256 << 10

@@ -25,6 +25,25 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 from radium_interposer import structs, wire
 from radium_interposer.errors import rebuild_error
 
+__all__ = [
+    "ACTIONS",
+    "MAX_ENTRIES",
+    "MAX_FILES",
+    "MAX_LINENO",
+    "MAX_PIPELINED",
+    "MAX_REPEATS",
+    "MAX_TEXT",
+    "STREAMED_AT",
+    "Where",
+    "forward",
+    "import_filters",
+    "learn",
+    "note_streamed",
+    "pipelined",
+    "raise_pending",
+    "sites",
+]
+
 #: Warnings replayed per answer, characters of a text, repeats of one warning, at most.
 MAX_ENTRIES = 256
 MAX_TEXT = 1 << 16

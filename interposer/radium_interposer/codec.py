@@ -21,6 +21,31 @@ from typing import Any, Callable, Dict, List, Optional
 
 from radium_interposer import arrays, scalars, structs
 
+__all__ = [
+    "PLAIN_BYTES",
+    "PLAIN_NODES",
+    "REFERENCES",
+    "SCALARS",
+    "Buffers",
+    "DecodeError",
+    "EncodeError",
+    "Modules",
+    "Refer",
+    "Resolve",
+    "Tree",
+    "class_ref",
+    "decode",
+    "encode",
+    "exception_node",
+    "find_class",
+    "importing",
+    "is_array",
+    "is_plain",
+    "loaded",
+    "numpy_is_remote",
+    "unpickle",
+]
+
 Tree = Any
 Buffers = List[Any]
 #: How a side turns an object it cannot send by value into a reference tree (or None: refuse).

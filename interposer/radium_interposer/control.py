@@ -28,6 +28,19 @@ from typing import Callable, Dict, Optional, Union
 
 from radium_interposer import wire
 
+__all__ = [
+    "COUNTER_NAMES",
+    "MAX_COUNTERS",
+    "MAX_NOTICE",
+    "MAX_UNREAD",
+    "Counters",
+    "CountersReader",
+    "checked_counters",
+    "counters_message",
+    "notice",
+    "serve",
+]
+
 log = logging.getLogger("radium.worker")
 READY, CONNECTION, NOTICE, QUERY, COUNTERS = b"r", b"c", b"n", b"q", b"s"
 _LENGTH = struct.Struct(">I")

@@ -10,6 +10,18 @@ from typing import Any, Dict, Optional
 
 from radium_interposer import codec, structs
 
+__all__ = [
+    "LeasePreempted",
+    "RemoteError",
+    "RemoteTraceback",
+    "VersionMismatch",
+    "WorkerGone",
+    "hide_our_frames",
+    "rebuild_error",
+    "user_frames",
+    "with_remote_traceback",
+]
+
 
 class RemoteError(Exception):
     """An error raised on the worker whose exception type does not exist in this process."""

@@ -18,6 +18,18 @@ from typing import Any, Callable, Dict, List, Optional
 
 from radium_interposer import codec, guarded, instructions
 
+__all__ = [
+    "MAX_TEXT",
+    "Tree",
+    "clean_exit",
+    "enter_remote",
+    "exit_remote",
+    "local",
+    "nameable",
+    "node",
+    "rebuild",
+]
+
 Tree = Any
 #: The text that stands in for args that cannot cross: at most this many characters.
 MAX_TEXT = 1 << 16

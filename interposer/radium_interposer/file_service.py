@@ -17,6 +17,8 @@ from typing import Any, BinaryIO, Dict, List
 
 from radium_interposer.client import state
 
+__all__ = ["MAX_READ", "open_file", "use_file", "use_fs"]
+
 _files: Dict[int, BinaryIO] = {}
 _lock = threading.Lock()
 _MODES = frozenset(("rb", "wb", "ab", "xb", "r+b", "w+b", "a+b", "x+b"))

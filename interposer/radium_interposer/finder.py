@@ -33,6 +33,8 @@ from radium_interposer.client import state
 from radium_interposer.errors import RemoteError, hide_our_frames
 from radium_interposer.split_file import parse_entries
 
+__all__ = ["RemoteFinder", "RemoteModule", "install", "remote_function", "remote_main_function"]
+
 #: Module attributes that stay this process's own (the import system's), whatever the worker's.
 _OWN = frozenset(("__name__", "__loader__", "__spec__", "__path__", "__package__",
                   "__builtins__", "__cached__", "__dict__"))  # fmt: skip

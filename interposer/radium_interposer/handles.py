@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 from typing import Any, Dict, List
 
+__all__ = ["Failure", "HandleTable"]
+
 
 class Failure:
     """What a pipelined call left behind when it raised: using it raises the same error."""

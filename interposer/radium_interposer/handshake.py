@@ -17,6 +17,17 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from radium_interposer import wire
 from radium_interposer.errors import VersionMismatch
 
+__all__ = [
+    "SUPPORTED",
+    "AuthenticationError",
+    "AuthenticationRefused",
+    "FrameBuffer",
+    "Refused",
+    "ServerHandshake",
+    "client",
+    "server",
+]
+
 SUPPORTED = (wire.VERSION,)
 _NONCE = re.compile(r"^[0-9a-f]{32}$")
 _LEASE = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")

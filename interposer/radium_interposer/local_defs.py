@@ -18,6 +18,8 @@ import sys
 import types
 from typing import Any, List, Optional, Set
 
+__all__ = ["is_local", "refusal", "unique_key"]
+
 #: Numbers the definitions of local classes: two class objects never share a worker path.
 _numbers = itertools.count(1)
 

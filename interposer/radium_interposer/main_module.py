@@ -17,6 +17,8 @@ import sys
 import types
 from typing import Any, Callable, Dict, List, Optional, Set
 
+__all__ = ["Tracer", "Wrap", "identity", "stand_in", "watch"]
+
 log = logging.getLogger(__name__)
 Wrap = Callable[[Any], Any]
 Tracer = Callable[[types.FrameType, str, Any], Any]

@@ -25,6 +25,8 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence
 from radium_interposer import dialing, wire
 from radium_interposer.errors import WorkerGone
 
+__all__ = ["LIMITS", "MAX_NAME", "MAX_NEAR", "MODULE", "ask", "find"]
+
 #: The module grammar of RADIUM_REMOTE (split_file._MODULE): a dotted path of identifiers.
 MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 MAX_NAME = 256

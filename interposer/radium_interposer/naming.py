@@ -11,6 +11,8 @@ from typing import Any, Dict, List
 from radium_interposer import codec, structs
 from radium_interposer.errors import LeasePreempted
 
+__all__ = ["directory_entry", "error_meta", "live_attributes", "method_names", "resolve_path"]
+
 _resolved: Dict[str, Any] = {}
 
 

@@ -19,6 +19,17 @@ import sys
 import types
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+__all__ = [
+    "HOLDER",
+    "define",
+    "in_outer",
+    "inner_classes",
+    "is_inner",
+    "local_message",
+    "type_name",
+    "worker_path",
+]
+
 #: The attribute of a shipped namespace holding its nested definitions (no program name
 #: starts with it: it is a dunder of ours).
 HOLDER = "__radium_nested__"

@@ -15,6 +15,8 @@ from typing import Any, Dict, Optional, Tuple
 
 from radium_interposer import scalars, settings
 
+__all__ = ["describe", "receive", "told"]
+
 #: The attribute of a connection holding what it last told the worker (numpy, settings): an
 #: attribute, not a weak dictionary, as it is read on every request.
 _TOLD = "radium_told"

@@ -30,6 +30,15 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 
 from radium_interposer import structs, tensor_sync
 
+__all__ = [
+    "GlobalNotSent",
+    "is_library_object",
+    "placeholders",
+    "reference",
+    "registered",
+    "why_unsent",
+]
+
 #: Out-of-band buffers per pickle at most: a frame carries at most 64 buffers (wire limits).
 _OOB_MAX = 16
 #: Never pickled: functions and methods are named, shipped or called back; files are served.

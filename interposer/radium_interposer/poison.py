@@ -19,6 +19,8 @@ from radium_interposer import wire
 from radium_interposer.handles import Failure, HandleTable
 from radium_interposer.naming import error_meta
 
+__all__ = ["CLEAN_EXIT", "Poison", "answer", "answer_instead", "exit_takes", "fail"]
+
 Poison = Tuple[int, BaseException]
 #: A remote ``with``'s exit after a body that raised nothing here (exits.clean_exit).
 CLEAN_EXIT = "radium_interposer.exits.clean_exit"

@@ -29,6 +29,17 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 from radium_interposer import rng_state
 from radium_interposer.client import Connection
 
+__all__ = [
+    "after_call",
+    "before_call",
+    "bound_method_ref",
+    "global_names",
+    "note",
+    "refresh",
+    "syncing",
+    "watch",
+]
+
 #: The generator kinds synced with the worker (empty: no cost at all).
 _kinds: Set[str] = set()
 #: Per connection: the state of each kind its worker session had at its last answer.

@@ -28,6 +28,22 @@ from radium_interposer.client import Connection, state
 from radium_interposer.reads import call as _call
 from radium_interposer.reads import remote_kind as remote_kind  # calls.invoke finds it here
 
+__all__ = [
+    "Remote",
+    "decode",
+    "fetch",
+    "fresh",
+    "invoke",
+    "make",
+    "refer_for",
+    "reference",
+    "remote_kind",
+    "request",
+    "slot_readers",
+    "stats",
+    "unpickle",
+]
+
 #: Method names of remote types, so ``obj.method`` needs no round trip.
 _methods: Dict[str, frozenset] = {}  # type: ignore[type-arg]
 

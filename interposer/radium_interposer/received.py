@@ -14,6 +14,8 @@ from typing import Any, Callable
 
 from radium_interposer import structs
 
+__all__ = ["module_named", "remoted"]
+
 
 def _none_remoted(name: str) -> bool:
     return False

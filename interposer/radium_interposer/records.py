@@ -17,6 +17,22 @@ import json
 import struct
 from typing import Any, Dict, List, Tuple
 
+__all__ = [
+    "INT64",
+    "MAX_DEFINITION",
+    "MAX_RELEASES",
+    "MAX_TEMPLATES",
+    "SLOTS",
+    "SLOT_TAG",
+    "Reader",
+    "Record",
+    "RecordError",
+    "call_struct",
+    "define",
+    "is_slot",
+    "release",
+]
+
 DEFINE, CALL, RELEASE = b"D"[0], b"C"[0], b"L"[0]
 #: Slot kinds and their struct formats: a handle id, an int, a float (all 8 bytes).
 SLOTS = {"h": "q", "i": "q", "f": "d"}

@@ -16,6 +16,8 @@ import random
 import sys
 from typing import Any
 
+__all__ = ["KINDS", "available", "dump", "get", "load", "put"]
+
 KINDS = ("random", "numpy", "torch")
 #: torch's CPU generator state is 5056 bytes today: a bound on what is accepted.
 _TORCH_MAX = 1 << 16

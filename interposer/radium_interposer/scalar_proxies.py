@@ -16,6 +16,8 @@ from typing import Any, Optional, Tuple
 
 from radium_interposer import proxy
 
+__all__ = ["TYPES", "ScalarProxy", "bases"]
+
 #: numpy's scalar types, by the path the worker names them with (``module.qualname``).
 TYPES = frozenset(
     f"numpy.{name}"

@@ -20,6 +20,8 @@ from typing import Any, Dict, Optional
 
 from radium_interposer import nested, structs
 
+__all__ = ["MAX_BYTES", "by_value", "describe", "load", "peer", "peer_has_numpy", "plain"]
+
 #: What the client served by this thread told about itself; ``numpy``: it has numpy of its own.
 #: A client that never said (an older interposer) is taken to have it, as before.
 peer = threading.local()

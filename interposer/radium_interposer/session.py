@@ -17,6 +17,19 @@ from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
 from radium_interposer import client_streams, codec, records, wire
 
+__all__ = [
+    "CALLBACK_BIT",
+    "LIMITS",
+    "BatchRunner",
+    "ClientCallable",
+    "ClientError",
+    "Handler",
+    "Release",
+    "Session",
+    "Sessions",
+    "client_error",
+]
+
 LIMITS = wire.Limits(max_meta=16 << 20)
 #: The top bit marks call ids chosen by the worker (callbacks), apart from the client's.
 CALLBACK_BIT = 1 << 63

@@ -18,6 +18,18 @@ import re
 import sys
 from typing import Any, Dict, Optional
 
+__all__ = [
+    "NAMES",
+    "PREFIXES",
+    "THREADS",
+    "allowed",
+    "apply",
+    "cap",
+    "collect",
+    "cpu_share",
+    "openblas_threads",
+]
+
 #: Thread counts, forwarded by name and capped at the lease's CPU share.
 THREADS = (
     "OMP_NUM_THREADS",

@@ -13,6 +13,8 @@ from typing import Any, Dict, List
 
 from radium_interposer import nested
 
+__all__ = ["ROOT", "define", "namespace"]
+
 ROOT = "radium_shipped"
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 

@@ -24,6 +24,8 @@ import threading
 import types
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+__all__ = ["register"]
+
 log = logging.getLogger("radium.worker")
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 

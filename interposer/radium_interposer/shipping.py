@@ -41,6 +41,17 @@ from radium_interposer.client import state
 from radium_interposer.code_origin import is_users as is_users  # its callers name it here
 from radium_interposer.errors import RemoteError
 
+__all__ = [
+    "ShipError",
+    "callable_ref",
+    "class_ref",
+    "is_users",
+    "local_class",
+    "resend",
+    "ship_class",
+    "ship_function",
+]
+
 #: What a local class written on remote bases keeps of its body here.
 _KEPT = ("__module__", "__qualname__", "__doc__", "__firstlineno__", "__classcell__")
 #: The worker path of each shipped user class or function (by identity, not kept alive).

@@ -17,6 +17,25 @@ import sys
 import types
 from typing import Any, Callable, Dict, List, Optional
 
+__all__ = [
+    "MAX_FIELDS",
+    "PRELOADED",
+    "TAGS",
+    "DecodeError",
+    "FindClass",
+    "Part",
+    "Unpart",
+    "class_path",
+    "decode",
+    "encode",
+    "exception_kind",
+    "own_attribute",
+    "plain",
+    "preload",
+    "remote_module",
+    "tag_of",
+]
+
 #: Encode a part (the codec's encode with this side's buffers and references).
 Part = Callable[[Any], Any]
 #: Decode a part.

@@ -17,6 +17,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from radium_interposer import records
 
+__all__ = ["MAX_CONSTANT", "PER_SITE", "Templates"]
+
 #: A call site (typed, as calls.py names it) gets at most this many templates: past that its
 #: constants vary (a string per call), and its calls go as JSON rather than fill the table.
 PER_SITE = 16

@@ -19,6 +19,8 @@ import weakref
 import zlib
 from typing import Any, Dict, List, Optional
 
+__all__ = ["DTYPES", "apply", "changed", "forget", "is_tensor", "track", "tracking"]
+
 #: Dtypes a tensor's contents may have on the wire (by name, looked up in torch).
 DTYPES = frozenset(
     ("float64", "float32", "float16", "bfloat16", "complex64", "complex128", "int64", "int32",

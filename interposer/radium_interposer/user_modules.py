@@ -32,6 +32,8 @@ from radium_interposer import codec, proxy
 from radium_interposer.client import state
 from radium_interposer.errors import WorkerGone
 
+__all__ = ["import_path", "own", "refer", "refresh", "sync"]
+
 #: The interpreter's start-up hooks: loaded from outside site-packages, never the program's.
 _HOOKS = frozenset(("__main__", "sitecustomize", "usercustomize"))
 #: The modules sent to the worker by this process: name -> id of the module object sent.

@@ -13,6 +13,30 @@ import struct
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
+__all__ = [
+    "BINARY",
+    "BUFLEN",
+    "HANDSHAKE_LIMITS",
+    "HEADER",
+    "IOV_MAX",
+    "MAGIC",
+    "TYPES",
+    "VERSION",
+    "Buffer",
+    "Frame",
+    "Limits",
+    "ProtocolError",
+    "ReadInto",
+    "encode",
+    "encode_batch",
+    "read",
+    "recv_fd",
+    "send",
+    "send_chunks",
+    "send_fd",
+    "send_within",
+]
+
 Buffer = Union[bytes, bytearray, memoryview]
 ReadInto = Callable[[memoryview], int]
 

@@ -41,6 +41,8 @@ from radium_interposer.worker_batch import Batches
 from radium_interposer.worker_context import apply_context
 from radium_interposer.worker_definitions import Definitions, Reply
 
+__all__ = ["LIMITS", "NOTICED_OPS", "Worker", "main"]
+
 log = logging.getLogger("radium.worker")
 LIMITS = wire.Limits(max_meta=16 << 20)
 #: Operations a preemption notice is raised at.

@@ -19,6 +19,8 @@ from radium_interposer.handles import Failure, HandleTable
 from radium_interposer.naming import error_meta, resolve_path
 from radium_interposer.session import ClientCallable
 
+__all__ = ["Answer", "Batches", "Decode", "Part", "Template"]
+
 #: How an argument is had at each call: the handle in a slot, a slot's value, a plain
 #: constant, a library path (resolved as a JSON call's are: once per worker, naming's cache),
 #: or another constant tree decoded at each call.

@@ -12,6 +12,8 @@ import sys
 import threading
 from typing import Any
 
+__all__ = ["Capture", "apply_context"]
+
 
 class Capture(io.TextIOBase):
     """sys.stdout/stderr of the worker: output of a call goes back to the caller's terminal."""

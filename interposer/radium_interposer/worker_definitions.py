@@ -21,6 +21,8 @@ from typing import Any, Dict, List, Tuple
 from radium_interposer import names, pickled, shipped, shipped_modules, worker_warnings
 from radium_interposer.naming import directory_entry, live_attributes
 
+__all__ = ["Definitions", "Reply"]
+
 log = logging.getLogger("radium.worker")
 Reply = Tuple[Dict[str, Any], List[Any]]
 

@@ -24,6 +24,8 @@ from radium_interposer.client_files import (
     open_client_or_local,
 )
 
+__all__ = ["install"]
+
 #: The os functions as they were, for the worker's own paths.
 _real = {
     name: getattr(os, name)

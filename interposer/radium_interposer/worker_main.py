@@ -23,6 +23,8 @@ from radium_interposer import (
 from radium_interposer.control import READY, serve
 from radium_interposer.worker_context import Capture
 
+__all__ = ["run", "serve_connection"]
+
 log = logging.getLogger("radium.worker")
 
 

@@ -18,6 +18,8 @@ from typing import Any, Dict, List, Tuple
 from radium_interposer import tensor_sync
 from radium_interposer.handles import HandleTable
 
+__all__ = ["load"]
+
 #: Per session thread: the streams of the frame being decoded (its buffer, what it held).
 _local = threading.local()
 

@@ -16,6 +16,8 @@ from typing import Any, Dict, List
 
 from radium_interposer import rng_state, tensor_sync
 
+__all__ = ["begin", "end"]
+
 #: Per connection (session): the state of each kind the client is known to have.
 _known: weakref.WeakKeyDictionary[Any, Dict[str, Any]] = weakref.WeakKeyDictionary()
 

@@ -20,6 +20,8 @@ from typing import Any, Dict, List, Optional
 
 from radium_interposer import structs
 
+__all__ = ["ACTIONS", "MAX_ENTRIES", "MAX_TEXT", "entry", "filters_of", "install", "record"]
+
 #: Where the interposer's own code is: a warning attributed there is at the program's call.
 _OURS = os.path.dirname(os.path.abspath(__file__)) + os.sep
 #: Distinct warnings one answer carries at most (consecutive repeats are counted, not listed).

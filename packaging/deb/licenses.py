@@ -15,6 +15,8 @@ import re
 import sys
 from pathlib import Path
 
+__all__ = ["ALIASES", "COMMON", "KNOWN", "license_names", "main", "paragraph", "spdx"]
+
 #: Free-text ``License:`` values and classifiers seen on PyPI, as SPDX names.
 ALIASES = {
     "3-clause bsd license": "BSD-3-Clause",

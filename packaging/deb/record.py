@@ -17,6 +17,8 @@ import io
 import sys
 from pathlib import Path
 
+__all__ = ["digest", "main", "sync"]
+
 
 def digest(path: Path) -> str:
     """A file's digest as a wheel's RECORD writes it."""

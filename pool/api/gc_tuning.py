@@ -19,6 +19,8 @@ import gc
 import logging
 import time
 
+__all__ = ["SETTLE_EVERY", "settle", "settle_forever"]
+
 log = logging.getLogger(__name__)
 
 #: Seconds between settles of a running pool.

@@ -22,6 +22,8 @@ from prometheus_client.metrics_core import Metric
 from radium.errors import CapacityError, QuotaError, RadiumError
 from radium.pool.core.dispatcher import Dispatcher
 
+__all__ = ["BUCKETS", "SCRAPE_TIMEOUT", "PoolMetrics", "on_loop", "outcome"]
+
 T = TypeVar("T")
 #: Allocation latency buckets: a decision is about a millisecond; waiting for capacity, minutes.
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10, 60, 300, 3600)

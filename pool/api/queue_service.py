@@ -10,6 +10,8 @@ from radium.pool.model import DEFAULT_QUEUE
 from radium.proto import pool_pb2 as pb
 from radium.proto import pool_pb2_grpc as pb_grpc
 
+__all__ = ["QueueService"]
+
 
 class QueueService(pb_grpc.QueuesServicer):
     """The Queues gRPC service: `radium queues` sets, removes and lists the pool's queues."""

@@ -16,6 +16,19 @@ from radium.pool.model import (
 )
 from radium.proto import pool_pb2 as pb
 
+__all__ = [
+    "USAGE_FIELDS",
+    "acceptor_from_pb",
+    "device_to_pb",
+    "image_status_from_pb",
+    "image_status_to_pb",
+    "lease_to_pb",
+    "queue_from_pb",
+    "queue_to_pb",
+    "request_from_pb",
+    "usage_from_pb",
+]
+
 
 def request_from_pb(message: pb.AllocateRequest) -> Request:
     """The allocation a request message asks for."""

@@ -11,6 +11,30 @@ from typing import Generic, Iterable, Mapping, TypeVar
 
 from radium.pool.model import AcceptorState, Device, Placement, Request
 
+__all__ = [
+    "SHARED",
+    "Demand",
+    "Entry",
+    "Found",
+    "Interner",
+    "Kind",
+    "Option",
+    "Ranking",
+    "Selector",
+    "Slots",
+    "Workload",
+    "demand_of",
+    "kind_matches",
+    "kind_of",
+    "matches",
+    "named",
+    "need_mib",
+    "options",
+    "placement",
+    "taken",
+    "value_matches",
+]
+
 T = TypeVar("T")
 #: (vendor, model, memory_mib, label items): what a selector can ask of a device.
 Kind = tuple[str, str, int, tuple[tuple[str, str], ...]]

@@ -16,6 +16,8 @@ from radium.errors import InvalidRequestError
 from radium.pool.model import ImageStatus
 from radium.pool.store.base import Store
 
+__all__ = ["DONE_ADDING", "DONE_REMOVING", "GONE", "RECHECK", "Images", "check_ref"]
+
 PULLING, READY, FAILED, REMOVING, REMOVED = "pulling", "ready", "failed", "removing", "removed"
 GONE = "the acceptor went away; it catches up when it registers again"
 RECHECK = 2.0

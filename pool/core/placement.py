@@ -40,6 +40,8 @@ from radium.pool.core.demand import (
 from radium.pool.core.free import FreeSummary
 from radium.pool.model import AcceptorState, DeviceState, Placement, Request
 
+__all__ = ["REFRESH", "RESCORE", "Config", "Placer", "Policy", "Shape"]
+
 #: (acceptor labels id, free CPU in thousandths of a core or -1, device slots).
 Shape = tuple[int, int, Slots]
 #: (acceptor labels id, device slots): a shape without its CPU.

@@ -13,6 +13,8 @@ from radium.pool.core.demand import Demand, Found
 from radium.pool.core.fgd import FGD
 from radium.pool.core.placement import Placer
 
+__all__ = ["POLICIES", "BestFit"]
+
 #: Not in a cache (None is a value there: no fit).
 _MISSING = object()
 

@@ -28,6 +28,16 @@ from radium.pool.model import (
     Queue,
 )
 
+__all__ = [
+    "EPSILON",
+    "Queues",
+    "checked",
+    "keep_deserved",
+    "lease_size",
+    "priority_class",
+    "victims",
+]
+
 EPSILON = 1e-9
 
 

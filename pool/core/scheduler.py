@@ -16,6 +16,8 @@ from radium.pool.core.placement import Placer
 from radium.pool.core.policies import BestFit
 from radium.pool.model import MAX_GPUS, AcceptorState, Placement, Request
 
+__all__ = ["WAIT_OPTIONS", "no_capacity", "place", "validate"]
+
 
 def validate(request: Request) -> None:
     """Refuse, naming why, a request no pool could grant as asked: whole GPUs and a part at once,

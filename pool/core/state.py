@@ -32,6 +32,8 @@ from radium.pool.model import (
 )
 from radium.pool.store.base import Store
 
+__all__ = ["PoolState"]
+
 log = logging.getLogger(__name__)
 
 

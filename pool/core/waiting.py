@@ -12,6 +12,8 @@ from radium.pool.core import queues
 from radium.pool.core.state import PoolState
 from radium.pool.model import Lease, Request
 
+__all__ = ["Waiter", "WaitingRoom"]
+
 
 @dataclass
 class Waiter:

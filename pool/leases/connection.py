@@ -18,6 +18,8 @@ from radium.pool.leases.leasing import Leasing
 from radium.pool.leases.session import LeaseSession
 from radium.proto import pool_pb2 as pb
 
+__all__ = ["Authorize", "LeaseConnection", "give_back_unsent"]
+
 log = logging.getLogger(__name__)
 
 #: Decides whether a hello may lease: (the hello, the client's TLS certificate in DER, or

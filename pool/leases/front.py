@@ -21,6 +21,8 @@ from radium.errors import ConfigError, LeaseWireError, RadiumError
 from radium.leaseclient import wire
 from radium.pool.leases import link
 
+__all__ = ["PROGRAM", "Client", "Front", "main", "serve", "server_context", "yield_to_the_pool"]
+
 log = logging.getLogger(__name__)
 PROGRAM = "radium lease-front"
 

@@ -19,6 +19,8 @@ from radium.proto import pool_pb2 as pb
 if TYPE_CHECKING:  # service.py imports this module
     from radium.pool.core.dispatcher import Dispatcher
 
+__all__ = ["NAME_LIMIT", "Leasing", "failed_reply"]
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 #: Longest holder, queue or acceptor name (a DNS name's length).

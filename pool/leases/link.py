@@ -10,6 +10,28 @@ from typing import Callable, Iterator, NamedTuple
 from radium.errors import LeaseWireError
 from radium.leaseclient import wire
 
+__all__ = [
+    "CALL",
+    "CLOSE",
+    "FROM_FRONT",
+    "FROM_POOL",
+    "GONE",
+    "HELLO",
+    "MESSAGE_LIMIT",
+    "READY",
+    "REFUSE",
+    "SEND",
+    "UNSENT",
+    "WELCOME",
+    "LinkEnd",
+    "Message",
+    "Outbox",
+    "hello",
+    "message",
+    "messages",
+    "parse_hello",
+]
+
 # Front -> pool.
 READY = 1
 HELLO = 2

@@ -24,6 +24,8 @@ from radium.pool.leases.front import server_context
 from radium.pool.leases.leasing import Leasing
 from radium.proto import pool_pb2 as pb
 
+__all__ = ["FRONT_RESTART", "FRONT_START", "LeaseListener", "role_authorize", "token_authorize"]
+
 log = logging.getLogger(__name__)
 #: Seconds a new front has to say it is ready; seconds before a dead one is replaced.
 FRONT_START = 10.0

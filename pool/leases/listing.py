@@ -18,6 +18,8 @@ from radium.pool.model import Lease
 from radium.pool.store.ended import Entry
 from radium.proto import pool_pb2 as pb
 
+__all__ = ["PAGE_MOST", "list_leases", "page_cursor", "page_token"]
+
 #: Ended leases a page holds at most, and when the request names no size.
 PAGE_MOST = 500
 

@@ -19,6 +19,8 @@ from radium.pool.leases.leasing import Leasing, failed_reply
 from radium.pool.store.commits import committed
 from radium.proto import pool_pb2 as pb
 
+__all__ = ["LeaseSession", "grpc_stream"]
+
 log = logging.getLogger(__name__)
 
 

@@ -28,6 +28,8 @@ import logging
 import sqlite3
 import threading
 
+__all__ = ["CHECKPOINT_EVERY", "WAL_SIZE_LIMIT", "WalCheckpointer"]
+
 log = logging.getLogger(__name__)
 #: Seconds between checkpoints of a running pool.
 CHECKPOINT_EVERY = 1.0

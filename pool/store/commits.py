@@ -19,6 +19,8 @@ from typing import Any, Callable, ContextManager, Protocol
 
 from radium.errors import RadiumError, StoreUnavailableError, UnavailableError
 
+__all__ = ["Commits", "Committed", "Deferrable", "GroupCommit", "Immediate", "committed"]
+
 log = logging.getLogger(__name__)
 #: Told None once every change made before it was handed over is committed, or what failed.
 Committed = Callable[[RadiumError | None], None]

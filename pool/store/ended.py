@@ -31,6 +31,8 @@ from radium.errors import RadiumError, UnavailableError
 from radium.pool.model import Lease
 from radium.pool.store import records
 
+__all__ = ["ENDED_KEPT", "EXCESS_STEP", "FORGET_BATCH", "PRUNE_MOST", "EndedLog", "Entry", "Frozen"]
+
 log = logging.getLogger(__name__)
 
 #: Ended leases a store keeps, at most (the newest), unless [pool] ended_kept says otherwise.

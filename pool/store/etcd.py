@@ -21,6 +21,8 @@ from radium.pool.store.commits import Deferrable
 from radium.pool.store.ended import ENDED_KEPT, EndedLog, Entry
 from radium.pool.store.etcd_kv import MAX_TXN_OPS, EtcdKV, KeyValue, absent, created_at, delete, put
 
+__all__ = ["EtcdStore", "Fence"]
+
 log = logging.getLogger(__name__)
 
 

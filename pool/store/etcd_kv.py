@@ -20,6 +20,19 @@ from etcd3gw import exceptions as etcd_errors
 
 from radium.errors import ConfigError, StoreUnavailableError
 
+__all__ = [
+    "HINT",
+    "MAX_TXN_OPS",
+    "RANGE_PAGE",
+    "EtcdKV",
+    "KeyValue",
+    "absent",
+    "created_at",
+    "delete",
+    "encode",
+    "put",
+]
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 #: etcd's own limit on operations per transaction (--max-txn-ops).

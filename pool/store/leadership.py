@@ -18,6 +18,8 @@ from typing import Callable, Protocol
 from radium.errors import StoreUnavailableError
 from radium.pool.store.etcd_kv import EtcdKV, absent, put
 
+__all__ = ["Leadership", "LeaseKeeper", "campaign", "current_leader", "leader_key"]
+
 log = logging.getLogger(__name__)
 
 

@@ -13,6 +13,18 @@ from typing import Any
 
 from radium.pool.model import AcceptorState, Device, DeviceState, ImageStatus, Lease, Queue
 
+__all__ = [
+    "acceptor_from",
+    "acceptor_record",
+    "dump",
+    "image_status_from",
+    "image_status_record",
+    "lease_from",
+    "lease_record",
+    "queue_from",
+    "queue_record",
+]
+
 _LEASE_FIELDS = tuple(f.name for f in dataclasses.fields(Lease) if f.name != "usage")
 
 

@@ -18,6 +18,8 @@ from radium.pool.store.base import Store
 from radium.pool.store.etcd import EtcdStore
 from radium.pool.store.etcd_kv import EtcdKV
 
+__all__ = ["Lead", "connect", "serve"]
+
 log = logging.getLogger(__name__)
 Lead = Callable[
     [Config, Store, asyncio.Event, "asyncio.Event | None", "asyncio.Event | None"],

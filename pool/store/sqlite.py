@@ -23,6 +23,8 @@ from radium.pool.store.checkpointer import CHECKPOINT_EVERY, WAL_SIZE_LIMIT, Wal
 from radium.pool.store.commits import Deferrable
 from radium.pool.store.ended import ENDED_KEPT, EndedLog, Entry
 
+__all__ = ["SQLiteStore"]
+
 
 class SQLiteStore(Deferrable):
     """The store in one SQLite file. Each change commits before it returns, except within

@@ -11,6 +11,17 @@ from collections.abc import Iterable
 
 from radium.pool.model import DEFAULT_PRIORITY, AcceptorState, Device, DeviceState, Lease
 
+__all__ = [
+    "FORGET_CHUNK",
+    "Statement",
+    "acceptor_rows",
+    "acceptors",
+    "connect",
+    "forgetting",
+    "lease",
+    "lease_row",
+]
+
 #: One SQL statement and its parameters.
 Statement = tuple[str, tuple[object, ...]]
 #: Ids forgotten by one statement, at most (SQLite takes 999 parameters before 3.32).

@@ -8,6 +8,8 @@ from radium import config as config_module
 from radium import logs
 from radium.lifeline import follow_supervisor
 
+__all__ = ["register"]
+
 
 def _agent(args: argparse.Namespace) -> int:
     from radium.agent.process import serve

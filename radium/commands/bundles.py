@@ -9,6 +9,8 @@ from pathlib import Path
 from radium import config as config_module
 from radium.errors import NoBundleError
 
+__all__ = ["register"]
+
 
 def _build(args: argparse.Namespace) -> int:
     from radium.packaging import bundles

@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+__all__ = ["CONFIG_TABLE", "DEFAULT_DIR", "register"]
+
 DEFAULT_DIR = Path("/etc/radium/certs")
 #: Where each role's certificate goes in the config of the node that holds it.
 CONFIG_TABLE = {"pool": "pool.tls", "acceptor": "acceptor.tls", "agent": "client.tls",

@@ -10,6 +10,8 @@ from radium import logs
 from radium.constants import WORKER_ENGINES
 from radium.lifeline import follow_supervisor
 
+__all__ = ["register"]
+
 
 def _pool_serve(args: argparse.Namespace) -> int:
     from radium.pool.api import server

@@ -8,6 +8,8 @@ import json
 import sys
 from pathlib import Path
 
+__all__ = ["register"]
+
 
 def _doctor(args: argparse.Namespace) -> int:
     from radium import config as config_module

@@ -8,6 +8,8 @@ from radium.constants import ANNOTATION_PREFIX
 from radium.errors import SpecError, UsageError
 from radium.shim.request import PRIORITIES, checked
 
+__all__ = ["HELP", "REQUEST_OPTIONS", "register", "request_of"]
+
 HELP = "see radium exec -h"
 
 

@@ -8,6 +8,8 @@ import sys
 
 from radium.commands.inspect import as_dicts, pool_client, table
 
+__all__ = ["FAILED", "register"]
+
 FAILED = "failed"
 
 

@@ -13,6 +13,9 @@ if TYPE_CHECKING:
     from radium.poolclient import PoolClient
 
 
+__all__ = ["as_dicts", "count", "leases_json", "pool_client", "register", "table"]
+
+
 def pool_client() -> PoolClient:
     """Imported here: grpc costs every other radium command a tenth of a second."""
     from radium.poolclient import PoolClient

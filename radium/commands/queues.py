@@ -9,6 +9,8 @@ from typing import Any
 
 from radium.commands.inspect import as_dicts, pool_client, table
 
+__all__ = ["DEFAULTS", "register"]
+
 #: Queue fields a command line may set, with their defaults for a new queue.
 DEFAULTS = {"deserved": 0.0, "weight": 1.0, "limit": -1.0, "priority": 0, "parent": ""}
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+__all__ = ["DESCRIPTION", "EPILOG", "help_parser", "register"]
+
 DESCRIPTION = (
     "Run a container with docker run --runtime=radium and a request for remote GPUs. "
     "Radium's options come first; from the first other argument on, everything (docker run's "

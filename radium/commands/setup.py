@@ -7,6 +7,8 @@ from pathlib import Path
 
 from radium.constants import ENGINES
 
+__all__ = ["register"]
+
 
 def _setup(args: argparse.Namespace) -> int:
     from radium.engines import setup

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Callable, Protocol, TextIO
 from radium.commands.inspect import leases_json, pool_client
 from radium.errors import RadiumError
 
+__all__ = ["ENDED_SHOWN", "Reader", "Source", "register", "run"]
+
 #: Ended leases a refresh of the view reads (--all), the newest: a pool keeps 10,000.
 ENDED_SHOWN = 100
 

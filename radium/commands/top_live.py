@@ -26,6 +26,8 @@ from radium.errors import RadiumError
 if TYPE_CHECKING:
     from radium.commands.top import Source
 
+__all__ = ["QUIT", "Keys", "Poller", "watch"]
+
 log = logging.getLogger(__name__)
 
 QUIT = b"q"

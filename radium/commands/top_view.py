@@ -19,6 +19,23 @@ from radium.commands.inspect import count
 if TYPE_CHECKING:
     from radium.proto import pool_pb2 as pb
 
+__all__ = [
+    "BAR_WIDTH",
+    "ENDED",
+    "PLAIN_WIDTH",
+    "SHORT_ID",
+    "Snapshot",
+    "acceptors",
+    "ago",
+    "devices",
+    "duration",
+    "header",
+    "leases",
+    "print_plain",
+    "render",
+    "size",
+]
+
 #: Character cells of an allocation bar.
 BAR_WIDTH = 20
 #: "l-" and 8 of the 16 hex digits: enough to tell a pool's leases apart on a screen.

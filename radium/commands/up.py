@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+__all__ = ["register"]
+
 
 def _up(args: argparse.Namespace) -> int:
     from radium import up

@@ -16,6 +16,8 @@ from typing import Optional
 
 from radium.engines.base import Edit, Owned, Plan
 
+__all__ = ["ABSENT", "BACKUP", "Outcome", "install", "remove"]
+
 BACKUP = ".radium-backup"
 ABSENT = ".radium-absent"
 

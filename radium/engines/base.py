@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional, Union
 
+__all__ = ["Edit", "Options", "Owned", "Plan"]
+
 
 @dataclass(frozen=True)
 class Edit:

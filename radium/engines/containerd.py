@@ -18,6 +18,8 @@ from radium.constants import ANNOTATION_PREFIX
 from radium.engines.base import Edit, Options, Owned, Plan
 from radium.errors import ConfigError
 
+__all__ = ["CRI", "DEFAULT_CONFIG", "DEFAULT_DROPIN", "RUNTIME_NAME", "dropin", "plan"]
+
 DEFAULT_CONFIG = Path("/etc/containerd/config.toml")
 DEFAULT_DROPIN = Path("/etc/containerd/conf.d/radium.toml")
 CRI = "io.containerd.grpc.v1.cri"

@@ -11,6 +11,8 @@ import tomlkit
 
 from radium.engines.base import Options, Owned, Plan
 
+__all__ = ["DEFAULT_DROPIN", "RUNTIME_NAME", "dropin", "plan"]
+
 DEFAULT_DROPIN = Path("/etc/crio/crio.conf.d/99-radium.conf")
 RUNTIME_NAME = "radium"
 

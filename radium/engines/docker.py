@@ -9,6 +9,8 @@ from typing import Any, Optional
 from radium.engines.base import Edit, Options, Plan
 from radium.errors import ConfigError
 
+__all__ = ["DEFAULT_CONFIG", "RUNTIME_NAME", "plan"]
+
 DEFAULT_CONFIG = Path("/etc/docker/daemon.json")
 RUNTIME_NAME = "radium"
 

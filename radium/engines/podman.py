@@ -12,6 +12,8 @@ from pathlib import Path
 
 from radium.engines.base import Options, Owned, Plan
 
+__all__ = ["DEFAULT_HOOKS_DIR", "HOOK_PATH_ENV", "STAGES", "hook_file", "plan"]
+
 DEFAULT_HOOKS_DIR = Path("/usr/share/containers/oci/hooks.d")
 STAGES = ("prestart", "poststop")
 HOOK_PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

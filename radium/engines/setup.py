@@ -14,6 +14,8 @@ from radium.constants import ENGINES
 from radium.engines import apply, base, containerd, crio, docker, podman
 from radium.errors import ServiceError, UsageError
 
+__all__ = ["PROGRAMS", "installed_programs", "make_plan", "options", "restart", "run"]
+
 #: What engines run (the runtime and the shim are shell fronts: docs/runtime-front.md) and the
 #: Python programs the fronts exec, and the node agent's thin client they and its hooks run.
 PROGRAMS = (

@@ -14,6 +14,8 @@ from radium import rpc
 from radium.errors import RadiumError
 from radium.proto import pool_pb2 as pb
 
+__all__ = ["WINDOW", "LeaseCalls"]
+
 log = logging.getLogger(__name__)
 
 #: Calls a client may have unanswered on one stream or connection (docs/lease-stream.md,

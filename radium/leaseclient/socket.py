@@ -23,6 +23,8 @@ from radium.leaseclient import wire
 from radium.leaseclient.calls import LeaseCalls
 from radium.proto import pool_pb2 as pb
 
+__all__ = ["LeaseSocket", "client_context"]
+
 _TLS_HINT = "check the tls ca, cert and key in the Radium config (radium certs issue)"
 _DOWN_HINT = "is the pool running, and [pool] lease_listen one of [client] leases?"
 _PLAIN_HINT = "does the pool want TLS ([client.tls])? is [client] leases its lease socket?"

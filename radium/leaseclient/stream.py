@@ -15,6 +15,8 @@ from radium.leaseclient.calls import LeaseCalls
 from radium.proto import pool_pb2 as pb
 from radium.proto import pool_pb2_grpc as pb_grpc
 
+__all__ = ["LeaseStream"]
+
 _LOST_STATUS = "Internal error from Core"
 
 

@@ -12,6 +12,21 @@ from google.protobuf.message import DecodeError, Message
 
 from radium.errors import LeaseWireError
 
+__all__ = [
+    "FRAME_LIMIT",
+    "HELLO_LIMIT",
+    "HELLO_TIMEOUT",
+    "MAGIC",
+    "RECEIVE_SIZE",
+    "VERSION",
+    "Receiver",
+    "batches",
+    "frame",
+    "keep_alive",
+    "parse",
+    "take_frame",
+]
+
 MAGIC = b"RLS1"
 VERSION = 1
 #: Largest frame before the handshake is done, and after.

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+import tomllib
 
 from integration.host import need_root
 from integration.pool import AGENT_TOKEN, PoolCluster, wait_until
@@ -264,6 +265,12 @@ def test_the_pool_runs_no_radium_package_of_its_working_directory(
         cluster.stop()
 
 
+def package_dirs() -> list[str]:
+    """The checkout's folders the package is built from (pyproject's package-dir)."""
+    mapping = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    return sorted({folder.split("/")[0] for folder in mapping["package-dir"].values()})
+
+
 @pytest.fixture(scope="module")
 def wheel_python(tmp_path_factory: pytest.TempPathFactory) -> str:
     """The Python of a venv with Radium installed from a wheel (``pip install .``), not
@@ -273,7 +280,7 @@ def wheel_python(tmp_path_factory: pytest.TempPathFactory) -> str:
     source = root / "source"  # the working tree as it is, built outside it
     source.mkdir()
     junk = shutil.ignore_patterns("__pycache__", "*.egg-info", "build")
-    for name in ("radium", "pool", "acceptor", "hooks", "shim", "packaging", "interposer", "bin"):
+    for name in (*package_dirs(), "bin"):
         shutil.copytree(REPO / name, source / name, ignore=junk)
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, source / name)

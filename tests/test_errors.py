@@ -58,7 +58,7 @@ def test_a_reply_names_only_a_leaf_of_its_own_kind(kind: str, name: str, leaf: t
 
 
 #: Where a user's fault must raise a leaf a caller can act on: the product's packages.
-PRODUCT = ("radium", "acceptor", "pool", "shim", "hooks")
+PRODUCT = ("radium", "acceptor", "pool", "shim", "agent", "hooks")
 BARE = re.compile(r"raise\s+(?:errors\.)?RadiumError\(")
 
 

@@ -31,7 +31,12 @@ def test_the_radium_tree_is_the_installed_packages_layout(tmp_path: Path) -> Non
     install.radium_tree(ROOT, tmp_path)
     assert (tmp_path / "radium" / "acceptor").resolve() == ROOT / "acceptor"
     assert (tmp_path / "radium" / "config.py").resolve() == ROOT / "radium" / "config.py"
-    code = "import radium.pool, radium.agent; print(radium.pool.__path__[0])"
+    # Every subpackage from the tree, none from this checkout's editable install behind it.
+    code = (
+        "import radium.pool, radium.agent, radium.shim, radium.hooks, radium.packaging; "
+        "print(*(m.__path__[0] for m in (radium.pool, radium.agent, radium.shim, "
+        "radium.hooks, radium.packaging)))"
+    )
     done = subprocess.run(
         [sys.executable, "-c", code],
         env={"PYTHONPATH": str(tmp_path)},
@@ -40,7 +45,9 @@ def test_the_radium_tree_is_the_installed_packages_layout(tmp_path: Path) -> Non
         text=True,
         check=True,
     )
-    assert done.stdout.strip() == str(tmp_path / "radium" / "pool")
+    found = done.stdout.split()
+    names = ("pool", "agent", "shim", "hooks", "packaging")
+    assert found == [str(tmp_path / "radium" / name) for name in names]
 
 
 def test_a_python_without_radium_gets_the_run_path_even_with_dash_i(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 
 PACKAGING = Path(__file__).parents[1] / "packaging"
@@ -37,3 +38,17 @@ def test_systemd_units_start_real_subcommands() -> None:
         program, *args = exec_start.split("=", 1)[1].split()
         assert program == "/usr/bin/radium"
         assert parser.parse_args(args).func is not None  # parses as a real subcommand
+
+
+def test_pyproject_lists_every_package_it_ships() -> None:
+    """setuptools ships only the packages ``packages`` names: a subpackage left out (a pool
+    wing, the agent) installs from a checkout and is missing from every wheel and .deb."""
+    root = PACKAGING.parent
+    tools = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
+    found = set()
+    for package, folder in tools["package-dir"].items():
+        for init in (root / folder).rglob("__init__.py"):
+            inner = init.parent.relative_to(root / folder).parts
+            if "__pycache__" not in inner and not any(p.startswith(".") for p in inner):
+                found.add(".".join([package, *inner]))
+    assert found == set(tools["packages"])

@@ -17,6 +17,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+import tomllib
+
 __all__ = ["Site", "client_python", "import_check", "install", "isolated_path"]
 
 #: Where a Python started with ``-I`` (radium's own helpers: the pool's lease-socket front)
@@ -24,9 +26,17 @@ __all__ = ["Site", "client_python", "import_check", "install", "isolated_path"]
 #: site-packages, there only for the run.
 PTH = "radium-gpu-check.pth"
 
-#: The installed package's layout (pyproject.toml's package-dir) that is not the checkout's.
-SUBPACKAGES = {"pool": "pool", "acceptor": "acceptor", "hooks": "hooks", "shim": "shim",
-               "packaging": "packaging"}  # fmt: skip
+
+def subpackages(repo: Path) -> dict[str, str]:
+    """The installed package's layout that is not the checkout's: ``radium.NAME`` -> its
+    folder, as pyproject.toml's package-dir says."""
+    mapping = tomllib.loads((repo / "pyproject.toml").read_text())["tool"]["setuptools"]
+    dirs: dict[str, str] = mapping["package-dir"]
+    return {
+        k.split(".", 1)[1]: v
+        for k, v in dirs.items()
+        if k.count(".") == 1 and k.startswith("radium.")
+    }
 
 
 class Site:
@@ -80,7 +90,7 @@ def radium_tree(repo: Path, tree: Path) -> None:
     for entry in (repo / "radium").iterdir():
         if entry.name != "__pycache__":
             (package / entry.name).symlink_to(entry)
-    for name, folder in SUBPACKAGES.items():
+    for name, folder in subpackages(repo).items():
         (package / name).symlink_to(repo / folder)
 
 

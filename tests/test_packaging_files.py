@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 PACKAGING = Path(__file__).parents[1] / "packaging"
 

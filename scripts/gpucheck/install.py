@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
-
-import tomllib
 
 __all__ = ["Site", "client_python", "import_check", "install", "isolated_path"]
 
@@ -29,14 +28,10 @@ PTH = "radium-gpu-check.pth"
 
 def subpackages(repo: Path) -> dict[str, str]:
     """The installed package's layout that is not the checkout's: ``radium.NAME`` -> its
-    folder, as pyproject.toml's package-dir says."""
-    mapping = tomllib.loads((repo / "pyproject.toml").read_text())["tool"]["setuptools"]
-    dirs: dict[str, str] = mapping["package-dir"]
-    return {
-        k.split(".", 1)[1]: v
-        for k, v in dirs.items()
-        if k.count(".") == 1 and k.startswith("radium.")
-    }
+    folder, as pyproject.toml's package-dir says (read without a TOML parser: the device's
+    Python may be older than tomllib)."""
+    text = (repo / "pyproject.toml").read_text()
+    return dict(re.findall(r'"radium\.(\w+)" = "([^"]+)"', text))
 
 
 class Site:

@@ -12,8 +12,9 @@ import socket
 import threading
 import time
 from pathlib import Path
+from typing import Any, Mapping, Protocol, runtime_checkable
 
-from radium.acceptor.engines import ContainerRuntime
+from radium.acceptor.engines import Engine
 from radium.acceptor.sandbox import HOME_TARGET, Sandbox, Tenant
 from radium.acceptor.worker_output import TAIL_LINES, Budget, report_container
 from radium.acceptor.workers import (
@@ -27,9 +28,46 @@ from radium.errors import RadiumError, UnavailableError
 from radium_interposer import wire
 from radium_interposer.control import CONNECTION, READY, Counters, CountersReader
 
-__all__ = ["ContainerWorker"]
+__all__ = ["ContainerRuntime", "ContainerWorker"]
 
 log = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class ContainerRuntime(Engine, Protocol):
+    """An engine that also runs containers (docker): what a container-mode worker needs of it.
+    The launcher picks it once (a containerd engine is none: it only pulls), and tests give it
+    a fake instead of a daemon."""
+
+    def run_container(
+        self,
+        name: str,
+        image: str,
+        command: list[str],
+        *,
+        env: dict[str, str],
+        binds: list[str],
+        workdir: str,
+        runtime: str,
+        memory_bytes: int = 0,
+        nano_cpus: int = 0,
+        user: str = "",
+        confinement: Mapping[str, Any] | None = None,
+    ) -> str:
+        """Create and start a detached container with no network; its id."""
+        ...
+
+    def container_state(self, container: str) -> dict[str, Any]:
+        """docker's ``State`` of the container (``Pid``, ``Running``, ``ExitCode``, ...)."""
+        ...
+
+    def container_logs(self, container: str, lines: int = 20) -> str:
+        """The container's last output lines."""
+        ...
+
+    def remove_container(self, container: str) -> None:
+        """Remove the container, killing it; nothing if it is gone."""
+        ...
 
 
 class ContainerWorker:

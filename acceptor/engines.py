@@ -15,13 +15,12 @@ import socket
 import subprocess
 import time
 import urllib.parse
-from typing import Any, Callable, Mapping, Protocol, runtime_checkable
+from typing import Any, Callable, Mapping, Protocol
 
 from radium.errors import RadiumError, ServiceError, UnavailableError
 
 __all__ = [
     "PULL_TIMEOUT",
-    "ContainerRuntime",
     "Containerd",
     "Docker",
     "Engine",
@@ -53,43 +52,6 @@ class Engine(Protocol):
         ...
 
     def remove(self, ref: str) -> None: ...
-
-
-@runtime_checkable
-class ContainerRuntime(Engine, Protocol):
-    """An engine that also runs containers (docker): what a container-mode worker needs of it.
-    The launcher picks it once (a containerd engine is none: it only pulls), and tests give it
-    a fake instead of a daemon."""
-
-    def run_container(
-        self,
-        name: str,
-        image: str,
-        command: list[str],
-        *,
-        env: dict[str, str],
-        binds: list[str],
-        workdir: str,
-        runtime: str,
-        memory_bytes: int = 0,
-        nano_cpus: int = 0,
-        user: str = "",
-        confinement: Mapping[str, Any] | None = None,
-    ) -> str:
-        """Create and start a detached container with no network; its id."""
-        ...
-
-    def container_state(self, container: str) -> dict[str, Any]:
-        """docker's ``State`` of the container (``Pid``, ``Running``, ``ExitCode``, ...)."""
-        ...
-
-    def container_logs(self, container: str, lines: int = 20) -> str:
-        """The container's last output lines."""
-        ...
-
-    def remove_container(self, container: str) -> None:
-        """Remove the container, killing it; nothing if it is gone."""
-        ...
 
 
 class _UnixHTTP(http.client.HTTPConnection):

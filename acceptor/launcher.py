@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Union
 
 import psutil
 
-from radium.acceptor.container_worker import ContainerWorker
-from radium.acceptor.engines import ContainerRuntime, Engine
+from radium.acceptor.container_worker import ContainerRuntime, ContainerWorker
+from radium.acceptor.engines import Engine
 from radium.acceptor.limits import Cgroups, Share
 from radium.acceptor.record import SlotRecord
 from radium.acceptor.sandbox import Sandbox, Tenant

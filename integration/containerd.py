@@ -11,7 +11,7 @@ from pathlib import Path
 from integration.host import log_tail, need, start_daemon, stop_daemon
 from integration.oci_archive import oci_archive
 
-NAMESPACE = "radium-test"
+NAMESPACE_PREFIX = "radium-test"
 
 
 class Containerd:
@@ -21,6 +21,11 @@ class Containerd:
         need("containerd-shim-runc-v2", "containerd")
         self.root = Path(tempfile.mkdtemp(prefix="rcd-", dir="/tmp"))
         self.socket = self.root / "c.sock"
+        # runc keeps its state in /run/containerd/runc/<namespace>, outside --root and --state:
+        # a namespace of our own keeps a run killed mid-test from colliding with the next one.
+        # (containerd allows no '_' at the edges of a name's parts; mkdtemp may put one there)
+        suffix = self.root.name.removeprefix("rcd-").replace("_", "u")
+        self.namespace = f"{NAMESPACE_PREFIX}-{suffix}"
         self.config = config
         self.env = env
         self.process: subprocess.Popen[bytes] | None = None
@@ -58,7 +63,7 @@ class Containerd:
         self, *args: str, check: bool = True, timeout: float = 180
     ) -> subprocess.CompletedProcess[str]:
         result = subprocess.run(
-            [self.ctr_binary, "--address", str(self.socket), "--namespace", NAMESPACE, *args],
+            [self.ctr_binary, "--address", str(self.socket), "--namespace", self.namespace, *args],
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -80,7 +85,7 @@ class Containerd:
 
     def task_dirs(self) -> list[str]:
         """Bundles containerd still keeps for this namespace."""
-        tasks = self.root / "state" / "io.containerd.runtime.v2.task" / NAMESPACE
+        tasks = self.root / "state" / "io.containerd.runtime.v2.task" / self.namespace
         return sorted(os.listdir(tasks)) if tasks.exists() else []
 
     def shim_pids(self) -> list[int]:
@@ -107,4 +112,4 @@ class Containerd:
         stop_daemon(self.process, self.root)
         # runc's state for our namespace lives outside --root/--state; it is empty by now.
         with contextlib.suppress(OSError):
-            os.rmdir(f"/run/containerd/runc/{NAMESPACE}")
+            os.rmdir(f"/run/containerd/runc/{self.namespace}")

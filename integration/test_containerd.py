@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from integration import images
-from integration.containerd import NAMESPACE, Containerd
+from integration.containerd import Containerd
 from integration.host import mount_table
 from integration.radium_env import RadiumEnv
 from integration.test_runc import REPORT
@@ -108,7 +108,7 @@ def test_spec_of_plain_container_is_not_edited(containerd: Containerd) -> None:
             containerd.root
             / "state"
             / "io.containerd.runtime.v2.task"
-            / NAMESPACE
+            / containerd.namespace
             / "idle-plain"
             / "config.json"
         )

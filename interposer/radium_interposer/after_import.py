@@ -3,19 +3,26 @@ split file's functions of the user's modules, the worker adapts libraries that o
 
 from __future__ import annotations
 
-import importlib.abc
 import importlib.machinery
 import sys
 import types
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
-__all__ = ["After", "AfterLoading", "find_spec_then"]
+if TYPE_CHECKING:  # the type only: see AfterLoading
+    from importlib.abc import Loader
+else:
+    Loader = object
+
+__all__ = ["After", "AfterLoading", "Loader", "find_spec_then"]
 
 After = Callable[[types.ModuleType], None]
 
 
-class AfterLoading(importlib.abc.Loader):
-    """The module's real loader, then ``after(module)``."""
+class AfterLoading(Loader):
+    """The module's real loader, then ``after(module)``. (An ``importlib.abc.Loader`` for the
+    type checker only: the import system calls ``create_module`` and ``exec_module``, and
+    importing ``importlib.abc`` would cost every remoted Python tens of milliseconds at start:
+    it loads ``importlib.resources``, ``tempfile``, ``pathlib``...)"""
 
     def __init__(self, real: Any, after: After) -> None:
         self.real, self.after = real, after

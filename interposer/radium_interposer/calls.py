@@ -16,7 +16,7 @@ import sys
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 from radium_interposer import (
-    callbacks,
+    client_objects,
     codec,
     express,
     file_args,
@@ -24,6 +24,7 @@ from radium_interposer import (
     iteration,
     known,
     nested,
+    ops,
     program_state,
     tensor_sync,
 )
@@ -112,7 +113,7 @@ def invoke(
             return _answered(frame, function, typed, pipeline, proxy)
     buffers: List[Any] = []
     refer = proxy.refer_for(conn, buffers)
-    meta: Dict[str, Any] = {"op": "call", "f": function, "r": state.new_id()}
+    meta: Dict[str, Any] = {"op": ops.CALL, "f": function, "r": state.new_id()}
     if items:
         meta["ni"] = True
     meta["a"] = [codec.encode(arg, buffers, refer) for arg in args]
@@ -132,7 +133,7 @@ def invoke(
     tracking = tensor_sync.tracking()
     if tracking:  # the program's own tensors the worker mirrors: their changes
         meta["tw"] = tensor_sync.changed(buffers)
-    synced = tracking or program_state.syncing() or callbacks.held()
+    synced = tracking or program_state.syncing() or client_objects.held()
     # Typed after encoding: a local class is told apart from another of its name once shipped.
     site = _typed(site, args, proxy.Remote)
     streams = pipeline and STREAM and not synced
@@ -193,7 +194,7 @@ def _wait_by_record(
         return None
     state.counts["waited"] += 1
     try:
-        return conn.request({"op": "call"}, record=record)
+        return conn.request({"op": ops.CALL}, record=record)
     finally:
         warns.learn(site)  # whether its answer carried a warning of its own
 

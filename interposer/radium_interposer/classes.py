@@ -15,12 +15,21 @@ from __future__ import annotations
 import builtins
 import sys
 import threading
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
-from radium_interposer import proxy, scalar_proxies, structs
+from radium_interposer import ops, proxy, scalar_proxies, structs, upcalls
 from radium_interposer.errors import RemoteError
 
-__all__ = ["RemoteType", "for_instances", "local_or_stand_in", "path_of", "register", "stand_in"]
+__all__ = [
+    "RemoteType",
+    "for_instances",
+    "inner_classes",
+    "is_inner",
+    "local_or_stand_in",
+    "path_of",
+    "register",
+    "stand_in",
+]
 
 #: Stand-ins (and shipped local classes) by remote import path.
 _stand_ins: Dict[str, type] = {}
@@ -44,9 +53,7 @@ class RemoteType(type):
     def __new__(mcs, name: str, bases: Tuple[type, ...], namespace: Dict[str, Any]) -> Any:
         if "__radium_path__" in namespace:  # made by stand_in(), below
             return super().__new__(mcs, name, bases, namespace)
-        from radium_interposer import shipping  # a class statement in the user's code
-
-        return shipping.local_class(mcs, name, bases, namespace)
+        return upcalls.bound.local_class(mcs, name, bases, namespace)  # the user's class
 
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
         if issubclass(cls, BaseException):  # raised here, for a remote exception of its class
@@ -89,9 +96,7 @@ def _ensure_remote(cls: type) -> str:
     """The class's remote path, shipping a local class written on remote bases first."""
     path = path_of(cls)
     if path is None:
-        from radium_interposer import shipping
-
-        path = shipping.ship_class(cls)
+        path = upcalls.bound.ship_class(cls)
     return path
 
 
@@ -100,7 +105,7 @@ def _class_methods(path: str) -> frozenset:  # type: ignore[type-arg]
     ``c``), asked once: ``Cls.name`` for one of them is a method reference, no round trip."""
     names = _methods.get(path)
     if names is None:
-        answer = proxy.request("methods", o={"$": "p", "p": path}, c=True)
+        answer = proxy.request(ops.METHODS, o={"$": "p", "p": path}, c=True)
         names = _methods[path] = frozenset(answer["methods"])
     return names
 
@@ -173,3 +178,19 @@ def local_or_stand_in(path: str, exception: Any) -> type:
 def _module(path: str) -> str:
     """The module part of a path (the class's ``__module__``, for reprs and tracebacks)."""
     return path.rpartition(".")[0]
+
+
+def is_inner(name: str, value: Any, namespace: Dict[str, Any]) -> bool:
+    """Whether a class body's ``name`` binds a class of the program nested in it on remote
+    bases (bodiless here like the outer: the worker's body defines it)."""
+    return (
+        isinstance(value, RemoteType)
+        and value.__qualname__ == f"{namespace.get('__qualname__')}.{name}"
+    )
+
+
+def inner_classes(cls: type) -> List[Tuple[str, type]]:
+    """The nested classes on remote bases a class statement on remote bases kept."""
+    return [
+        (k, v) for k, v in vars(cls).items() if is_inner(k, v, {"__qualname__": cls.__qualname__})
+    ]

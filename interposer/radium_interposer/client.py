@@ -23,10 +23,12 @@ from radium_interposer import (
     client_points,
     client_warnings,
     known,
+    ops,
     peer,
     records,
     structs,
     templates,
+    upcalls,
     wire,
 )
 from radium_interposer.dialing import dial
@@ -88,10 +90,10 @@ class Connection:
         record: Optional[bytes] = None,
     ) -> Optional[wire.Frame]:
         """Send a request; its answer when it waits. ``record``: a waiting call as the batch's
-        last record (data-plane version 3; ``meta`` is then ``{"op": "call"}``), made while
+        last record (data-plane version 3; ``meta`` is then ``{"op": ops.CALL}``), made while
         nothing else was to be said (express.quiet): releases go after it in the batch."""
         op = meta.get("op")
-        if op != "call" and op not in known.READ_OPERATIONS:
+        if op != ops.CALL and op not in ops.READS:
             known.forget()  # it may run the program's code (import, define, ship)
         with self.lock:
             if self.broken:
@@ -142,9 +144,7 @@ class Connection:
             self.unsynced = 1 if meta.get("q") else 0
         forward_output(frame.meta)
         if "ps" in frame.meta:  # the program's random state after shipped code drew from it
-            from radium_interposer import program_state  # it imports this module
-
-            program_state.after_call(self, frame.meta["ps"])
+            upcalls.bound.random_states(self, frame.meta["ps"])
         if "tw" in frame.meta:  # the worker's changes to the program's own tensors (mirrored)
             from radium_interposer import tensor_sync
 
@@ -189,12 +189,10 @@ class Connection:
             frame = wire.read(self.reader.readinto, LIMITS)
             if frame is None or (frame.type != wire.CALL and "cbrel" not in frame.meta):
                 return frame  # the common case: no callback involved
-            from radium_interposer import callbacks  # it imports this module
-
             if frame.type != wire.CALL:
-                callbacks.drop(frame.meta["cbrel"])
+                upcalls.bound.released(frame.meta["cbrel"])
                 return frame
-            callbacks.serve(self, frame)
+            upcalls.bound.serve(self, frame)
 
     def answer(self, kind: int, call_id: int, meta: Dict[str, Any], buffers: List[Any]) -> None:
         """Answer a callback, after the pipelined calls it made (they ran before it returned)."""
@@ -219,7 +217,7 @@ class Connection:
         streamed call's error is not raised here but left to this connection's next request
         (a barrier from another thread, or at a fork, is not where the program made it)."""
         if self.unsynced:
-            self.request({"op": "ping", "q": 1} if quiet else {"op": "ping"})
+            self.request({"op": ops.PING, "q": 1} if quiet else {"op": ops.PING})
 
 
 def forward_output(meta: Dict[str, Any]) -> None:
@@ -274,7 +272,7 @@ class State:
             if self.retain_on_connect:
                 # A forked child: its inherited proxies now refer to the objects too.
                 self.retain_on_connect = False
-                conn.request({"op": "retain", "ids": list(self.live)})
+                conn.request({"op": ops.RETAIN, "ids": list(self.live)})
         return conn
 
     def take_releases(self, conn: Connection) -> List[int]:

@@ -23,7 +23,7 @@ import sys
 import sysconfig
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from radium_interposer import codec
+from radium_interposer import codec, ops
 
 __all__ = [
     "BUFFER",
@@ -111,14 +111,14 @@ class ClientFile(io.RawIOBase):
     def __init__(self, path: str, mode: str) -> None:
         super().__init__()
         self.name, self.mode = path, mode
-        self._id = ask({"op": "open", "path": path, "mode": mode})
+        self._id = ask({"op": ops.OPEN, "path": path, "mode": mode})
 
     def _method(self, method: str, *args: Any, data: Any = None) -> Any:
         """``method(*args)`` on the client's file; ``data`` (a write's bytes) as buffer 0."""
         buffers = None
         if data is not None:
             args, buffers = ({"$": "b", "i": 0},), [data]
-        return ask({"op": "file", "f": self._id, "m": method, "a": list(args)}, buffers)
+        return ask({"op": ops.FILE, "f": self._id, "m": method, "a": list(args)}, buffers)
 
     def readable(self) -> bool:
         return "r" in self.mode or "+" in self.mode

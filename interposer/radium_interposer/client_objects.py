@@ -18,11 +18,11 @@ import sys
 import threading
 from typing import Any, Dict, List, Optional
 
-from radium_interposer import pickled, structs
+from radium_interposer import callbacks, pickled, structs
 from radium_interposer.client import state
 from radium_interposer.worker_objects import OPERATORS, PROTOCOLS
 
-__all__ = ["MAX_READ", "by_path", "drop", "held", "lookup", "reference", "use_file"]
+__all__ = ["MAX_READ", "drop", "held", "lookup", "reference", "use_file"]
 
 #: The objects the worker holds, by id.
 _held: Dict[int, Any] = {}
@@ -51,8 +51,6 @@ def reference(obj: Any) -> Optional[Dict[str, Any]]:
         kind = type(obj)
         if pickled.is_library_object(obj):  # an installed library's: by value (pickled)
             return None
-        from radium_interposer import callbacks
-
         found = _own(kind, PROTOCOLS)
         if found:
             found.update(_own(kind, OPERATORS))
@@ -129,13 +127,16 @@ def lookup(object_id: Any) -> Any:
 
 
 def held() -> bool:
-    """Whether the worker holds any of our objects (then calls are not pipelined)."""
-    return bool(_held)
+    """Whether the worker holds any of our objects or callables (then calls are not
+    pipelined)."""
+    return bool(_held) or callbacks.held()
 
 
 def drop(ids: Any) -> None:
-    """The worker no longer holds these objects."""
+    """The worker no longer holds these objects and callables (they share the ids and their
+    release)."""
     global _dropped
+    callbacks.drop(ids)
     dropped = {}
     with _lock:
         for object_id in ids if isinstance(ids, list) else []:
@@ -217,17 +218,3 @@ def _back(object_id: int, handle: Any, used: int) -> Any:
         handle.read(used)
         return handle.tell()
     return handle.seek(mark + used)
-
-
-def by_path(node: Dict[str, Any]) -> Any:
-    """A worker's function named by path (``numpy.concatenate``): the very attribute of the
-    remoted module this program uses, when it is one, so ``func is np.concatenate`` holds."""
-    from radium_interposer import proxy
-
-    module, _, name = str(node.get("p", "")).rpartition(".")
-    remote = sys.modules.get(module)
-    directory = getattr(remote, "__radium_directory__", None)
-    remoted = getattr(remote, "__radium_remote__", False) and isinstance(directory, dict)
-    if remoted and directory.get(name) == "f":  # type: ignore[union-attr]
-        return getattr(remote, name)
-    return proxy.make(node, "", None)

@@ -20,6 +20,7 @@ import io
 import threading
 from typing import Any, Deque, Dict, List, Optional
 
+from radium_interposer import ops
 from radium_interposer.client_files import CHUNK, ask
 
 __all__ = ["AHEAD", "FIRST_AHEAD", "WRITE_BUFFER", "Stream", "settle"]
@@ -69,7 +70,7 @@ class Stream:
         buffers = None
         if args and isinstance(args[0], (bytes, bytearray, memoryview)):
             args, buffers = ({"$": "b", "i": 0},), [args[0]]
-        return ask({"op": "fo", "f": self._id, "m": method, "a": list(args)}, buffers)
+        return ask({"op": ops.FILE_OBJECT, "f": self._id, "m": method, "a": list(args)}, buffers)
 
     def _dirty(self) -> None:
         dirty = _local.__dict__.setdefault("dirty", [])

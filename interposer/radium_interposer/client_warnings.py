@@ -22,7 +22,7 @@ import warnings
 from types import FrameType
 from typing import Any, Dict, List, Optional, Set, Tuple
 
-from radium_interposer import structs, wire
+from radium_interposer import codec, structs, upcalls, wire
 from radium_interposer.errors import rebuild_error
 
 __all__ = [
@@ -202,15 +202,13 @@ def _category(path: Any, builtin: Any) -> type:
         base = UserWarning
     if not isinstance(path, str) or len(path) > 512 or not _PATH.match(path):
         return base
-    from radium_interposer import classes, codec
-
     if path.startswith("radium_shipped."):  # the program's own class, shipped: its own here
         path = path[len("radium_shipped.") :]
     module = sys.modules.get(path.rpartition(".")[0])
     if module is not None and not structs.remote_module(module):
         found: Any = codec.find_class(path)  # a module of this program's: its class, or none
     else:
-        found = classes.local_or_stand_in(path, exception=base.__name__)
+        found = upcalls.bound.class_named(path, base.__name__)
     return found if isinstance(found, type) and issubclass(found, Warning) else base
 
 

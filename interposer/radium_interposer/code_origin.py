@@ -11,8 +11,6 @@ import sysconfig
 import types
 from typing import Any, Tuple
 
-from radium_interposer import classes
-
 __all__ = ["installed", "is_users", "libraries"]
 
 
@@ -30,15 +28,14 @@ def libraries() -> Tuple[str, ...]:
     Read once: it is asked for each class and function that crosses."""
     paths = {sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib")}
     paths.update(installed())
-    paths.add(os.path.dirname(os.path.dirname(os.path.abspath(classes.__file__))))  # the bundle
+    paths.add(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the bundle
     return tuple(sorted(paths))
 
 
 def is_users(obj: Any) -> bool:
-    """A class or function of the user's own code: not yet shipped, and from ``__main__`` or a
-    file outside the standard library and the installed packages."""
-    if isinstance(obj, classes.RemoteType):
-        return classes.path_of(obj) is None  # stand-ins have a path from the start
+    """A class or function of the user's own code: from ``__main__`` or a file outside the
+    standard library and the installed packages. (A class on remote bases, which this cannot
+    tell from a stand-in: ``shipping.is_users``.)"""
     if not isinstance(obj, (type, types.FunctionType)):
         return False
     module = sys.modules.get(getattr(obj, "__module__", None) or "")

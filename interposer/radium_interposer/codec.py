@@ -43,6 +43,7 @@ __all__ = [
     "is_plain",
     "loaded",
     "numpy_is_remote",
+    "rebuild_exception",
     "unpickle",
 ]
 
@@ -97,6 +98,8 @@ def importing(name: str) -> Any:
 numpy_is_remote = False
 #: How this side loads a ``pk`` (pickled) node: set by the worker only; the client refuses them.
 unpickle: Optional[Callable[[Dict[str, Any], Buffers], Any]] = None
+#: How this side makes an exception of an ``ex`` node (exits.rebuild): set by the worker only.
+rebuild_exception: Optional[Callable[[Dict[str, Any], Callable[[Any], Any]], Any]] = None
 
 
 def _numpy() -> Any:
@@ -205,10 +208,9 @@ def decode(tree: Tree, buffers: Buffers, resolve: Resolve, modules: Modules = lo
         return arrays.decode(tree, buffers[tree["i"]], _own_numpy(modules))
     if tag in REFERENCES:
         return resolve(tree)
-    if tag == "ex" and modules is not loaded:  # the client never makes one on the worker's word
-        from radium_interposer import exits
-
-        return exits.rebuild(tree, lambda part: decode(part, buffers, resolve, modules))
+    if tag == "ex" and modules is not loaded and rebuild_exception is not None:
+        # Only a worker makes one (the client never does on the worker's word).
+        return rebuild_exception(tree, lambda part: decode(part, buffers, resolve, modules))
     if tag == "pk":  # the client's library object, pickled: only a worker loads it
         if unpickle is None:
             raise DecodeError("a pickled value is refused: this side never unpickles")

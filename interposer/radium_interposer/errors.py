@@ -3,12 +3,15 @@ becomes the exception the program catches (docs/data-plane.md, "Exceptions")."""
 
 from __future__ import annotations
 
+import collections
+import itertools
 import os
 import sys
+import threading
 from types import TracebackType
 from typing import Any, Dict, Optional
 
-from radium_interposer import codec, structs
+from radium_interposer import codec, structs, upcalls
 
 __all__ = [
     "LeasePreempted",
@@ -17,6 +20,8 @@ __all__ = [
     "VersionMismatch",
     "WorkerGone",
     "hide_our_frames",
+    "keep",
+    "ours",
     "rebuild_error",
     "user_frames",
     "with_remote_traceback",
@@ -58,11 +63,9 @@ def rebuild_error(meta: Dict[str, Any]) -> BaseException:
     """The remote exception as its own type when this process has it, else a RemoteError; an
     exception one of our callbacks raised, as that very object."""
     if "cx" in meta:
-        from radium_interposer import callbacks
-
-        ours = callbacks.raised(meta["cx"])
-        if ours is not None:
-            return ours
+        kept = ours(meta["cx"])
+        if kept is not None:
+            return kept
     module, qualname = str(meta.get("module", "")), str(meta.get("type", "RemoteError"))
     try:
         args = codec.decode(meta.get("args"), [], lambda _: None) or []
@@ -77,10 +80,8 @@ def rebuild_error(meta: Dict[str, Any]) -> BaseException:
     if remote or module.startswith("radium_shipped."):
         # The class of a remote module (or of the user's shipped code): its stand-in here, the
         # very class `except torch.SomeError` names.
-        from radium_interposer import classes
-
         builtin = meta.get("builtin") or "Exception"
-        kind = classes.local_or_stand_in(f"{module}.{qualname}", exception=builtin)
+        kind = upcalls.bound.class_named(f"{module}.{qualname}", builtin)
         qualname = ""
     for part in qualname.split(".") if qualname else []:
         kind = structs.own_attribute(kind, part)  # the class itself: nothing runs here
@@ -103,6 +104,31 @@ def rebuild_error(meta: Dict[str, Any]) -> BaseException:
     name = qualname.rpartition(".")[2]
     local = type(name, (RemoteError,), {"__module__": module or "radium_interposer"})
     return with_remote_traceback(local(str(meta.get("error", name))), remote_tb)
+
+
+#: Exceptions of ours the worker was given (a callback's, a ``with`` body's), by token, so
+#: that the very object is raised here if it comes back. Bounded: older ones are forgotten.
+_kept: collections.OrderedDict[str, BaseException] = collections.OrderedDict()
+_KEPT = 32
+_tokens = itertools.count(1)
+_kept_lock = threading.Lock()
+
+
+def keep(error: BaseException) -> str:
+    """A token for one of our exceptions sent to the worker: raised back, it comes back as
+    this very object (:func:`ours`)."""
+    token = f"{id(error):x}.{next(_tokens)}"
+    with _kept_lock:
+        _kept[token] = error
+        while len(_kept) > _KEPT:
+            _kept.popitem(last=False)
+    return token
+
+
+def ours(token: Any) -> Optional[BaseException]:
+    """Our own exception behind a remote error's token, if we still have it."""
+    with _kept_lock:
+        return _kept.pop(token, None) if isinstance(token, str) else None
 
 
 def _remote_str(meta: Dict[str, Any], name: str) -> str:

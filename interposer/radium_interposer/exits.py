@@ -16,7 +16,7 @@ import threading
 from types import FrameType
 from typing import Any, Callable, Dict, List, Optional
 
-from radium_interposer import codec, guarded, instructions
+from radium_interposer import codec, errors, guarded, instructions
 
 __all__ = [
     "MAX_TEXT",
@@ -129,14 +129,12 @@ def node(error: BaseException, encode: Callable[[Any], Tree]) -> Tree:
     """The codec's hook on the client: ``error`` as an ``ex`` node. Its args cross as values
     when they can, else its text; a token lets the client raise this very object again if the
     worker raises it back (as the manager of ``contextlib.contextmanager`` does)."""
-    from radium_interposer import callbacks
-
     tree: Dict[str, Any] = {"$": "ex", "t": encode(nameable(type(error)))}
     try:
         tree["a"] = encode(list(error.args))
     except (TypeError, ValueError):  # EncodeError is a TypeError
         tree["s"] = str(error)[:MAX_TEXT]
-    tree["cx"] = callbacks.keep(error)
+    tree["cx"] = errors.keep(error)
     return tree
 
 

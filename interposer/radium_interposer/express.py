@@ -23,9 +23,10 @@ import sys
 from typing import Any, Dict, Optional, Set, Tuple
 
 from radium_interposer import (
-    callbacks,
+    client_objects,
     guarded,
     known,
+    ops,
     peer,
     program_state,
     records,
@@ -109,7 +110,7 @@ def quiet(conn: Connection) -> bool:
     return not (
         tensor_sync.tracking()
         or program_state.syncing()
-        or callbacks.held()
+        or client_objects.held()
         or conn.serving
         or working_directory() != conn.cwd
         or not peer.told(conn)
@@ -225,7 +226,7 @@ def wait(
     record = plan.layout.pack(records.CALL, plan.tid, state.new_id(), *values)
     state.counts["waited"] += 1
     try:
-        return conn.request({"op": "call"}, record=record)
+        return conn.request({"op": ops.CALL}, record=record)
     finally:
         warns.learn(plan.typed)  # whether its answer carried a warning of its own
 

@@ -10,8 +10,6 @@ after shipping the module's source there if the worker lacks the module.
 from __future__ import annotations
 
 import fnmatch
-import hashlib
-import importlib.abc
 import importlib.machinery
 import os
 import sys
@@ -24,11 +22,13 @@ from radium_interposer import (
     codec,
     exits,
     main_module,
+    ops,
     proxy,
     reads,
     received,
+    wiring,
 )
-from radium_interposer.after_import import find_spec_then
+from radium_interposer.after_import import Loader, find_spec_then
 from radium_interposer.client import state
 from radium_interposer.errors import RemoteError, hide_our_frames
 from radium_interposer.split_file import parse_entries
@@ -116,9 +116,9 @@ class RemoteModule(types.ModuleType):
         return f"<remote module {self.__name__!r} (radium)>"
 
 
-class _RemoteLoader(importlib.abc.Loader):
+class _RemoteLoader(Loader):  # (importlib.abc's for the type checker only: after_import)
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
-        reply = proxy.request("import", m=spec.name)
+        reply = proxy.request(ops.IMPORT, m=spec.name)
         client_warnings.import_filters(reply.get("wf"))  # its own warnings' filters
         return RemoteModule(spec.name, reply["dir"], reply.get("all"))
 
@@ -138,7 +138,7 @@ def _remote_functions(functions: Sequence[str]) -> Callable[[types.ModuleType], 
     return wrap
 
 
-class RemoteFinder(importlib.abc.MetaPathFinder):
+class RemoteFinder:  # (no importlib.abc base: see after_import.AfterLoading)
     """The import hook that serves the remoted modules (and functions) from the worker."""
 
     def __init__(self, modules: Set[str], functions: Dict[str, List[str]]) -> None:
@@ -175,11 +175,13 @@ def _ensure_shipped(module: types.ModuleType) -> None:
     if path:
         with open(path, "rb") as f:
             source = f.read()
+    import hashlib  # here: a split file's function only (not every remoted Python's start)
+
     digest = hashlib.sha256(source).hexdigest()
-    if not proxy.request("ensure", m=name, sha=digest)["have"]:
+    if not proxy.request(ops.ENSURE, m=name, sha=digest)["have"]:
         if not source:
             raise RemoteError(f"the worker lacks module {name} and its source is unknown")
-        state.connection().request({"op": "define", "m": name, "file": path}, [source])
+        state.connection().request({"op": ops.DEFINE, "m": name, "file": path}, [source])
     _shipped.add(name)
 
 
@@ -250,6 +252,7 @@ def install(entries: Sequence[str], environment: Sequence[str] = ()) -> RemoteFi
     _environment[:] = environment
     finder = RemoteFinder(modules, functions)
     main_module.watch(functions, remote_main_function)
+    wiring.install()  # the lower layers' upcalls, before any connection
     codec.numpy_is_remote = finder.covers("numpy")
     codec.class_ref = _class_ref  # the user's classes are shipped, remote ones named
     codec.exception_node = exits.node  # a `with` body's exception, to a remote __exit__

@@ -14,7 +14,7 @@ from __future__ import annotations
 from types import FrameType
 from typing import Any, Callable, Dict, List, Optional
 
-from radium_interposer import codec, instructions, known
+from radium_interposer import codec, instructions, known, ops
 
 __all__ = ["MAX_ITEMS", "items", "keep", "kept", "unpacks_next", "whole"]
 
@@ -79,7 +79,7 @@ def items(
     if not _supported:
         return None
     try:
-        answer = request("items", o=ref)
+        answer = request(ops.ITEMS, o=ref)
     except ValueError as exc:
         if "unknown operation 'items'" not in str(exc):
             raise

@@ -24,7 +24,6 @@ __all__ = [
     "ATTRIBUTES",
     "LIBRARY",
     "METHODS",
-    "READ_OPERATIONS",
     "TYPES",
     "answers",
     "attribute",
@@ -52,9 +51,6 @@ METHODS = frozenset(
 _IMMUTABLE = frozenset(("torch.Size", "torch.dtype", "torch.device", "torch.layout", "numpy.dtype"))
 #: The remote type given for a library's object named by path (``torch.float32``).
 LIBRARY = "<library>"
-#: Requests other than calls that change nothing (``import``, ``define``, ``ship`` may run the
-#: program's code: they forget).
-READ_OPERATIONS = frozenset(("fetch", "methods", "items", "stats", "ping", "retain", "ensure"))
 #: At most this many answers of each kind are kept (then all are dropped).
 LIMIT = 4096
 

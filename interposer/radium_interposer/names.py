@@ -22,7 +22,7 @@ import re
 import sys
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
-from radium_interposer import dialing, wire
+from radium_interposer import dialing, ops, wire
 from radium_interposer.errors import WorkerGone
 
 __all__ = ["LIMITS", "MAX_NAME", "MAX_NEAR", "MODULE", "ask", "find"]
@@ -75,7 +75,7 @@ def ask(path: str, modules: Sequence[str], timeout: float) -> Optional[Dict[str,
     missing: Dict[str, List[str]] = {}
     try:
         for call_id, module in enumerate(modules, 1):
-            wire.send(sock, wire.CALL, call_id, {"op": "find", "m": module})
+            wire.send(sock, wire.CALL, call_id, {"op": ops.FIND, "m": module})
             frame = wire.read(sock.recv_into, LIMITS)
             if frame is None:
                 raise WorkerGone("the worker closed the connection")

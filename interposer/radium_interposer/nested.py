@@ -17,14 +17,12 @@ from __future__ import annotations
 
 import sys
 import types
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Optional
 
 __all__ = [
     "HOLDER",
     "define",
     "in_outer",
-    "inner_classes",
-    "is_inner",
     "local_message",
     "type_name",
     "worker_path",
@@ -79,24 +77,6 @@ def in_outer(obj: Any, place: Callable[[type], Optional[str]]) -> Optional[str]:
         return None
     outer_path = place(found)
     return None if outer_path is None else f"{outer_path}.{name}"
-
-
-def is_inner(name: str, value: Any, namespace: Dict[str, Any]) -> bool:
-    """Whether a class body's ``name`` binds a class of the program nested in it on remote
-    bases (bodiless here like the outer: the worker's body defines it). The client's."""
-    from radium_interposer import classes
-
-    return (
-        isinstance(value, classes.RemoteType)
-        and value.__qualname__ == f"{namespace.get('__qualname__')}.{name}"
-    )
-
-
-def inner_classes(cls: type) -> List[Tuple[str, type]]:
-    """The nested classes on remote bases a class statement on remote bases kept."""
-    return [
-        (k, v) for k, v in vars(cls).items() if is_inner(k, v, {"__qualname__": cls.__qualname__})
-    ]
 
 
 def define(module: types.ModuleType, qualname: str, code: Any, key: str = "") -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional, Tuple
 
-from radium_interposer import scalars, settings
+from radium_interposer import ops, scalars, settings
 
 __all__ = ["describe", "receive", "told"]
 
@@ -26,13 +26,13 @@ def describe(conn: Any, meta: Dict[str, Any]) -> None:
     """Add ``cl`` to a request's metadata when the worker must hear something new."""
     told: Optional[Tuple[bool, Dict[str, str]]] = getattr(conn, _TOLD, None)
     has_numpy = scalars._numpy() is not None
-    if told is not None and told[0] == has_numpy and meta.get("op") != "import":
+    if told is not None and told[0] == has_numpy and meta.get("op") != ops.IMPORT:
         return  # the common case: a call on a connection that said it all
     tell: Dict[str, Any] = {}
     if told is None or told[0] != has_numpy:
         tell["np"] = int(has_numpy)
     env = told[1] if told is not None else {}
-    if told is None or meta.get("op") == "import":
+    if told is None or meta.get("op") == ops.IMPORT:
         fresh = settings.collect()
         if fresh != env:  # the worker only ever sets variables: nothing new, nothing to say
             tell["env"] = env = fresh

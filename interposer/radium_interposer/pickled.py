@@ -28,7 +28,8 @@ import types
 import weakref
 from typing import Any, Dict, List, Optional, Set, Tuple
 
-from radium_interposer import structs, tensor_sync
+from radium_interposer import code_origin, structs, tensor_sync, upcalls
+from radium_interposer.naming import resolve_path
 
 __all__ = [
     "GlobalNotSent",
@@ -54,8 +55,6 @@ def is_library_object(obj: Any) -> bool:
     module or file, not a plain user class (whose callable instances are called back)."""
     if isinstance(obj, _NOT_PICKLED):
         return False
-    from radium_interposer import code_origin  # it imports classes, which import proxy
-
     installed = code_origin.installed()
     for cls in type(obj).__mro__[:-1]:  # not object
         module_name = str(getattr(cls, "__module__", "") or "")
@@ -218,19 +217,9 @@ class _Pickler(pickle.Pickler):
     def reducer_override(self, obj: Any) -> Any:
         if not isinstance(obj, (type, types.FunctionType)):
             return NotImplemented
-        from radium_interposer import shipping  # it imports this module
-
-        if not shipping.is_users(obj):
-            return NotImplemented
-        if isinstance(obj, type):
-            path = shipping.class_ref(obj)
-        else:
-            ref = shipping.callable_ref(obj)
-            path = ref.get("p") if ref is not None else None
-        if not isinstance(path, str):
-            return NotImplemented  # pickled by name: the worker's error names it
-        from radium_interposer.naming import resolve_path
-
+        path = upcalls.bound.users_path(obj)
+        if path is None:
+            return NotImplemented  # pickled by name (the worker's error names it)
         return resolve_path, (path,)
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional, Tuple
 
-from radium_interposer import wire
+from radium_interposer import ops, wire
 from radium_interposer.handles import Failure, HandleTable
 from radium_interposer.naming import error_meta
 
@@ -38,7 +38,7 @@ def answer_instead(session: Any, meta: Dict[str, Any]) -> Optional[Poison]:
     """The poison a request meets: for a streamed call, the error its result takes instead of
     running; for a request that waits, the error to answer (then cleared). None: it runs."""
     poison: Optional[Poison] = session.poison
-    if poison is None or (meta.get("op") == "ping" and meta.get("q")):
+    if poison is None or (meta.get("op") == ops.PING and meta.get("q")):
         return None  # a quiet barrier: the error waits for the connection's next request
     args = meta.get("a")
     if (

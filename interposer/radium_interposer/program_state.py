@@ -26,7 +26,7 @@ import types
 import weakref
 from typing import Any, Dict, List, Optional, Set, Tuple
 
-from radium_interposer import rng_state
+from radium_interposer import code_origin, rng_state, upcalls
 from radium_interposer.client import Connection
 
 __all__ = [
@@ -122,9 +122,7 @@ def bound_method_ref(obj: Any) -> Optional[Dict[str, Any]]:
     """A library's module-level bound method by path (``from random import shuffle``: the
     worker's ``random.shuffle``, drawing from its generator, which is synced)."""
     if isinstance(obj, types.MethodType) and isinstance(obj.__func__, types.FunctionType):
-        from radium_interposer import shipping  # it imports this module
-
-        if shipping.is_users(obj.__func__):
+        if code_origin.is_users(obj.__func__):
             return None
     elif not isinstance(obj, types.BuiltinMethodType) or isinstance(obj.__self__, types.ModuleType):
         return None  # (a builtin function's __self__ is its module: named by callable_ref)
@@ -217,8 +215,6 @@ def refresh() -> None:
         watched = list(names.items())
         stale = [name for name, sent in watched if namespace.get(name, _MISSING) is not sent]
         if stale:
-            from radium_interposer import shipping
-
             for name in stale:
                 names[name] = namespace.get(name, _MISSING)  # now current, sent or not
-            shipping.resend(module, [name for name in stale if name in namespace])
+            upcalls.bound.resend(module, [name for name in stale if name in namespace])

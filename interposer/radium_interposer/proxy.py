@@ -9,6 +9,7 @@ rest stay remote as new proxies.
 
 from __future__ import annotations
 
+import sys
 import types
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -19,9 +20,11 @@ from radium_interposer import (
     exits,
     known,
     operators,
+    ops,
     pickled,
     reads,
     received,
+    upcalls,
 )
 from radium_interposer.calls import invoke as invoke  # where callers have always found it
 from radium_interposer.client import Connection, state
@@ -56,10 +59,8 @@ def refer_for(conn: Connection, buffers: Optional[List[Any]] = None) -> codec.Re
     def refer(obj: Any) -> Optional[Dict[str, Any]]:
         ref = reference(obj, conn)
         if ref is None:
-            from radium_interposer import shipping
-
             # The program's files and numpy-protocol objects by reference: before callbacks.
-            ref = client_objects.reference(obj) or shipping.callable_ref(obj)
+            ref = client_objects.reference(obj) or upcalls.bound.callable_ref(obj)
             if ref is None and buffers is not None:
                 ref = pickled.reference(obj, buffers)  # before callbacks: a module is callable
             ref = ref or callbacks.reference(obj)
@@ -96,18 +97,28 @@ def _resolve(node: Dict[str, Any]) -> Any:
     if tag == "m":
         return received.module_named(node.get("n"))
     if tag == "cls":
-        from radium_interposer import classes
-
-        return classes.local_or_stand_in(str(node["p"]), node.get("e") or 0)
+        return upcalls.bound.class_named(str(node["p"]), node.get("e") or 0)
     if tag == "cb":  # one of our callables, handed back
         return callbacks.lookup(node.get("id"))
     if tag == "co":  # one of our files or objects, handed back
         return client_objects.lookup(node.get("id"))
     if tag == "p":  # a worker's function: np.concatenate itself when numpy is remoted
-        return client_objects.by_path(node)
+        return _by_path(node)
     if tag == "sv" and not _small_scalar(node):  # held here, only ever sent back
         raise codec.DecodeError("a numpy scalar from the worker is not a dtype and its bytes")
     return make(node, str(node.get("t", "")), None)
+
+
+def _by_path(node: Dict[str, Any]) -> Any:
+    """A worker's function named by path (``numpy.concatenate``): the very attribute of the
+    remoted module this program uses, when it is one, so ``func is np.concatenate`` holds."""
+    module, _, name = str(node.get("p", "")).rpartition(".")
+    remote = sys.modules.get(module)
+    directory = getattr(remote, "__radium_directory__", None)
+    remoted = getattr(remote, "__radium_remote__", False) and isinstance(directory, dict)
+    if remoted and directory.get(name) == "f":  # type: ignore[union-attr]
+        return getattr(remote, name)
+    return make(node, "", None)
 
 
 def _small_scalar(node: Dict[str, Any]) -> bool:
@@ -122,20 +133,10 @@ def make(
     methods, which have no class of their own here)."""
     cls: type = Remote
     if type_name and ref["$"] in ("h", "sv"):
-        cls = _proxy_class(type_name)
+        cls = upcalls.bound.proxy_class(type_name)
     proxy: Remote = object.__new__(cls)
     Remote.__init__(proxy, ref, type_name, conn, owner)
     return proxy
-
-
-def _proxy_class(type_name: str) -> type:
-    # classes imports this module: bound at the first proxy made, not imported at each (this
-    # runs for every pipelined call).
-    global _proxy_class
-    from radium_interposer import classes
-
-    _proxy_class = classes.for_instances
-    return _proxy_class(type_name)
 
 
 def request(op: str, **fields: Any) -> Dict[str, Any]:
@@ -264,7 +265,7 @@ def _fill(
 
 def fresh(handle: int, type_name: str, conn: Connection) -> Remote:
     """The proxy of a streamed call's result: ``handle`` is new, this is its only proxy."""
-    proxy: Remote = object.__new__(_proxy_class(type_name))
+    proxy: Remote = object.__new__(upcalls.bound.proxy_class(type_name))
     _fill(proxy, {"$": "h", "id": handle}, type_name, conn, None)
     state.live[handle] = 1
     return proxy
@@ -273,7 +274,9 @@ def fresh(handle: int, type_name: str, conn: Connection) -> Remote:
 def _methods_of(obj: Remote, kind: str) -> frozenset:  # type: ignore[type-arg]
     names = _methods.get(kind)
     if names is None:
-        names = frozenset(request("methods", o=object.__getattribute__(obj, "_rd_ref"))["methods"])
+        names = frozenset(
+            request(ops.METHODS, o=object.__getattribute__(obj, "_rd_ref"))["methods"]
+        )
         _methods[kind] = names
     return names
 
@@ -291,10 +294,10 @@ def fetch(obj: Any) -> Any:
     else as nested lists (a shaped memoryview past ``arrays.LIST_ITEMS`` items)."""
     if not isinstance(obj, Remote):
         return obj
-    meta = request("fetch", o=object.__getattribute__(obj, "_rd_ref"))
+    meta = request(ops.FETCH, o=object.__getattribute__(obj, "_rd_ref"))
     return decode(meta.get("v"), meta["buffers"])
 
 
 def stats() -> Dict[str, Any]:
     """The worker's counters: calls, bytes in and out, busy seconds, live handles."""
-    return dict(request("stats")["stats"])
+    return dict(request(ops.STATS)["stats"])

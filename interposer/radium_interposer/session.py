@@ -15,7 +15,7 @@ import socket
 import threading
 from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
-from radium_interposer import client_streams, codec, records, wire
+from radium_interposer import client_streams, codec, ops, records, wire
 
 __all__ = [
     "CALLBACK_BIT",
@@ -218,7 +218,7 @@ class ClientCallable:
             session = self._arrived
         buffers: List[Any] = []
         meta = {
-            "op": "callback",
+            "op": ops.CALLBACK,
             "cb": self._id,
             "a": [self._sessions.outgoing(arg, buffers) for arg in args],
             "k": self._sessions.outgoing(kwargs, buffers),

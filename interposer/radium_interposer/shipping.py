@@ -27,9 +27,11 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from radium_interposer import (
     classes,
+    code_origin,
     codec,
     local_defs,
     nested,
+    ops,
     pickled,
     program_state,
     proxy,
@@ -38,7 +40,6 @@ from radium_interposer import (
     user_modules,
 )
 from radium_interposer.client import state
-from radium_interposer.code_origin import is_users as is_users  # its callers name it here
 from radium_interposer.errors import RemoteError
 
 __all__ = [
@@ -50,6 +51,7 @@ __all__ = [
     "resend",
     "ship_class",
     "ship_function",
+    "users_path",
 ]
 
 #: What a local class written on remote bases keeps of its body here.
@@ -67,7 +69,7 @@ def local_class(mcs: type, name: str, bases: Tuple[type, ...], namespace: Dict[s
     """The local side of a class statement on remote bases: its name and origin, no body (the
     body runs on the worker; a method left here would run here). Its classes on remote bases
     (``class Inner(nn.Module)`` in its body) stay: bodiless too, the worker's ``Outer.Inner``."""
-    kept = {k: v for k, v in namespace.items() if k in _KEPT or nested.is_inner(k, v, namespace)}
+    kept = {k: v for k, v in namespace.items() if k in _KEPT or classes.is_inner(k, v, namespace)}
     return type.__new__(mcs, name, bases, {**kept, "__slots__": ()})
 
 
@@ -158,6 +160,26 @@ def class_ref(cls: type) -> Optional[str]:
                 raise  # its body is nowhere else: its reason, not a vaguer error later
             return None
     return structs.class_path(cls)
+
+
+def is_users(obj: Any) -> bool:
+    """A class or function of the user's own code not yet shipped (code_origin.is_users; a
+    class on remote bases until it has its worker path, which stand-ins have from the start)."""
+    if isinstance(obj, classes.RemoteType):
+        return classes.path_of(obj) is None
+    return code_origin.is_users(obj)
+
+
+def users_path(obj: Any) -> Optional[str]:
+    """The worker path of one of the user's classes or functions, shipped first (pickles name
+    them by it: the worker has no ``__main__.Dataset`` of its own); None for anything else."""
+    if not is_users(obj):
+        return None
+    if isinstance(obj, type):
+        return class_ref(obj)
+    ref = callable_ref(obj)
+    path = ref.get("p") if ref is not None else None
+    return path if isinstance(path, str) else None
 
 
 def callable_ref(obj: Any) -> Optional[Dict[str, Any]]:
@@ -255,7 +277,7 @@ class _Batch:
         for definition, obj in zip(self.defs, self.objects):
             if "." in obj.__qualname__:  # nested in a class: defined apart (nested.py)
                 definition["q"] = obj.__qualname__
-        meta = {"op": "ship", "mod": self.module.__name__, "defs": self.defs,
+        meta = {"op": ops.SHIP, "mod": self.module.__name__, "defs": self.defs,
                 "g": {"$": "d", **tree}}  # fmt: skip
         if unsent:
             meta["x"] = unsent
@@ -276,7 +298,7 @@ def _remember(obj: Any, path: str, known_as: str) -> None:
         classes.register(known_as, obj)
     # Defined there by its body (a plain outer class's too): objects of them made there are
     # instances of the program's nested classes here.
-    for name, inner in nested.inner_classes(obj) if isinstance(obj, type) else ():
+    for name, inner in classes.inner_classes(obj) if isinstance(obj, type) else ():
         if _known(inner) is None:
             _remember(inner, f"{path}.{name}", f"{known_as}.{name}")
 

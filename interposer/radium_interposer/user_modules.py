@@ -28,7 +28,7 @@ import threading
 import types
 from typing import Any, Dict, List, Optional, Tuple
 
-from radium_interposer import codec, proxy
+from radium_interposer import codec, ops, proxy
 from radium_interposer.client import state
 from radium_interposer.errors import WorkerGone
 
@@ -90,7 +90,7 @@ def refer(module: Optional[types.ModuleType]) -> None:
                 _foreign[name] = id(loaded)
                 continue
             if len(buffers) == _PER_FRAME:  # a frame holds at most 64 buffers (the wire's)
-                state.connection().request({"op": "define", "mods": mods}, buffers)
+                state.connection().request({"op": ops.DEFINE, "mods": mods}, buffers)
                 mods, buffers = [], []
             mods.append({"m": name, "file": found[0], "pkg": found[1], "s": len(buffers)})
             buffers.append(source)
@@ -100,7 +100,7 @@ def refer(module: Optional[types.ModuleType]) -> None:
             if values is not None:
                 mods.append({"m": module.__name__, "g": values})
         if mods:
-            state.connection().request({"op": "define", "mods": mods}, buffers)
+            state.connection().request({"op": ops.DEFINE, "mods": mods}, buffers)
 
 
 def sync() -> None:
@@ -124,7 +124,7 @@ def refresh() -> None:
             if values is not None and module is not None and _sent.get(name) == id(module):
                 mods.append({"m": name, "g": values})
         if mods:
-            state.connection().request({"op": "define", "mods": mods}, buffers)
+            state.connection().request({"op": ops.DEFINE, "mods": mods}, buffers)
 
 
 def _values(module: types.ModuleType, buffers: List[Any]) -> Optional[Dict[str, Any]]:
@@ -206,7 +206,7 @@ def _runs_there(name: str) -> bool:
     known = _importable.get(name)
     if known is None:
         try:
-            proxy.request("import", m=name)
+            proxy.request(ops.IMPORT, m=name)
             known = True
         except WorkerGone:
             raise

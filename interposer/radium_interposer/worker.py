@@ -24,6 +24,7 @@ from radium_interposer import (
     client_files,
     codec,
     nested,
+    ops,
     peer,
     poison,
     scalars,
@@ -32,7 +33,6 @@ from radium_interposer import (
     worker_objects,
     worker_state,
 )
-from radium_interposer.control import COUNTER_NAMES, Counters
 from radium_interposer.errors import LeasePreempted
 from radium_interposer.handles import Failure, HandleTable
 from radium_interposer.naming import error_meta, method_names, resolve_path
@@ -40,26 +40,26 @@ from radium_interposer.session import ClientCallable, Session, Sessions
 from radium_interposer.worker_batch import Batches
 from radium_interposer.worker_context import apply_context
 from radium_interposer.worker_definitions import Definitions, Reply
+from radium_interposer.worker_stats import Stats
 
 __all__ = ["LIMITS", "NOTICED_OPS", "Worker", "main"]
 
 log = logging.getLogger("radium.worker")
 LIMITS = wire.Limits(max_meta=16 << 20)
 #: Operations a preemption notice is raised at.
-NOTICED_OPS = ("call", "fetch", "methods", "items")
-_CALL = {"op": "call"}  # what a batch's templated call is, to the preemption notice
+NOTICED_OPS = (ops.CALL, ops.FETCH, ops.METHODS, ops.ITEMS)
+_CALL = {"op": ops.CALL}  # what a batch's templated call is, to the preemption notice
 
 
 class Worker(Definitions):
-    """One lease's calls, each operation ``op`` of a frame run by the method ``op_<op>``."""
+    """One lease's calls, each operation ``op`` of a frame run by its entry in
+    :attr:`operations`."""
 
     def __init__(self) -> None:
         super().__init__()
         self.table = HandleTable()
         self.local = threading.local()
-        self.stats: Dict[str, Any] = dict.fromkeys(COUNTER_NAMES, 0)
-        self.stats["busy_seconds"] = 0.0
-        self.stats_lock = threading.Lock()
+        self.stats = Stats()
         self.sessions = Sessions(self.local, self.outgoing, self.decode)
         #: The acceptor's preemption notice, once it has sent one.
         self.notice: Optional[str] = None
@@ -69,9 +69,23 @@ class Worker(Definitions):
             self.refer,
             lambda s: self._tell_notice(s, _CALL),
             self.result,
-            self.stats_lock,
             self.stats,
         )
+        #: What runs each operation a client may ask for (docs/data-plane.md, "Operations").
+        self.operations: Dict[str, Callable[[Dict[str, Any], List[Any]], Reply]] = {
+            ops.CALL: self.op_call,
+            ops.FETCH: self.op_fetch,
+            ops.ITEMS: self.op_items,
+            ops.METHODS: self.op_methods,
+            ops.RETAIN: self.op_retain,
+            ops.STATS: self.op_stats,
+            ops.PING: self.op_ping,
+            ops.IMPORT: self.op_import,
+            ops.ENSURE: self.op_ensure,
+            ops.FIND: self.op_find,
+            ops.DEFINE: self.op_define,
+            ops.SHIP: self.op_ship,
+        }
 
     # -- values ----------------------------------------------------------------------------
     def resolve(self, node: Dict[str, Any]) -> Any:
@@ -126,27 +140,8 @@ class Worker(Definitions):
         return scalars.by_value(obj) or self.refer(obj, handle)
 
     def outgoing(self, obj: Any, buffers: List[Any]) -> Any:
-        """A callback's argument: plain values by value, containers by structure, the rest
-        left remote as handles (as results cross)."""
-        if codec.is_plain(obj):
-            return codec.encode(obj, buffers, lambda _: None)
-        kind = type(obj)
-        if kind is list:
-            return [self.outgoing(item, buffers) for item in obj]
-        if kind is tuple:
-            return {"$": "t", "v": [self.outgoing(item, buffers) for item in obj]}
-        if kind is dict:
-            keys = [self.outgoing(key, buffers) for key in obj]
-            return {"$": "d", "k": keys, "v": [self.outgoing(v, buffers) for v in obj.values()]}
-        return worker_objects.path_reference(obj) or self.refer(obj)
-
-    def value(self, obj: Any) -> Reply:
-        """``fetch``: the object as a local value; arrays and array-likes as raw buffers."""
-        np = sys.modules.get("numpy")
-        if np is not None and not codec.is_array(obj) and hasattr(obj, "__array__"):
-            obj = np.asarray(obj)
-        buffers: List[Any] = []
-        return {"v": codec.encode(obj, buffers, self.refer)}, buffers
+        """A callback's argument (worker_objects.outgoing)."""
+        return worker_objects.outgoing(obj, buffers, self.refer)
 
     # -- operations ------------------------------------------------------------------------
     def op_call(self, meta: Dict[str, Any], buffers: List[Any]) -> Reply:
@@ -179,7 +174,13 @@ class Worker(Definitions):
         return reply, out
 
     def op_fetch(self, meta: Dict[str, Any], buffers: List[Any]) -> Reply:
-        return self.value(self.decode(meta["o"], buffers))
+        """The object as a local value; arrays and array-likes as raw buffers."""
+        obj = self.decode(meta["o"], buffers)
+        np = sys.modules.get("numpy")
+        if np is not None and not codec.is_array(obj) and hasattr(obj, "__array__"):
+            obj = np.asarray(obj)
+        out: List[Any] = []
+        return {"v": codec.encode(obj, out, self.refer)}, out
 
     def op_items(self, meta: Dict[str, Any], buffers: List[Any]) -> Reply:
         out: List[Any] = []
@@ -197,8 +198,7 @@ class Worker(Definitions):
         return {}, []
 
     def op_stats(self, meta: Dict[str, Any], buffers: List[Any]) -> Reply:
-        with self.stats_lock:
-            return {"stats": dict(self.stats, handles=len(self.table.objects))}, []
+        return {"stats": dict(self.stats.snapshot(), handles=len(self.table.objects))}, []
 
     def op_ping(self, meta: Dict[str, Any], buffers: List[Any]) -> Reply:
         return {}, []
@@ -238,9 +238,7 @@ class Worker(Definitions):
     def handle(self, session: Session, frame: wire.Frame) -> None:
         meta = frame.meta
         started = time.perf_counter()
-        operation: Optional[Callable[[Dict[str, Any], List[Any]], Reply]] = getattr(
-            self, f"op_{meta.get('op')}", None
-        )
+        operation = self.operations.get(str(meta.get("op")))
         failed = False
         poisoned = poison.answer_instead(session, meta) if session.poison else None
         if poisoned is not None:
@@ -273,26 +271,15 @@ class Worker(Definitions):
         if not meta.get("nr"):  # a pipelined call's output waits for the next answer
             session.answer(kind, frame.call_id, reply, buffers)
             sent = sum(memoryview(b).nbytes for b in buffers)
-        with self.stats_lock:
-            self.stats["calls"] += 1
-            self.stats["bytes_out"] += sent
-            self.stats["bytes_in"] += received
-            self.stats["busy_seconds"] += time.perf_counter() - started
-            self.stats["errors"] += failed
+        self.stats.request(received, sent, time.perf_counter() - started, failed)
 
     def run_batch(self, session: Session, batch: List[Any], call_id: int = 0) -> int:
         """A binary batch's records (worker_batch), counted as calls; with a call id, its last
         call is answered as that call (waiting records, docs/data-plane.md)."""
         started = time.perf_counter()
         calls = self.batches.run(session, batch, call_id)
-        with self.stats_lock:
-            self.stats["calls"] += calls
-            self.stats["busy_seconds"] += time.perf_counter() - started
+        self.stats.batch(calls, time.perf_counter() - started)
         return calls
-
-    def counters(self) -> Counters:
-        with self.stats_lock:
-            return dict(self.stats)
 
 
 def main(argv: Optional[List[str]] = None) -> int:

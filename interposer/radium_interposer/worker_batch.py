@@ -10,14 +10,14 @@ or a :class:`~radium_interposer.handles.Failure` when it raised. Only the decodi
 
 from __future__ import annotations
 
-import threading
 import types
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
-from radium_interposer import poison, records, wire, worker_objects, worker_state
+from radium_interposer import ops, poison, records, wire, worker_objects, worker_state
 from radium_interposer.handles import Failure, HandleTable
 from radium_interposer.naming import error_meta, resolve_path
 from radium_interposer.session import ClientCallable
+from radium_interposer.worker_stats import Stats
 
 __all__ = ["Answer", "Batches", "Decode", "Part", "Template"]
 
@@ -86,12 +86,11 @@ class Batches:
         refer: Callable[[Any, Optional[int]], Any],
         notice: Callable[[Any], None],
         result: Optional[Answer] = None,
-        stats_lock: Optional[threading.Lock] = None,
-        stats: Optional[Dict[str, Any]] = None,
+        stats: Optional[Stats] = None,
     ) -> None:
         self.table, self.decode, self.refer, self.result = table, decode, refer, result
-        #: The worker's counters (Worker.stats) and their lock: a waiting call's bytes, errors.
-        self.stats_lock, self.stats = stats_lock or threading.Lock(), stats
+        #: The worker's counters: a waiting call's bytes out, its error.
+        self.stats = stats or Stats()
         #: Types of results that are none of what ``refer`` treats apart (keep).
         self.plain_types: Set[type] = set()
         #: Raises the lease's preemption notice at a connection's first call after it came.
@@ -147,7 +146,7 @@ class Batches:
         """A waiting record's call, answered as the waiting JSON call it stands for: its
         result (by value, or left remote as ``handle``), or its error; on a poisoned
         connection the poison's error instead, and the connection is cured."""
-        meta: Dict[str, Any] = {"op": "call", "r": handle}
+        meta: Dict[str, Any] = {"op": ops.CALL, "r": handle}
         if session.prefix is None:
             session.prefix = handle >> 32
         poisoned = poison.answer_instead(session, meta) if session.poison else None
@@ -164,10 +163,8 @@ class Batches:
             reply, buffers, kind = error_meta(exc), [], wire.ERROR
         worker_state.end(session, meta, reply, buffers)
         session.answer(kind, call_id, reply, buffers)
-        if self.stats is not None:
-            with self.stats_lock:
-                self.stats["bytes_out"] += sum(memoryview(b).nbytes for b in buffers)
-                self.stats["errors"] += kind == wire.ERROR
+        sent = sum(memoryview(b).nbytes for b in buffers)
+        self.stats.answer(sent, kind == wire.ERROR)
 
     def perform(self, template: Template, slots: Tuple[Any, ...]) -> Any:
         """Make the templated call with these slot values: its result, or what it raised."""

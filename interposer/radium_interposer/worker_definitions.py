@@ -2,8 +2,8 @@
 whether the worker has a module (``ensure``, ``find``), the client's modules as source
 (``define``) and its classes and functions as source (``ship``). Spec: docs/data-plane.md.
 
-:class:`Definitions` is a mixin of :class:`radium_interposer.worker.Worker`, which dispatches
-each operation ``op_<name>`` to the method of that name.
+:class:`Definitions` is a mixin of :class:`radium_interposer.worker.Worker`, whose table of
+operations names these methods.
 """
 
 from __future__ import annotations

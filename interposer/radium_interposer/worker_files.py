@@ -16,6 +16,7 @@ import sys
 import types
 from typing import Any, Callable, Dict
 
+from radium_interposer import ops
 from radium_interposer.after_import import find_spec_then
 from radium_interposer.client_files import (
     ask,
@@ -47,7 +48,7 @@ def install() -> None:
 def _stat(path: Any, *, dir_fd: Any = None, follow_symlinks: bool = True) -> os.stat_result:
     if dir_fd is not None or not is_client_path(path):
         return _real["stat"](path, dir_fd=dir_fd, follow_symlinks=follow_symlinks)  # type: ignore[no-any-return]
-    fields, times = ask({"op": "fs", "m": "stat", "a": [os.fspath(path), follow_symlinks]})
+    fields, times = ask({"op": ops.FS, "m": "stat", "a": [os.fspath(path), follow_symlinks]})
     return os.stat_result(fields, times)
 
 
@@ -60,21 +61,21 @@ def _lstat(path: Any, *, dir_fd: Any = None) -> os.stat_result:
 def _listdir(path: Any = ".") -> Any:
     if not is_client_path(path):
         return _real["listdir"](path)
-    names = ask({"op": "fs", "m": "listdir", "a": [os.fspath(path)]})
+    names = ask({"op": ops.FS, "m": "listdir", "a": [os.fspath(path)]})
     return [os.fsencode(n) for n in names] if isinstance(path, bytes) else names
 
 
 def _mkdir(path: Any, mode: int = 0o777, *, dir_fd: Any = None) -> None:
     if dir_fd is not None or not is_client_path(path):
         return _real["mkdir"](path, mode, dir_fd=dir_fd)  # type: ignore[no-any-return]
-    ask({"op": "fs", "m": "mkdir", "a": [os.fspath(path), mode & 0o777]})
+    ask({"op": ops.FS, "m": "mkdir", "a": [os.fspath(path), mode & 0o777]})
     return None
 
 
 def _remove(path: Any, *, dir_fd: Any = None) -> None:
     if dir_fd is not None or not is_client_path(path):
         return _real["remove"](path, dir_fd=dir_fd)  # type: ignore[no-any-return]
-    ask({"op": "fs", "m": "remove", "a": [os.fspath(path)]})
+    ask({"op": ops.FS, "m": "remove", "a": [os.fspath(path)]})
     return None
 
 
@@ -85,7 +86,7 @@ def _renamer(name: str) -> Callable[..., None]:
             return _real[name](src, dst, **kwargs)  # type: ignore[no-any-return]
         if not all(theirs):
             raise OSError(18, "cannot move a file between the client and the worker", src)
-        ask({"op": "fs", "m": name, "a": [os.fspath(src), os.fspath(dst)]})
+        ask({"op": ops.FS, "m": name, "a": [os.fspath(src), os.fspath(dst)]})
         return None
 
     return rename

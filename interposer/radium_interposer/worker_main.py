@@ -51,6 +51,7 @@ def run(worker: Any, argv: Optional[List[str]] = None) -> int:
     )
     # The client's own library objects (tag pk): only a worker unpickles.
     codec.unpickle = functools.partial(worker_pickled.load, table=worker.table)
+    codec.rebuild_exception = exits.rebuild  # a `with` body's exception, to a remote __exit__
     worker_files.install()  # before any library keeps the real open
     client_files.connect(worker.sessions.call_current)
     sys.stdout = Capture(sys.stdout, "stdout", worker.local)
@@ -64,6 +65,8 @@ def run(worker: Any, argv: Optional[List[str]] = None) -> int:
         control = socket.socket(fileno=args.control_fd)
     log.info("worker for lease %s ready", args.lease)
     control.sendall(READY)
-    serve(control, functools.partial(serve_connection, worker), worker.preempt, worker.counters)
+    serve(
+        control, functools.partial(serve_connection, worker), worker.preempt, worker.stats.snapshot
+    )
     log.info("control socket closed; worker exits")
     return 0

@@ -21,12 +21,21 @@ import threading
 import types
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from radium_interposer import iteration
+from radium_interposer import codec, iteration
 from radium_interposer.client_file_objects import ClientBinaryFile, ClientTextFile
 from radium_interposer.client_streams import settle
 from radium_interposer.naming import resolve_path
 
-__all__ = ["adapt", "back_reference", "drain", "items", "path_reference", "resolve", "settle"]
+__all__ = [
+    "adapt",
+    "back_reference",
+    "drain",
+    "items",
+    "outgoing",
+    "path_reference",
+    "resolve",
+    "settle",
+]
 PROTOCOLS = ("__array__", "__array_function__", "__array_ufunc__")
 _BINARY = "add sub mul matmul truediv floordiv mod pow lshift rshift and or xor".split()  # noqa: SIM905
 #: Operators the stand-in forwards when the program's class defines them: numpy defers to them
@@ -164,6 +173,22 @@ def path_reference(obj: Any) -> Optional[Dict[str, Any]]:
     except Exception:  # not importable by that path: a handle, as before
         return None
     return {"$": "p", "p": path} if found is obj else None
+
+
+def outgoing(obj: Any, buffers: List[Any], refer: Callable[[Any], Any]) -> Any:
+    """A callback's argument: plain values by value, containers by structure, the rest left
+    remote as handles (``refer``, as results cross)."""
+    if codec.is_plain(obj):
+        return codec.encode(obj, buffers, lambda _: None)
+    kind = type(obj)
+    if kind is list:
+        return [outgoing(item, buffers, refer) for item in obj]
+    if kind is tuple:
+        return {"$": "t", "v": [outgoing(item, buffers, refer) for item in obj]}
+    if kind is dict:
+        keys = [outgoing(key, buffers, refer) for key in obj]
+        return {"$": "d", "k": keys, "v": [outgoing(v, buffers, refer) for v in obj.values()]}
+    return path_reference(obj) or refer(obj)
 
 
 def adapt(function: Any, args: Any) -> Any:

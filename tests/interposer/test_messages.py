@@ -314,14 +314,20 @@ def test_pytest_sees_remote_warnings(harness: WorkerHarness) -> None:
 # -- in this process: what the client does with a hostile worker's word ----------------------
 
 
-def test_the_client_refuses_an_exception_value_from_the_worker() -> None:
+def test_the_client_refuses_an_exception_value_from_the_worker(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Only the client sends ``ex`` nodes; one from the worker makes no exception here."""
-    from radium_interposer import codec, proxy
+    from radium_interposer import codec, exits, proxy
 
     node = {"$": "ex", "t": {"$": "cls", "p": "builtins.ValueError", "e": "ValueError"}, "a": []}
     with pytest.raises(codec.DecodeError, match="unknown value tag 'ex'"):
         proxy.decode(node, [])
     # The worker's side makes it: its class from the path, from its args (the check can fail).
+    # (worker_main binds the hook; a client, even with it bound, refuses the node above.)
+    monkeypatch.setattr(codec, "rebuild_exception", exits.rebuild)
+    with pytest.raises(codec.DecodeError, match="unknown value tag 'ex'"):
+        proxy.decode(node, [])
     made = codec.decode({**node, "a": ["x", 1]}, [], _worker_resolve, codec.importing)
     assert type(made) is ValueError and made.args == ("x", 1)
 

@@ -47,13 +47,22 @@ def path_of(cls: type) -> Optional[str]:
     return path if isinstance(path, str) else None
 
 
+#: What a local class written on remote bases keeps of its body here.
+_KEPT = ("__module__", "__qualname__", "__doc__", "__firstlineno__", "__classcell__")
+
+
 class RemoteType(type):
     """The metaclass of stand-ins, and so of local classes written on remote bases."""
 
     def __new__(mcs, name: str, bases: Tuple[type, ...], namespace: Dict[str, Any]) -> Any:
         if "__radium_path__" in namespace:  # made by stand_in(), below
             return super().__new__(mcs, name, bases, namespace)
-        return upcalls.bound.local_class(mcs, name, bases, namespace)  # the user's class
+        # A class statement on remote bases: its name and origin, no body (the body runs on
+        # the worker, where it is shipped on first use; a method left here would run here).
+        # Its classes on remote bases (``class Inner(nn.Module)`` in its body) stay: bodiless
+        # too, the worker's ``Outer.Inner``.
+        kept = {k: v for k, v in namespace.items() if k in _KEPT or is_inner(k, v, namespace)}
+        return super().__new__(mcs, name, bases, {**kept, "__slots__": ()})
 
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
         if issubclass(cls, BaseException):  # raised here, for a remote exception of its class

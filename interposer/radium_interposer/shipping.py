@@ -23,7 +23,7 @@ import textwrap
 import threading
 import types
 import weakref
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional
 
 from radium_interposer import (
     classes,
@@ -47,15 +47,12 @@ __all__ = [
     "callable_ref",
     "class_ref",
     "is_users",
-    "local_class",
     "resend",
     "ship_class",
     "ship_function",
     "users_path",
 ]
 
-#: What a local class written on remote bases keeps of its body here.
-_KEPT = ("__module__", "__qualname__", "__doc__", "__firstlineno__", "__classcell__")
 #: The worker path of each shipped user class or function (by identity, not kept alive).
 _shipped: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 _lock = threading.RLock()
@@ -63,14 +60,6 @@ _lock = threading.RLock()
 
 class ShipError(RemoteError):
     """A class or function of the user's code cannot be sent to the worker (no source)."""
-
-
-def local_class(mcs: type, name: str, bases: Tuple[type, ...], namespace: Dict[str, Any]) -> type:
-    """The local side of a class statement on remote bases: its name and origin, no body (the
-    body runs on the worker; a method left here would run here). Its classes on remote bases
-    (``class Inner(nn.Module)`` in its body) stay: bodiless too, the worker's ``Outer.Inner``."""
-    kept = {k: v for k, v in namespace.items() if k in _KEPT or classes.is_inner(k, v, namespace)}
-    return type.__new__(mcs, name, bases, {**kept, "__slots__": ()})
 
 
 def ship_class(cls: type) -> str:

@@ -5,16 +5,16 @@ The client's layers, bottom up: the wire and the codec; the connection (``client
 classes (``classes``, ``shipping``, ``program_state``, ``client_serving``). An answer read deep
 in the connection can need the top: a remote exception's class is a stand-in (``classes``), a
 callback the worker makes runs the program's code (``client_serving``), the random state shipped
-code drew from goes back to the program (``program_state``); and a class statement on a remote
-base, caught by the stand-ins' metaclass, ships the class (``shipping``). A lower module calls
-such a service through :data:`bound` instead of importing upward; ``wiring.install`` (run by
-``finder.install``, the client's one entry) fills it before the first connection, so each arrow
-in the import graph points down (tests/test_layers.py).
+code drew from goes back to the program (``program_state``); and a class of the program on a
+remote base ships on first use (``shipping``). A lower module calls such a service through
+:data:`bound` instead of importing upward; ``wiring.install`` (run by ``finder.install``, the
+client's one entry) fills it before the first connection, so each arrow in the import graph
+points down (tests/test_layers.py).
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional
 
 __all__ = ["NotWired", "Upcalls", "bound"]
 
@@ -44,11 +44,6 @@ class Upcalls:
         self.released: Callable[[Any], None] = _unbound("released")
         #: ``program_state.after_call(conn, states)``: the worker's generator states.
         self.random_states: Callable[[Any, Any], None] = _unbound("random_states")
-        #: ``shipping.local_class(mcs, name, bases, namespace)``: a class statement on a
-        #: remote base.
-        self.local_class: Callable[[type, str, Tuple[type, ...], Dict[str, Any]], type] = _unbound(
-            "local_class"
-        )
         #: ``shipping.ship_class(cls)``: the worker path of a user class, shipped first.
         self.ship_class: Callable[[type], str] = _unbound("ship_class")
         #: ``shipping.callable_ref(obj)``: a function's reference for the worker, or None.

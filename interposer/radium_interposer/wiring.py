@@ -10,7 +10,7 @@ ships a class or function does not pay for it (and its ``inspect``/``textwrap``)
 from __future__ import annotations
 
 import types
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional
 
 from radium_interposer import (
     classes,
@@ -31,7 +31,6 @@ def install() -> None:
     bound.serve = client_serving.serve
     bound.released = client_objects.drop
     bound.random_states = program_state.after_call
-    bound.local_class = _local_class
     bound.ship_class = _ship_class
     bound.callable_ref = _callable_ref
     bound.users_path = _users_path
@@ -42,10 +41,6 @@ def _shipping() -> types.ModuleType:
     from radium_interposer import shipping  # at first use (see the module's docstring)
 
     return shipping
-
-
-def _local_class(mcs: type, name: str, bases: Tuple[type, ...], namespace: Dict[str, Any]) -> type:
-    return _shipping().local_class(mcs, name, bases, namespace)  # type: ignore[no-any-return]
 
 
 def _ship_class(cls: type) -> str:

@@ -12,7 +12,6 @@ classes), so each gets a path of its own: its qualname with ``<locals>`` numbere
 
 from __future__ import annotations
 
-import inspect
 import itertools
 import sys
 import types
@@ -60,6 +59,8 @@ def _enclosing_names(cls: Any) -> List[str]:
 
 def _body_code(cls: Any) -> Optional[types.CodeType]:
     """The code of the class statement's body, in the code of the function defining it."""
+    import inspect  # here: it costs every remoted Python's start milliseconds
+
     *outer, name = str(cls.__qualname__).split(".")
     found: Any = sys.modules.get(str(getattr(cls, "__module__", "")))
     code: Optional[types.CodeType] = None

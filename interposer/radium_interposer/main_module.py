@@ -11,7 +11,6 @@ program pays for it only while its main module defines its functions.
 from __future__ import annotations
 
 import functools
-import logging
 import os
 import sys
 import types
@@ -19,9 +18,15 @@ from typing import Any, Callable, Dict, List, Optional, Set
 
 __all__ = ["Tracer", "Wrap", "identity", "stand_in", "watch"]
 
-log = logging.getLogger(__name__)
+
 Wrap = Callable[[Any], Any]
 Tracer = Callable[[types.FrameType, str, Any], Any]
+
+
+def _warn(text: str) -> None:
+    # Not the logging module: it costs every remoted Python's start a few milliseconds, and the
+    # program's own handlers are not ours to write to (boot's messages go the same way).
+    sys.stderr.write(f"radium: {text}\n")
 
 
 def identity(namespace: Dict[str, Any]) -> str:
@@ -62,11 +67,11 @@ def _statement_watcher(namespace: Dict[str, Any], wanted: Set[str], wrap: Wrap) 
             if isinstance(local, types.FunctionType) and local.__module__ == "__main__":
                 namespace[name] = wrap(local)
             else:
-                log.warning("split entry %s is a %s, not a function: not remoted", name,
-                            type(local).__name__)  # fmt: skip
+                kind = type(local).__name__
+                _warn(f"split entry {name} is a {kind}, not a function: not remoted")
         if event == "return":
             for name in sorted(wanted):
-                log.warning("split entry %s: the main module defines no such function", name)
+                _warn(f"split entry {name}: the main module defines no such function")
             wanted.clear()
         if wanted:
             return on_line

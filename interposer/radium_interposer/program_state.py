@@ -18,7 +18,6 @@ from __future__ import annotations
 import ast
 import builtins
 import dis
-import inspect
 import operator
 import random
 import sys
@@ -112,6 +111,8 @@ def _is_numpy_random(value: Any, owner: Any) -> bool:
         return not getattr(value, "__radium_remote__", False)
     if name != "numpy" or getattr(value, "__radium_remote__", False):
         return False
+    import inspect  # here: it costs every remoted Python's start milliseconds
+
     try:
         return "random" in inspect.getsource(owner)
     except (OSError, TypeError):

@@ -13,7 +13,6 @@ die here. Functions the worker passes to such a method
 from __future__ import annotations
 
 import functools
-import inspect
 import itertools
 import os
 import sys
@@ -236,6 +235,8 @@ def drain(obj: Any) -> Tuple[Any, Optional[List[Any]]]:
     then the rest of it) and None; anything else as it is, and None."""
     if not isinstance(obj, types.GeneratorType):
         return obj, None
+    import inspect  # here: it costs every remoted Python's start milliseconds
+
     code = obj.gi_code
     if (
         getattr(code, "co_qualname", None) not in _WALKS  # 3.11+: older Pythons iterate

@@ -40,7 +40,8 @@ def test_starting_remoting_loads_neither_shipping_nor_importlib_abc() -> None:
     """What every remoted Python pays at start: shipping (and its inspect, textwrap) waits for
     the first class or function to ship; importlib.abc (which loads importlib.resources,
     tempfile, pathlib: tens of milliseconds) is not loaded at all, nor hashlib (the direct
-    dial's handshake and a split file's module digest load it when they run)."""
+    dial's handshake and a split file's module digest load it when they run), logging, or
+    inspect (loaded by the few functions that read source)."""
     import subprocess
 
     from tests.interposer.harness import BARE_PYTHON, INTERPOSER
@@ -50,7 +51,7 @@ def test_starting_remoting_loads_neither_shipping_nor_importlib_abc() -> None:
         "from radium_interposer import finder, upcalls\n"
         "finder.install(['numpy'])\n"
         "print(sorted(m for m in ('radium_interposer.shipping', 'importlib.abc', 'tempfile',"
-        " 'hashlib') if m in sys.modules))\n"
+        " 'hashlib', 'logging', 'inspect') if m in sys.modules))\n"
         "upcalls.bound.users_path(len)\n"
         "print('radium_interposer.shipping' in sys.modules)\n"
     )

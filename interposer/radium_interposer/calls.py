@@ -29,7 +29,7 @@ from radium_interposer import (
     tensor_sync,
 )
 from radium_interposer import client_warnings as warns
-from radium_interposer.client import state
+from radium_interposer.client import Connection, state
 
 __all__ = ["BINARY", "EXPRESS", "STREAM", "VOID", "VOID_METHODS", "VOID_PATHS", "WAITS", "invoke"]
 
@@ -111,6 +111,23 @@ def invoke(
             if express_lane and typed not in _returns_remote and typed not in _returns_none:
                 express.learn(conn, function, args, kwargs, site, typed, None, proxy, waits=True)
             return _answered(frame, function, typed, pipeline, proxy)
+    return _by_json(conn, function, args, kwargs, site, pipeline, context, discard, items, proxy)
+
+
+def _by_json(
+    conn: Connection,
+    function: Dict[str, Any],
+    args: Tuple[Any, ...],
+    kwargs: Dict[str, Any],
+    site: str,
+    pipeline: bool,
+    context: Optional[Dict[str, Any]],
+    discard: bool,
+    items: bool,
+    proxy: Any,
+) -> Any:
+    """The call as a JSON frame (what no record can say: a value by structure, a callback, a
+    context, a program state to sync), streamed when its site may stream, else waited for."""
     buffers: List[Any] = []
     refer = proxy.refer_for(conn, buffers)
     meta: Dict[str, Any] = {"op": ops.CALL, "f": function, "r": state.new_id()}

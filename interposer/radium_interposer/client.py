@@ -53,6 +53,7 @@ LIMITS = wire.Limits(max_meta=16 << 20)
 PENDING_BYTES = 4096
 #: ... or this many chunks (frames of pipelined calls, each a few).
 OUTBOX_CHUNKS = 256
+_LOST = "; it crashed or the lease ended, and its remote objects are lost"
 
 
 class Connection:
@@ -133,15 +134,16 @@ class Connection:
             else:
                 reason = "the worker closed the connection"
             if frame is None:
-                self.broken = (
-                    f"radium: the lease's worker is gone ({reason}); it crashed or the lease "
-                    "ended, and its remote objects are lost"
-                )
-                self.sock.close()
-                raise WorkerGone(self.broken)
+                raise self._gone(reason)
             # After a quiet barrier a streamed call's error may still be owed: the next
             # print, fork or exit asks again.
             self.unsynced = 1 if meta.get("q") else 0
+        self._received(frame)
+        return frame
+
+    def _received(self, frame: wire.Frame) -> None:
+        """What an answer carries besides its value: output, the program's state, warnings,
+        and its error, raised here."""
         forward_output(frame.meta)
         if "ps" in frame.meta:  # the program's random state after shipped code drew from it
             upcalls.bound.random_states(self, frame.meta["ps"])
@@ -155,7 +157,12 @@ class Connection:
             if "at" in frame.meta:  # a streamed call's, reported at this sync point
                 client_warnings.note_streamed(error, frame.meta["at"])
             raise error
-        return frame
+
+    def _gone(self, reason: str, lost: bool = True) -> WorkerGone:
+        """This connection is broken for good: the error to raise, and every later call's."""
+        self.broken = f"radium: the lease's worker is gone ({reason})" + (_LOST if lost else "")
+        self.sock.close()
+        return WorkerGone(self.broken)
 
     def stream(self, record: bytes) -> None:
         """Queue a streamed call's record; it goes with the next request, or when the batch is
@@ -169,9 +176,7 @@ class Connection:
                 try:
                     self._flush()
                 except OSError as exc:
-                    self.broken = f"radium: the lease's worker is gone ({exc})"
-                    self.sock.close()
-                    raise WorkerGone(self.broken) from None
+                    raise self._gone(str(exc), lost=False) from None
 
     def _close_batch(self, call_id: int = 0) -> None:
         """The batch so far as one frame in the outbox, with the releases it allows; a call id

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import importlib.abc
 import importlib.machinery
 import logging
 import re
@@ -24,13 +23,15 @@ import threading
 import types
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from radium_interposer.after_import import Loader
+
 __all__ = ["register"]
 
 log = logging.getLogger("radium.worker")
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 
-class _Sources(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+class _Sources(Loader):  # (importlib.abc's for the type checker only: after_import)
     """The program's modules: name -> (source, the client's file name, is a package)."""
 
     def __init__(self) -> None:

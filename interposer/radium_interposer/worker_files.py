@@ -9,7 +9,6 @@ filesystem, exactly as before.
 from __future__ import annotations
 
 import builtins
-import importlib.abc
 import io
 import os
 import sys
@@ -123,7 +122,7 @@ _ADAPTERS: Dict[str, Callable[[types.ModuleType], None]] = {
 }
 
 
-class _AdaptOnImport(importlib.abc.MetaPathFinder):
+class _AdaptOnImport:  # (no importlib.abc base: see after_import.AfterLoading)
     """Runs a library's adapter right after the library's module is loaded."""
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:

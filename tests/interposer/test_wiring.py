@@ -63,3 +63,21 @@ def test_starting_remoting_loads_neither_shipping_nor_importlib_abc() -> None:
         check=True,
     )
     assert done.stdout.splitlines() == ["[]", "True"]
+
+
+def test_a_worker_starts_without_importlib_abc() -> None:
+    """A lease's worker starts at its first connection: its import hooks do without
+    importlib.abc too (its start is the first call's latency)."""
+    import subprocess
+
+    from tests.interposer.harness import BARE_PYTHON, INTERPOSER
+
+    code = "import sys, radium_interposer.worker\nprint('importlib.abc' in sys.modules)\n"
+    done = subprocess.run(
+        [BARE_PYTHON, "-c", code],
+        env={"PYTHONPATH": str(INTERPOSER)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.split() == ["False"]

@@ -18,6 +18,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 from radium_interposer import (
     client_objects,
     codec,
+    cwd,
     express,
     file_args,
     guarded,
@@ -138,9 +139,9 @@ def _by_json(
         meta["k"] = codec.encode(kwargs, buffers, refer)
     if context is not None and context != conn.context:
         meta["ctx"] = conn.context = context
-    cwd = express.working_directory()  # where the program's relative paths are, for remote code
-    if cwd is not None and cwd != conn.cwd:
-        meta["cwd"] = conn.cwd = cwd
+    here = cwd.refresh()  # where the program's relative paths are, for remote code
+    if here is not None and here != conn.cwd:
+        meta["cwd"] = conn.cwd = here
     # While the worker holds one of our callables, every call waits: a callback's effects here
     # (a list it appends to) must have happened when the call returns, as they would locally.
     # A call that may name a file waits too: a missing file raises at the call, as locally.

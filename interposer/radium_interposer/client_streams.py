@@ -34,11 +34,16 @@ FIRST_AHEAD = 16 << 10
 #: Writes gathered before they are sent.
 WRITE_BUFFER = 1 << 20
 _local = threading.local()
+#: Whether any client file object was ever used in this worker: until then a call's settle
+#: (after every call) has nothing to look at, not even the thread's list.
+_used = False
 
 
 def settle() -> None:
     """Send the writes gathered and step back over the unread read-ahead, for every client file
     object this thread used: the program then sees its file where the local run leaves it."""
+    if not _used:
+        return
     dirty: Optional[List[Stream]] = getattr(_local, "dirty", None)
     if not dirty:  # the common case, after every call: nothing to do
         return
@@ -73,6 +78,8 @@ class Stream:
         return ask({"op": ops.FILE_OBJECT, "f": self._id, "m": method, "a": list(args)}, buffers)
 
     def _dirty(self) -> None:
+        global _used
+        _used = True
         dirty = _local.__dict__.setdefault("dirty", [])
         if self not in dirty:
             dirty.append(self)

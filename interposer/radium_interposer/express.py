@@ -18,12 +18,12 @@ metadata, and which type name it adds to the typed site. So types the full path 
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Any, Dict, Optional, Set, Tuple
 
 from radium_interposer import (
     client_objects,
+    cwd,
     guarded,
     known,
     ops,
@@ -35,7 +35,7 @@ from radium_interposer import (
 from radium_interposer import client_warnings as warns
 from radium_interposer.client import Connection, state
 
-__all__ = ["MISS", "Plan", "key", "learn", "quiet", "send", "wait", "working_directory"]
+__all__ = ["MISS", "Plan", "key", "learn", "quiet", "send", "wait"]
 
 #: What :func:`send` gives for a call it did not send (the full path takes it).
 MISS = object()
@@ -112,7 +112,7 @@ def quiet(conn: Connection) -> bool:
         or program_state.syncing()
         or client_objects.held()
         or conn.serving
-        or working_directory() != conn.cwd
+        or cwd.current() != conn.cwd
         or not peer.told(conn)
     )
 
@@ -278,11 +278,3 @@ def _values(
         else:
             values.append(value)
     return values
-
-
-def working_directory() -> Optional[str]:
-    """This process's working directory (calls send it), or None when it was removed."""
-    try:
-        return os.getcwd()
-    except OSError:  # removed under us: the worker keeps the last one it was told
-        return None

@@ -20,6 +20,7 @@ from radium_interposer import (
     client_points,
     client_warnings,
     codec,
+    cwd,
     exits,
     main_module,
     ops,
@@ -259,5 +260,6 @@ def install(entries: Sequence[str], environment: Sequence[str] = ()) -> RemoteFi
     received.remoted = finder.covers  # what a worker's module references may import
     sys.meta_path.insert(0, finder)
     client_points.install_print_barrier(state)
+    cwd.install()  # the express lane reads the directory again only after a change
     hide_our_frames()
     return finder

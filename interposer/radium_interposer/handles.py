@@ -42,6 +42,16 @@ class HandleTable:
             raise entry[0].error
         return entry[0]
 
+    def fetch(self, handle: int) -> Any:
+        """:meth:`get` of a handle known to be an int (a binary record's slot)."""
+        entry = self.objects.get(handle)
+        if entry is None:
+            raise LookupError(f"unknown handle {handle!r} (released, or not this lease's)")
+        obj = entry[0]
+        if obj.__class__ is Failure:
+            raise obj.error
+        return obj
+
     def retain(self, handles: List[Any]) -> None:
         with self.lock:
             for handle in handles:

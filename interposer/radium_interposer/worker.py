@@ -207,6 +207,7 @@ class Worker(Definitions):
     def preempt(self, text: str) -> None:
         """The pool preempted the lease: each connection's next call is told, once."""
         self.notice = text
+        self.batches.preempted = True
         log.warning("%s", text)
 
     def _tell_notice(self, session: Session, meta: Dict[str, Any]) -> None:

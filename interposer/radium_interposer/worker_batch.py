@@ -17,14 +17,24 @@ from radium_interposer import ops, poison, records, wire, worker_objects, worker
 from radium_interposer.handles import Failure, HandleTable
 from radium_interposer.naming import error_meta, resolve_path
 from radium_interposer.session import ClientCallable
+from radium_interposer.worker_forms import (
+    BY_METHOD,
+    BY_PATH,
+    HANDLE,
+    PATH,
+    PLAIN,
+    VALUE,
+    Perform,
+    compile_form,
+)
 from radium_interposer.worker_stats import Stats
 
 __all__ = ["Answer", "Batches", "Decode", "Part", "Template"]
 
 #: How an argument is had at each call: the handle in a slot, a slot's value, a plain
 #: constant, a library path (resolved as a JSON call's are: once per worker, naming's cache),
-#: or another constant tree decoded at each call.
-HANDLE, VALUE, PLAIN, PATH, TREE = range(5)
+#: or (TREE) another constant tree decoded at each call.
+TREE = 4
 Part = Tuple[int, Any]
 Decode = Callable[[Any, List[Any]], Any]
 #: A waiting call's answer: ``(result, its id) -> (reply metadata, buffers)`` (Worker.result).
@@ -37,6 +47,7 @@ class Template:
     __slots__ = (
         "adapts",
         "args",
+        "compiled",
         "function",
         "method",
         "names",
@@ -74,6 +85,13 @@ class Template:
         #: It may be ``ndarray.tofile`` (worker_objects.adapt): by name, or any callable slot.
         name = self.method[1] if self.method else (self.path or "").rpartition(".")[2]
         self.adapts = name == "tofile" or (self.method is None and self.path is None)
+        #: The call compiled to one function (worker_forms), when its shape has a form.
+        #: Not when it may be ``tofile``: the general steps adapt it.
+        self.compiled: Optional[Perform] = None
+        if self.method is not None and not self.adapts:
+            self.compiled = compile_form(BY_METHOD, self.method, parts, self.names)
+        elif self.path is not None and not self.adapts:
+            self.compiled = compile_form(BY_PATH, self.path, parts, self.names)
 
 
 class Batches:
@@ -95,6 +113,8 @@ class Batches:
         self.plain_types: Set[type] = set()
         #: Raises the lease's preemption notice at a connection's first call after it came.
         self.notice = notice
+        #: Whether a notice came (Worker.preempt): until then no call looks for one.
+        self.preempted = False
 
     def run(self, session: Any, batch: List[records.Record], call_id: int = 0) -> int:
         """Run ``batch`` in order; the number of calls it held. With a ``call_id``, the batch's
@@ -127,9 +147,17 @@ class Batches:
                 self.table.put(handle, Failure(session.poison[1]))
             return
         try:
-            self.notice(session)
-            result = self.perform(template, slots)
-            if not template.void:
+            if self.preempted:
+                self.notice(session)
+            if template.compiled is not None:  # perform's first step, without its call
+                result = template.compiled(slots, self.table.fetch)
+            else:
+                result = self.perform(template, slots)
+            if template.void:
+                pass
+            elif type(result) in self.plain_types:  # keep's common case, without its call
+                self.table.put(handle, result)
+            else:
                 self.keep(result, handle)
         # SystemExit and KeyboardInterrupt too: the tenant's code ends its call, not the worker.
         except BaseException as exc:
@@ -155,7 +183,8 @@ class Batches:
             return
         assert self.result is not None  # a worker's Batches has it
         try:
-            self.notice(session)
+            if self.preempted:
+                self.notice(session)
             reply, buffers = self.result(self.perform(template, slots), handle)
             kind = wire.RESULT
         # SystemExit and KeyboardInterrupt too: the tenant's code ends its call, not the worker.
@@ -168,6 +197,8 @@ class Batches:
 
     def perform(self, template: Template, slots: Tuple[Any, ...]) -> Any:
         """Make the templated call with these slot values: its result, or what it raised."""
+        if template.compiled is not None:
+            return template.compiled(slots, self.table.fetch)
         function = self._function(template, slots)
         args = self._arguments(template, slots)
         kwargs = {}

@@ -14,6 +14,7 @@ import pytest
 
 from radium_interposer import (
     callbacks,
+    cwd,
     express,
     known,
     peer,
@@ -155,6 +156,24 @@ def test_nothing_goes_by_plan_while_calls_must_wait(
     assert send(conn, plan, PATH, tensor(conn)) is express.MISS
 
 
+def test_a_change_of_working_directory_takes_the_full_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The lane reads the directory once and again after os.chdir (wrapped by cwd.install, as
+    # finder.install does): the call that follows a change tells the worker by the full path.
+    cwd.install()
+    conn = Connection()
+    plan = learned(conn, PATH, (tensor(conn),))
+    assert send(conn, plan, PATH, tensor(conn)) is not express.MISS
+    monkeypatch.chdir(tmp_path)
+    assert send(conn, plan, PATH, tensor(conn)) is express.MISS
+    # A change that bypassed os.chdir is seen once a call went the full path (it reads afresh).
+    conn.cwd = str(tmp_path)
+    os.chdir.__wrapped__("/")  # type: ignore[attr-defined]
+    assert cwd.current() == str(tmp_path) and cwd.refresh() == "/"
+    assert send(conn, plan, PATH, tensor(conn)) is express.MISS
+
+
 def test_a_call_in_a_try_body_takes_the_full_path() -> None:
     conn = Connection()
     plan = learned(conn, PATH, (tensor(conn),))
@@ -274,6 +293,30 @@ def test_a_loop_goes_by_the_express_lane_with_the_local_result(harness: WorkerHa
         seen,
         without,
     )
+
+
+# Remote code that reads the working directory, called by plan while the program changes it.
+CHANGING_DIRECTORY = """
+import os
+import torch
+from torch import nn
+
+class Here(nn.Module):
+    def forward(self, x):
+        return x + len(os.getcwd())
+
+here, x, seen = Here(), torch.zeros(1), []
+for step in range(8):
+    os.chdir("/usr" if step % 2 else "/")
+    seen.append(here(x))
+print([float(t) for t in seen])
+"""
+
+
+def test_remote_code_sees_each_working_directory_of_the_program(harness: WorkerHarness) -> None:
+    path = harness.root / "stats.jsonl"
+    out = harness.same_as_local(CHANGING_DIRECTORY, remote="torch", RADIUM_STATS_FILE=str(path))
+    assert out.strip() == str([1.0, 4.0] * 4)
 
 
 # A hand-written SGD step: the update in ``with torch.no_grad():``, as tutorials write it.

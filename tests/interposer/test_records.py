@@ -201,6 +201,7 @@ def run(table: HandleTable, body: bytes, notice: Any = lambda session: None) -> 
 
     session = Session(table)
     batch = Batches(table, decode, refer, notice)
+    batch.preempted = True  # each call looks for the notice, as after Worker.preempt
     batch.run(session, records.Reader().parse(body))
     return session
 

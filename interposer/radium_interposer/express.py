@@ -24,6 +24,7 @@ from typing import Any, Dict, Optional, Set, Tuple
 from radium_interposer import (
     client_objects,
     cwd,
+    express_forms,
     guarded,
     known,
     ops,
@@ -34,24 +35,15 @@ from radium_interposer import (
 )
 from radium_interposer import client_warnings as warns
 from radium_interposer.client import Connection, state
+from radium_interposer.express_forms import CONSTANT, FLOAT, HANDLE, INT, ITSELF, NO_SLOT, OWNER
 
 __all__ = ["MISS", "Plan", "key", "learn", "quiet", "send", "wait"]
 
 #: What :func:`send` gives for a call it did not send (the full path takes it).
 MISS = object()
-#: How a slot or constant of the call is had: a proxy's handle id, an int (in int64), a float,
-#: or a constant the call must equal.
-HANDLE, INT, FLOAT, CONSTANT = range(4)
-#: Where the callable's own slot comes from: none (a path), its handle, its owner's handle.
-NO_SLOT, ITSELF, OWNER = range(3)
 #: At most this many plans per connection (then no more are made: the full path serves).
 MAX_PLANS = 4096
-_MIN_INT, _MAX_INT = records.INT64
 _CONSTANT_TYPES = (type(None), bool, str)
-#: A proxy's reference tree and connection, read from its slots (proxy.slot_readers): bound by
-#: the first plan learnt, before any plan is used (the proxy module imports this one).
-_ref_of: Any = None
-_conn_of: Any = None
 
 
 class Plan:
@@ -66,6 +58,7 @@ class Plan:
         "predicted",
         "tid",
         "typed",
+        "values",
         "waits",
     )
 
@@ -78,9 +71,12 @@ class Plan:
         typed: str,
         predicted: Optional[str],
         harmless: bool,
+        values: express_forms.Values,
         waits: bool = False,
     ) -> None:
         self.tid, self.layout = template
+        #: Reads a call's slot values, checking that it fits (express_forms).
+        self.values = values
         self.callable = callable_
         #: The path (NO_SLOT) or the method's name (OWNER) the callable must have.
         self.name = name
@@ -131,11 +127,9 @@ def learn(
     """After the full path sent this call as a record: its plan, when its shape has one.
     ``proxy`` is the proxy module (it imports calls, which imports this one); ``waits``: the
     record was a waiting one."""
-    global _ref_of, _conn_of
     plans = conn.templates.plans
     if len(plans) >= MAX_PLANS or conn.templates.last is None:
         return
-    _ref_of, _conn_of = proxy.slot_readers()
     tag = function["$"]
     callable_, name = NO_SLOT, None
     if tag == "p":
@@ -154,7 +148,8 @@ def learn(
         parts.append(part)
     harmless = known.harmless(function, site, args, kwargs, proxy.remote_kind)
     template = conn.templates.last
-    plan = Plan(template, callable_, name, tuple(parts), typed, predicted, harmless, waits)
+    values = express_forms.form(callable_, name, parts, len(kwargs), *proxy.slot_readers())
+    plan = Plan(template, callable_, name, tuple(parts), typed, predicted, harmless, values, waits)
     plans[key(function, args, kwargs, site)] = plan
 
 
@@ -185,7 +180,7 @@ def send(
     check fails. ``predictions``: the typed call sites' predicted result types (calls)."""
     if predictions.get(plan.typed) != plan.predicted or plan.typed in warns.sites:
         return MISS
-    values = _values(conn, plan, function, args, kwargs)
+    values = plan.values(function, args, kwargs, conn)
     if values is None or not quiet(conn):
         return MISS
     where = guarded.program_frame()
@@ -219,7 +214,7 @@ def wait(
     path decides its calls."""
     if plan.typed in predictions or plan.typed in voids:
         return MISS
-    values = _values(conn, plan, function, args, kwargs)
+    values = plan.values(function, args, kwargs, conn)
     if values is None or not quiet(conn):
         return MISS
     _before(conn, plan)
@@ -237,44 +232,3 @@ def _before(conn: Connection, plan: Plan) -> None:
     if known.answers and not plan.harmless:
         known.forget()
     program_state.before_call(conn, {})
-
-
-def _values(
-    conn: Connection,
-    plan: Plan,
-    function: Dict[str, Any],
-    args: Tuple[Any, ...],
-    kwargs: Dict[str, Any],
-) -> Optional[list]:  # type: ignore[type-arg]
-    """The call's slot values in the template's order, or None when it does not fit."""
-    values = []
-    how = plan.callable
-    if how == NO_SLOT:
-        if function["p"] != plan.name:
-            return None
-    elif how == ITSELF:
-        values.append(function["id"])
-    else:
-        owner = function["o"]
-        if owner["$"] != "h" or function["n"] != plan.name:
-            return None
-        values.append(owner["id"])
-    for (part, constant), value in zip(plan.parts, (*args, *kwargs.values()) if kwargs else args):
-        if part == HANDLE:
-            ref = _ref_of(value)
-            if ref["$"] != "h":
-                return None
-            origin = _conn_of(value)
-            if origin is not None and origin is not conn and origin.unsynced:
-                origin.sync(quiet=True)  # its result must exist first (proxy.reference)
-            values.append(ref["id"])
-        elif part == CONSTANT:
-            if value != constant:
-                return None
-        elif part == INT:
-            if not _MIN_INT <= value < _MAX_INT:
-                return None
-            values.append(value)
-        else:
-            values.append(value)
-    return values

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from radium_interposer import source_forms
 from radium_interposer.client_streams import settle
 from radium_interposer.naming import resolve_path
 
@@ -95,7 +96,5 @@ def _factory(shape: Tuple[Any, ...]) -> Callable[..., Perform]:
         "    return perform\n"
     )
     scope: Dict[str, Any] = {"resolve_path": resolve_path, "settle": settle}
-    # Safe: the source holds only indices and fixed names (the module docstring says why).
-    exec(compile(source, f"<radium form {shape!r}>", "exec"), scope)
-    factory: Callable[..., Perform] = scope["factory"]
-    return factory
+    made: Callable[..., Perform] = source_forms.factory(source, "worker form", scope)
+    return made

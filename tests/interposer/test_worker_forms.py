@@ -4,6 +4,8 @@ error, the same order as the general steps, and nothing the client sent ever bec
 from __future__ import annotations
 
 import operator
+import os
+import traceback
 from typing import Any, Dict, List
 
 import pytest
@@ -112,3 +114,15 @@ def test_forms_are_shared_by_shape_and_bounded(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(worker_forms, "MAX_FORMS", 0)
     late = Template({"f": path("operator.mul"), "a": [slot(0), slot(1)], "s": "hi"})
     assert late.compiled is None and batches(table()).perform(late, (1, 2)) == 20
+
+
+def test_a_traceback_through_a_form_shows_the_line_that_ran() -> None:
+    # The remote traceback a client is shown: the form's frame is the interposer's (by its
+    # file name, inside the package) and its line is the compiled call, from linecache.
+    template = Template({"f": path("operator.truediv"), "a": [slot(0), slot(1)], "s": "ii"})
+    with pytest.raises(ZeroDivisionError) as raised:
+        batches(table()).perform(template, (1, 0))
+    text = "".join(traceback.format_exception(raised.value))
+    assert "return resolve_path(name)(s[0], s[1])" in text, text
+    form = [entry for entry in traceback.extract_tb(raised.tb) if "<worker form" in entry.filename]
+    assert form and form[0].filename.startswith(os.path.dirname(worker_forms.__file__) + os.sep)

@@ -42,10 +42,6 @@ def test_starting_remoting_loads_neither_shipping_nor_importlib_abc() -> None:
     tempfile, pathlib: tens of milliseconds) is not loaded at all, nor hashlib (the direct
     dial's handshake and a split file's module digest load it when they run), logging, or
     inspect (loaded by the few functions that read source)."""
-    import subprocess
-
-    from tests.interposer.harness import BARE_PYTHON, INTERPOSER
-
     code = (
         "import sys\n"
         "from radium_interposer import finder, upcalls\n"
@@ -55,24 +51,22 @@ def test_starting_remoting_loads_neither_shipping_nor_importlib_abc() -> None:
         "upcalls.bound.users_path(len)\n"
         "print('radium_interposer.shipping' in sys.modules)\n"
     )
-    done = subprocess.run(
-        [BARE_PYTHON, "-c", code],
-        env={"PYTHONPATH": str(INTERPOSER)},
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert done.stdout.splitlines() == ["[]", "True"]
+    assert bare_python(code).splitlines() == ["[]", "True"]
 
 
 def test_a_worker_starts_without_importlib_abc() -> None:
     """A lease's worker starts at its first connection: its import hooks do without
     importlib.abc too (its start is the first call's latency)."""
+    code = "import sys, radium_interposer.worker\nprint('importlib.abc' in sys.modules)\n"
+    assert bare_python(code).split() == ["False"]
+
+
+def bare_python(code: str) -> str:
+    """What ``code`` prints in a bare Python that imports the interposer only."""
     import subprocess
 
     from tests.interposer.harness import BARE_PYTHON, INTERPOSER
 
-    code = "import sys, radium_interposer.worker\nprint('importlib.abc' in sys.modules)\n"
     done = subprocess.run(
         [BARE_PYTHON, "-c", code],
         env={"PYTHONPATH": str(INTERPOSER)},
@@ -80,4 +74,4 @@ def test_a_worker_starts_without_importlib_abc() -> None:
         text=True,
         check=True,
     )
-    assert done.stdout.split() == ["False"]
+    return done.stdout

@@ -20,6 +20,7 @@ import threading
 import time
 from typing import Callable, Protocol
 
+from radium import addresses
 from radium.acceptor.handoff import Handoffs, Workers, worker_gone
 from radium.acceptor.handshakes import HANDSHAKE_DEADLINE, Pending, Table, Throttled, source_of
 from radium.errors import ConfigError, UnavailableError
@@ -43,11 +44,11 @@ class Credentials(Workers, Protocol):
 
 
 def split_address(address: str) -> tuple[str, int]:
-    """``host:port`` as ``(host, port)``."""
-    host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit():
+    """``host:port`` as ``(host, port)``; ``:port``, every interface."""
+    found = addresses.split_host_port(address, any_host="0.0.0.0")
+    if found is None:
         raise ConfigError(f"data address {address!r} is not HOST:PORT")
-    return host.strip("[]") or "0.0.0.0", int(port)
+    return found
 
 
 class DataPlane:

@@ -28,10 +28,11 @@ def _host_port(part: str, key: str, text: str, form: str) -> tuple[str, int]:
     return found
 
 
-def split_host_port(address: str) -> tuple[str, int] | None:
-    """``host:port`` (``[v6]:port`` too) as ``(host, port)``; None when it is not one."""
+def split_host_port(address: str, any_host: str = "") -> tuple[str, int] | None:
+    """``host:port`` (``[v6]:port`` too) as ``(host, port)``; None when it is not one. With
+    ``any_host``, ``:port`` (no host) means that host (a listener's every interface)."""
     host, sep, port = address.rpartition(":")
-    host = host.strip("[]")
+    host = host.strip("[]") or any_host
     if not sep or not host or not port.isdigit() or int(port) > 65535:
         return None
     return host, int(port)

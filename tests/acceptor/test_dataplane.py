@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from radium.acceptor.dataplane import DataPlane
+from radium.acceptor.dataplane import DataPlane, split_address
 from radium.acceptor.devices import CpuBackend
 from radium.acceptor.handshakes import Table
 from radium.acceptor.slots import Slots
+from radium.errors import ConfigError
 from radium.proto import pool_pb2 as pb
 from radium_interposer import handshake, wire
 from tests.interposer.harness import BARE_PYTHON, INTERPOSER
@@ -221,3 +222,19 @@ def test_a_handshake_waits_for_a_late_grant_without_a_thread(tmp_path: Path) -> 
     finally:
         plane.stop()
         slots.close()
+
+
+@pytest.mark.parametrize(
+    ("address", "parsed"),
+    [(":7420", ("0.0.0.0", 7420)), ("[::1]:7420", ("::1", 7420)), ("10.0.0.2:1", ("10.0.0.2", 1))],
+)
+def test_a_data_address_is_read_as_the_config_s_addresses_are(
+    address: str, parsed: tuple[str, int]
+) -> None:
+    assert split_address(address) == parsed
+
+
+@pytest.mark.parametrize("address", ["7420", "host:", "host:99999", "host:x"])
+def test_a_bad_data_address_is_one_clear_line(address: str) -> None:
+    with pytest.raises(ConfigError, match="is not HOST:PORT"):
+        split_address(address)

@@ -129,6 +129,7 @@ def encode_batch(call_id: int, body: Buffer) -> List[Union[bytes, memoryview]]:
     return [HEADER.pack(MAGIC, CALL, BINARY, 0, call_id, view.nbytes, 0, 0), view]
 
 
+_LIMITS = Limits()
 #: json.loads without its keyword checks (the same decoder it uses).
 _json = json.JSONDecoder().decode
 
@@ -154,37 +155,28 @@ def read(
 
     Returns None on a clean end of stream before a frame starts.
     """
-    limits = limits or Limits()
+    limits = limits or _LIMITS
     head = bytearray(HEADER.size)
     view = memoryview(head)
-    got = 0
-    while got < HEADER.size:
-        n = readinto(view[got:])
-        if not n:
-            if got == 0:
-                return None
-            raise ProtocolError("connection closed in a frame header")
-        got += n
+    got = readinto(view)
+    if got != HEADER.size:
+        if not got:
+            return None
+        while got < HEADER.size:
+            n = readinto(view[got:])
+            if not n:
+                raise ProtocolError("connection closed in a frame header")
+            got += n
     magic, type_, flags, reserved, call_id, meta_len, nbuf, reserved2 = HEADER.unpack(head)
-    if magic != MAGIC:
-        raise ProtocolError("not a Radium data-plane frame")
-    if type_ not in TYPES:
-        raise ProtocolError(f"unknown frame type {type_}")
-    binary = flags == BINARY and batches and type_ == CALL
-    if (flags and not binary) or reserved or reserved2:
-        raise ProtocolError("reserved header bits are set")
-    if binary and nbuf:
-        raise ProtocolError("a binary batch has buffers")
-    if meta_len > limits.max_meta:
-        raise ProtocolError(f"metadata of {meta_len} bytes exceeds the limit of {limits.max_meta}")
-    if nbuf > limits.max_buffers:
-        raise ProtocolError(f"{nbuf} buffers exceed the limit of {limits.max_buffers}")
+    plain = magic == MAGIC and type_ in TYPES and not (flags or reserved or reserved2 or nbuf)
+    if not plain or meta_len > limits.max_meta:  # every small call and answer is plain
+        _check(magic, type_, flags, reserved or reserved2, meta_len, nbuf, limits, batches)
     sizes: List[int] = []
-    if nbuf:  # most frames (every small call and answer) have none: no work for them here
+    if nbuf:
         sizes = [BUFLEN.unpack_from(_read_exact(readinto, BUFLEN.size))[0] for _ in range(nbuf)]
         if max(sizes) > limits.max_buffer or sum(sizes) > limits.max_total:
             raise ProtocolError(f"buffers of {sum(sizes)} bytes exceed the limits")
-    if binary:
+    elif flags:  # a binary batch (_check allowed it)
         body = bytes(_read_exact(readinto, meta_len)) if meta_len else b""
         return Frame(type_, call_id, {}, (), body)
     try:
@@ -198,21 +190,59 @@ def read(
     )
 
 
+def _check(
+    magic: bytes,
+    type_: int,
+    flags: int,
+    reserved: int,
+    meta_len: int,
+    nbuf: int,
+    limits: Limits,
+    batches: bool,
+) -> None:
+    """A header that is not a plain frame's: refused, unless it is a frame with buffers or (with
+    ``batches``) a binary batch, within the limits."""
+    if magic != MAGIC:
+        raise ProtocolError("not a Radium data-plane frame")
+    if type_ not in TYPES:
+        raise ProtocolError(f"unknown frame type {type_}")
+    binary = flags == BINARY and batches and type_ == CALL
+    if (flags and not binary) or reserved:
+        raise ProtocolError("reserved header bits are set")
+    if binary and nbuf:
+        raise ProtocolError("a binary batch has buffers")
+    if meta_len > limits.max_meta:
+        raise ProtocolError(f"metadata of {meta_len} bytes exceeds the limit of {limits.max_meta}")
+    if nbuf > limits.max_buffers:
+        raise ProtocolError(f"{nbuf} buffers exceed the limit of {limits.max_buffers}")
+
+
 #: sendmsg takes at most this many pieces (Linux IOV_MAX).
 IOV_MAX = 1024
 
 
 def send_chunks(sock: socket.socket, chunks: Sequence[Buffer]) -> None:
-    """Send encoded frames with scatter/gather I/O: big buffers reach the kernel uncopied."""
+    """Send encoded frames (what :func:`encode` and :func:`encode_batch` make) with
+    scatter/gather I/O: big buffers reach the kernel uncopied."""
+    sent = 0
+    if len(chunks) <= IOV_MAX:  # the common case: one sendmsg takes everything
+        sent = sock.sendmsg(chunks)
+        total = 0
+        for chunk in chunks:
+            total += chunk.nbytes if type(chunk) is memoryview else len(chunk)
+        if sent == total:
+            return
     views = [memoryview(c).cast("B") for c in chunks]
     first = 0
-    while first < len(views):
-        sent = sock.sendmsg(views[first : first + IOV_MAX])
+    while True:
         while first < len(views) and sent >= views[first].nbytes:
             sent -= views[first].nbytes
             first += 1
+        if first == len(views):
+            return
         if sent:
             views[first] = views[first][sent:]
+        sent = sock.sendmsg(views[first : first + IOV_MAX])
 
 
 def send(

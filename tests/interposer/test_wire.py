@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import array
 import io
 import socket
 import struct
@@ -80,6 +81,29 @@ def test_send_survives_partial_writes() -> None:
         and bytes(frame.buffers[0]) == payload
         and bytes(frame.buffers[1]) == payload[:10]
     )
+
+
+class Trickle:
+    """A socket whose sendmsg takes at most ``most`` bytes (and at most IOV_MAX pieces)."""
+
+    def __init__(self, most: int) -> None:
+        self.most, self.got = most, bytearray()
+
+    def sendmsg(self, pieces: list[object]) -> int:
+        assert len(pieces) <= wire.IOV_MAX
+        data = b"".join(bytes(memoryview(p).cast("B")) for p in pieces)  # type: ignore[arg-type]
+        self.got += data[: self.most]
+        return min(self.most, len(data))
+
+
+@pytest.mark.parametrize("most", [1, 7, 12, 1 << 30])  # 12: len(), not bytes, of `few`
+def test_every_byte_goes_once_in_order_whatever_sendmsg_takes(most: int) -> None:
+    floats = memoryview(array.array("d", [1.5, -2.0, 3.25]))  # len 3, 24 bytes
+    few = [b"head", bytearray(b"ba"), floats, b"end"]
+    for chunks in (few, [*few, *([b"xy"] * (wire.IOV_MAX + 5))]):
+        sock = Trickle(most)
+        wire.send_chunks(sock, chunks)  # type: ignore[arg-type]
+        assert bytes(sock.got) == b"".join(bytes(memoryview(c).cast("B")) for c in chunks)
 
 
 def run_handshake(

@@ -14,7 +14,6 @@ import itertools
 import os
 import random
 import socket
-import sys
 import threading
 import weakref
 from typing import Any, Dict, List, Optional, Sequence
@@ -40,7 +39,6 @@ __all__ = [
     "PENDING_BYTES",
     "Connection",
     "State",
-    "forward_output",
     "state",
 ]
 
@@ -144,7 +142,7 @@ class Connection:
     def _received(self, frame: wire.Frame) -> None:
         """What an answer carries besides its value: output, the program's state, warnings,
         and its error, raised here."""
-        forward_output(frame.meta)
+        client_warnings.forward_output(frame.meta)
         if "ps" in frame.meta:  # the program's random state after shipped code drew from it
             upcalls.bound.random_states(self, frame.meta["ps"])
         if "tw" in frame.meta:  # the worker's changes to the program's own tensors (mirrored)
@@ -223,18 +221,6 @@ class Connection:
         (a barrier from another thread, or at a fork, is not where the program made it)."""
         if self.unsynced:
             self.request({"op": ops.PING, "q": 1} if quiet else {"op": ops.PING})
-
-
-def forward_output(meta: Dict[str, Any]) -> None:
-    """Write what a remote call printed (or warned) here, where the program would have."""
-    if "w" in meta:  # warnings, each replayed at its place in the call's stderr
-        client_warnings.forward(meta)
-        return
-    for key, stream in (("out", sys.stdout), ("err", sys.stderr)):
-        text = meta.get(key)
-        if text and isinstance(text, str):
-            stream.write(text)
-            stream.flush()
 
 
 class State:

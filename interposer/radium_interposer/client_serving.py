@@ -19,7 +19,8 @@ from radium_interposer import (
     proxy,
     wire,
 )
-from radium_interposer.client import Connection, forward_output
+from radium_interposer.client import Connection
+from radium_interposer.client_warnings import forward_output
 from radium_interposer.naming import error_meta
 
 __all__ = ["serve"]

@@ -6,7 +6,8 @@ raised as the call's exception (``simplefilter("error")``). Semantics: docs/remo
 
 Nothing the worker sends runs code here: the category is a class this program has (a builtin, a
 class of a module it imported) or the stand-in of the remote class, always a ``Warning``; the
-text, the location and the count are bounded.
+text, the location and the count are bounded. What an answer printed (``out``, ``err``) is
+written here too (:func:`forward_output`), in order with its warnings.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ __all__ = [
     "STREAMED_AT",
     "Where",
     "forward",
+    "forward_output",
     "import_filters",
     "learn",
     "note_streamed",
@@ -265,3 +267,17 @@ def import_filters(entries: Any) -> None:
 
 
 ACTIONS = ("default", "error", "ignore", "always", "module", "once")
+
+
+def forward_output(meta: Dict[str, Any]) -> None:
+    """Write what a remote call printed (or warned) here, where the program would have."""
+    if "w" in meta:  # warnings, each replayed at its place in the call's stderr
+        forward(meta)
+        return
+    if "out" not in meta and "err" not in meta:  # most answers: nothing printed
+        return
+    for key, stream in (("out", sys.stdout), ("err", sys.stderr)):
+        text = meta.get(key)
+        if text and isinstance(text, str):
+            stream.write(text)
+            stream.flush()

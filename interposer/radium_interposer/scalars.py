@@ -37,8 +37,16 @@ def peer_has_numpy() -> bool:
 
 
 def _numpy() -> Any:
+    """This process's own numpy, or None (not imported, or the stand-in of a remote one)."""
+    global _seen, _own
     np = sys.modules.get("numpy")
-    return None if np is None or structs.remote_module(np) else np
+    if np is not _seen:  # asked at every request: the answer is kept per module object
+        _seen, _own = np, None if np is None or structs.remote_module(np) else np
+    return _own
+
+
+_seen: Any = None
+_own: Any = None
 
 
 def plain(obj: Any) -> bool:

@@ -105,7 +105,33 @@ class Frame:
         )
 
 
-_json_encode = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
+def _json_encoder() -> Callable[[Any], str]:
+    """``json.dumps(obj, separators=(",", ":"), check_circular=False)``. With json's C
+    accelerator, its one-shot encoder is made once here, not at every frame as
+    ``JSONEncoder.encode`` makes it (the same object, with the same arguments)."""
+    encoder = json.JSONEncoder(separators=(",", ":"), check_circular=False)
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return encoder.encode
+    one_shot = make(
+        None,  # no markers: check_circular=False
+        encoder.default,
+        json.encoder.encode_basestring_ascii,  # ensure_ascii
+        None,  # indent
+        encoder.key_separator,
+        encoder.item_separator,
+        encoder.sort_keys,
+        encoder.skipkeys,
+        encoder.allow_nan,
+    )
+
+    def encode(obj: Any) -> str:
+        return "".join(one_shot(obj, 0))
+
+    return encode
+
+
+_json_encode = _json_encoder()
 
 
 def encode(
@@ -117,6 +143,8 @@ def encode(
     if not isinstance(meta, dict):
         raise ValueError("frame metadata must be a dict")
     meta_bytes = _json_encode(meta).encode("utf-8")
+    if not buffers:  # most frames: a small call or answer
+        return [HEADER.pack(MAGIC, type_, 0, 0, call_id, len(meta_bytes), 0, 0) + meta_bytes]
     views = [memoryview(b).cast("B") for b in buffers]
     head = HEADER.pack(MAGIC, type_, 0, 0, call_id, len(meta_bytes), len(views), 0)
     sizes = b"".join(BUFLEN.pack(v.nbytes) for v in views)

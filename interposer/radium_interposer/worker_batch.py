@@ -192,8 +192,8 @@ class Batches:
             reply, buffers, kind = error_meta(exc), [], wire.ERROR
         worker_state.end(session, meta, reply, buffers)
         session.answer(kind, call_id, reply, buffers)
-        sent = sum(memoryview(b).nbytes for b in buffers)
-        self.stats.answer(sent, kind == wire.ERROR)
+        if buffers or kind == wire.ERROR:  # else nothing to count (a small value's answer)
+            self.stats.answer(sum(memoryview(b).nbytes for b in buffers), kind == wire.ERROR)
 
     def perform(self, template: Template, slots: Tuple[Any, ...]) -> Any:
         """Make the templated call with these slot values: its result, or what it raised."""

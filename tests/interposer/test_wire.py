@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import array
 import io
+import json
 import socket
 import struct
 import threading
@@ -151,3 +152,19 @@ def test_deeply_nested_metadata_is_a_protocol_error_not_a_crash() -> None:
     head = wire.HEADER.pack(wire.MAGIC, wire.HELLO, 0, 0, 0, len(nested), 0, 0)
     with pytest.raises(wire.ProtocolError, match="not JSON"):
         wire.read(io.BytesIO(head + nested).readinto)
+
+
+@pytest.mark.parametrize(
+    "meta",
+    [
+        {},
+        {"v": 1, "out": "π ≈ 3.14\n", "w": [{"m": "x", "l": 3}]},
+        {"f": [1.5, float("inf"), -float("inf"), 1e300, -0.0], "n": None, "b": True},
+        {"big": 1 << 80, "nested": {"a": [[], {}, ["\x00\udcff"]]}},
+    ],
+)
+def test_metadata_is_the_json_it_always_was(meta: dict[str, object]) -> None:
+    # The one-shot encoder made once (wire._json_encode) writes what json.dumps writes.
+    assert wire._json_encode(meta) == json.dumps(meta, separators=(",", ":"))
+    with pytest.raises(TypeError):
+        wire._json_encode({"x": object()})

@@ -165,7 +165,11 @@ _json = json.JSONDecoder().decode
 def _read_exact(readinto: ReadInto, size: int) -> bytearray:
     buf = bytearray(size)
     view = memoryview(buf)
-    got = 0
+    got = readinto(view)  # most often all of it (a buffered reader holds the frame)
+    if got == size:
+        return buf
+    if not got:
+        raise ProtocolError("connection closed in the middle of a frame")
     while got < size:
         n = readinto(view[got:])
         if not n:

@@ -56,7 +56,9 @@ class State:
 
     @property
     def wants_radium(self) -> bool:
-        return bool(self.radium_annotations)
+        from radium.shim.request import selected
+
+        return bool(self.radium_annotations) and selected(self.annotations)
 
 
 def valid_container_id(container_id: object) -> TypeGuard[str]:

@@ -29,7 +29,7 @@ class Containerd:
         self.config = config
         self.env = env
         self.process: subprocess.Popen[bytes] | None = None
-        self._images: set[str] = set()
+        self._images: set[tuple[str, str]] = set()
 
     def command(self, *extra: str) -> list[str]:
         config = str(self.config) if self.config else "/dev/null"
@@ -60,10 +60,18 @@ class Containerd:
         return log_tail(self.root / "containerd.log")
 
     def ctr(
-        self, *args: str, check: bool = True, timeout: float = 180
+        self, *args: str, check: bool = True, timeout: float = 180, namespace: str = ""
     ) -> subprocess.CompletedProcess[str]:
+        """``ctr`` in this daemon's namespace, or ``namespace`` (the CRI plugin's is k8s.io)."""
         result = subprocess.run(
-            [self.ctr_binary, "--address", str(self.socket), "--namespace", self.namespace, *args],
+            [
+                self.ctr_binary,
+                "--address",
+                str(self.socket),
+                "--namespace",
+                namespace or self.namespace,
+                *args,
+            ],
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -77,10 +85,18 @@ class Containerd:
             )
         return result
 
-    def import_image(self, rootfs_tar: Path, name: str) -> str:
-        if name not in self._images:
-            self.ctr("images", "import", str(oci_archive(rootfs_tar, name)), timeout=600)
-            self._images.add(name)
+    def import_image(
+        self,
+        rootfs_tar: Path,
+        name: str,
+        *,
+        namespace: str = "",
+        entrypoint: list[str] | None = None,
+    ) -> str:
+        if (namespace, name) not in self._images:
+            archive = oci_archive(rootfs_tar, name, entrypoint=entrypoint)
+            self.ctr("images", "import", str(archive), timeout=600, namespace=namespace)
+            self._images.add((namespace, name))
         return name
 
     def task_dirs(self) -> list[str]:

@@ -43,13 +43,15 @@ class _Bytes:
         return chunk
 
 
-def oci_archive(rootfs_tar: Path, name: str, env: list[str] | None = None) -> Path:
+def oci_archive(
+    rootfs_tar: Path, name: str, env: list[str] | None = None, entrypoint: list[str] | None = None
+) -> Path:
     """An OCI layout tar with one layer (the rootfs tar) named ``name`` (e.g. docker.io/x/y:z),
-    whose config's Env is IMAGE_ENV and ``env``."""
+    whose config's Env is IMAGE_ENV and ``env``, and whose Entrypoint is ``entrypoint``."""
     gz = rootfs_tar.name.endswith(".gz")
     key = f"{rootfs_tar.name}-{rootfs_tar.stat().st_mtime_ns}-{name}".replace("/", "_").replace(
         ":", "_"
-    ) + ("".join(f"-{item}" for item in env) if env else "")
+    ) + "".join(f"-{item}" for item in [*(env or []), *(entrypoint or [])])
     out = CACHE_DIR / f"oci-{hashlib.sha256(key.encode()).hexdigest()[:16]}.tar"
     if out.exists():
         return out
@@ -57,7 +59,10 @@ def oci_archive(rootfs_tar: Path, name: str, env: list[str] | None = None) -> Pa
     config = {
         "architecture": "amd64",
         "os": "linux",
-        "config": {"Env": [*IMAGE_ENV, *(env or [])]},
+        "config": {
+            "Env": [*IMAGE_ENV, *(env or [])],
+            **({"Entrypoint": entrypoint} if entrypoint else {}),
+        },
         "rootfs": {"type": "layers", "diff_ids": [f"sha256:{_sha256_file(rootfs_tar, gunzip=gz)}"]},
     }
     fd, tmp = tempfile.mkstemp(prefix=".oci-", dir=CACHE_DIR)

@@ -77,6 +77,9 @@ def test_docker_daemon_json_from_setup(radium: RadiumEnv, tmp_path: Path) -> Non
 
 CONTAINERD_MAIN = """version = 2
 
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "registry.k8s.io/pause:3.9"
+
 [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
   runtime_type = "io.containerd.runc.v2"
   [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
@@ -95,10 +98,14 @@ def test_containerd_config_from_setup(radium: RadiumEnv, tmp_path: Path) -> None
         daemon.command("config", "dump"), capture_output=True, text=True, check=True, env=env
     )
     dumped: dict[str, Any] = tomllib.loads(dump.stdout)
-    runtime = dumped["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"]["radium"]
-    shim = str(radium.runtime.parent / "containerd-shim-radium-v2")
+    cri = dumped["plugins"]["io.containerd.grpc.v1.cri"]
+    runtime = cri["containerd"]["runtimes"]["radium"]
+    # containerd replaces the main config's CRI section with the drop-in's: nothing of the
+    # node's own may be lost with it.
+    assert cri["sandbox_image"] == "registry.k8s.io/pause:3.9"
+    assert cri["containerd"]["runtimes"]["runc"]["options"]["SystemdCgroup"] is True
     assert runtime["runtime_type"] == "io.containerd.runc.v2"
-    assert runtime["runtime_path"] == shim
+    assert runtime["options"]["BinaryName"] == str(radium.runtime)
     assert runtime["pod_annotations"] == ["radium.io/*"]
     assert runtime["options"]["SystemdCgroup"] is True  # copied from the runc runtime
     try:
@@ -106,12 +113,12 @@ def test_containerd_config_from_setup(radium: RadiumEnv, tmp_path: Path) -> None
         image = daemon.import_image(
             images.debian_tar("bookworm"), "docker.io/radium-test/bookworm:setup"
         )
-        # The CRI plugin needs a kubelet; ctr reaches the very runtime_path containerd loaded.
+        # The same runc binary through ctr (test_cri.py drives the CRI plugin itself).
         result = daemon.ctr(
             "run",
             "--rm",
-            "--runtime",
-            runtime["runtime_path"],
+            "--runc-binary",
+            runtime["options"]["BinaryName"],
             "--annotation",
             "radium.io/gpus=1",
             image,

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from typing import Any, Callable, Mapping, Optional
 
 __all__ = [
+    "CONTAINERS",
     "FIELDS",
     "MAX_WAIT",
     "NOTHING_SET",
@@ -25,6 +26,8 @@ __all__ = [
     "checked",
     "env_map",
     "from_spec",
+    "is_pod_sandbox",
+    "selected",
     "wait_seconds",
 ]
 
@@ -95,6 +98,35 @@ FIELDS: dict[str, tuple[str, Callable[[str], bool], str]] = {
 
 
 _VARIABLES = frozenset(variable for variable, _, _ in FIELDS.values())
+
+#: A pod annotation naming the pod's containers that ask (comma-separated): pod annotations
+#: reach every container of a pod, and a sidecar should not take a GPU.
+CONTAINERS = ANNOTATION_PREFIX + "containers"
+#: Where CRI runtimes write a container's name into its spec: containerd, CRI-O.
+_CONTAINER_NAMES = ("io.kubernetes.cri.container-name", "io.kubernetes.container.name")
+#: How they mark a pod's sandbox (pause) container, which gets the pod's annotations too.
+_SANDBOX_TYPES = ("io.kubernetes.cri.container-type", "io.kubernetes.cri-o.ContainerType")
+
+
+def is_pod_sandbox(annotations: Mapping[str, object]) -> bool:
+    """Whether the spec with these annotations is a pod's sandbox (pause) container."""
+    return any(annotations.get(key) == "sandbox" for key in _SANDBOX_TYPES)
+
+
+def selected(annotations: Mapping[str, object]) -> bool:
+    """Whether a container with these (spec) annotations may ask at all: never a pod's sandbox
+    (its containers ask, not the pause process), nor a container that ``radium.io/containers``
+    leaves out. That annotation has no say outside a CRI pod (no container name to match)."""
+    if is_pod_sandbox(annotations):
+        return False
+    names = annotations.get(CONTAINERS)
+    if not isinstance(names, str):
+        return True
+    for key in _CONTAINER_NAMES:
+        name = annotations.get(key)
+        if isinstance(name, str):
+            return name in {part.strip() for part in names.split(",")}
+    return True
 
 
 def checked(key: str, value: object, source: str) -> str:
@@ -180,10 +212,13 @@ def from_spec(
     ``radium.io/`` annotation equal to what ``image`` set is dropped (and said in ``notes``).
     ``image`` None means the engine's record of the image was not found: annotations ask,
     the environment does not, and a request made only in it is refused with a SpecError.
+    A pod's sandbox and a container that ``radium.io/containers`` leaves out ask nothing.
     """
     notes = [] if notes is None else notes
     raw_annotations = spec.get("annotations")
     annotations = raw_annotations if isinstance(raw_annotations, dict) else {}
+    if not selected(annotations):
+        return None
     annotations = {
         k: v
         for k, v in annotations.items()

@@ -36,7 +36,7 @@ SANDBOX_ANNOTATION = "io.kubernetes.cri.container-type"
 def is_pod_sandbox(spec: Mapping[str, Any]) -> bool:
     """A pod's sandbox is never touched: its containers ask, not the pause process."""
     annotations = spec.get("annotations")
-    return isinstance(annotations, dict) and annotations.get(SANDBOX_ANNOTATION) == "sandbox"
+    return isinstance(annotations, dict) and request_module.is_pod_sandbox(annotations)
 
 
 def add_radium(

@@ -10,7 +10,11 @@ ROOT = Path(__file__).parents[1]
 
 
 def test_generated_modules_are_fresh(tmp_path: Path) -> None:
-    protos = sorted(p.relative_to(ROOT) for p in (ROOT / "radium" / "proto").glob("*.proto"))
+    protos = sorted(
+        p.relative_to(ROOT)
+        for where in ("radium/proto", "integration/cri")
+        for p in (ROOT / where).glob("*.proto")
+    )
     assert protos
     subprocess.run(
         [

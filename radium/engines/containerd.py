@@ -1,13 +1,15 @@
 """containerd (config version 2): a ``radium`` runtime for the CRI plugin, in a drop-in.
 
-The drop-in holds the runtime (``runtime_type = "io.containerd.runc.v2"``, ``runtime_path`` =
-containerd-shim-radium-v2, the runc runtime's options copied, ``radium.io/*`` pod annotations
-passed through); the main config only gains the drop-in in its ``imports``. ``ctr`` and nerdctl
-reach the same shim as ``--runtime io.containerd.radium.v2`` through PATH.
+The drop-in holds the main config's CRI section (containerd replaces a plugin's section with an
+imported one) plus the runtime: ``runtime_type = "io.containerd.runc.v2"``, the runc runtime's
+options copied with ``BinaryName`` = radium-runtime, ``radium.io/*`` pod annotations passed
+through. The main config only gains the drop-in in its ``imports``. ``ctr`` and nerdctl reach
+containerd-shim-radium-v2 as ``--runtime io.containerd.radium.v2`` through PATH.
 """
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any, Optional
 
@@ -35,40 +37,58 @@ def _parse(content: Optional[bytes], path: Path) -> dict[str, Any]:
         raise ConfigError(exc.message, hint="fix it, then run radium setup again") from exc
 
 
-def _runc_options(main: dict[str, Any]) -> dict[str, Any]:
-    """The options of the existing runc runtime (SystemdCgroup, BinaryName, ...), to copy."""
-    runtimes = main.get("plugins", {}).get(CRI, {}).get("containerd", {}).get("runtimes", {})
-    options = runtimes.get("runc", {}).get("options", {})
-    return dict(options) if isinstance(options, dict) else {}
+def _cri_section(main: dict[str, Any]) -> dict[str, Any]:
+    """A copy of the main config's CRI plugin section (empty when it has none)."""
+    section = main.get("plugins", {}).get(CRI, {})
+    return copy.deepcopy(section) if isinstance(section, dict) else {}
+
+
+def _table(parent: dict[str, Any], key: str) -> dict[str, Any]:
+    """``parent[key]``, made a table (an empty one when absent or not a table)."""
+    value = parent.get(key)
+    if not isinstance(value, dict):
+        value = parent[key] = {}
+    return value
 
 
 def dropin(options: Options, main: dict[str, Any]) -> bytes:
-    """containerd's drop-in config naming the ``radium`` runtime."""
+    """containerd's drop-in config: the main config's CRI section plus the ``radium`` runtime.
+
+    containerd 1.6 and 1.7 replace a plugin's whole section with an imported file's, so a
+    drop-in holding only our runtime would drop the node's own CRI settings (its runc runtime's
+    ``SystemdCgroup``, ``sandbox_image``, registries, CNI): the drop-in repeats them.
+    """
+    cri = _cri_section(main)
+    containerd = _table(cri, "containerd")
+    if options.set_as_default:
+        containerd["default_runtime_name"] = RUNTIME_NAME
+    runtimes = _table(containerd, "runtimes")
+    runc = runtimes.get("runc", {})
+    runc_options = runc.get("options", {}) if isinstance(runc, dict) else {}
+    # The stock runc shim with radium-runtime as its runc: containerd 1.6 ignores a CRI
+    # runtime's runtime_path, and a runtime_type of our own would make the CRI hand the shim
+    # generic options in place of runc's (SystemdCgroup, Root), which the runc shim refuses.
+    runtime: dict[str, Any] = {
+        "runtime_type": "io.containerd.runc.v2",
+        "pod_annotations": [f"{ANNOTATION_PREFIX}*"],
+        "options": {
+            **(runc_options if isinstance(runc_options, dict) else {}),
+            "BinaryName": options.programs["radium-runtime"],
+        },
+    }
+    runtimes[RUNTIME_NAME] = runtime
     doc = tomlkit.document()
     doc.add(
         tomlkit.comment(
             "Written by `radium setup containerd`; `radium setup containerd --remove` deletes it."
         )
     )
+    doc.add(tomlkit.comment("It repeats the main config's CRI section (an import replaces that"))
+    doc.add(
+        tomlkit.comment("whole section): after editing it, run `radium setup containerd` again.")
+    )
     doc.add("version", 2)
-    plugins = tomlkit.table(is_super_table=True)
-    cri = tomlkit.table(is_super_table=True)
-    containerd = tomlkit.table(is_super_table=not options.set_as_default)
-    if options.set_as_default:
-        containerd.add("default_runtime_name", RUNTIME_NAME)
-    runtimes = tomlkit.table(is_super_table=True)
-    runtime = tomlkit.table()
-    runtime.add("runtime_type", "io.containerd.runc.v2")
-    runtime.add("runtime_path", options.programs["containerd-shim-radium-v2"])
-    runtime.add("pod_annotations", [f"{ANNOTATION_PREFIX}*"])
-    runc_options = _runc_options(main)
-    if runc_options:
-        runtime.add("options", runc_options)
-    runtimes.add(RUNTIME_NAME, runtime)
-    containerd.add("runtimes", runtimes)
-    cri.add("containerd", containerd)
-    plugins.add(CRI, cri)
-    doc.add("plugins", plugins)
+    doc.add("plugins", {CRI: cri})
     return tomlkit.dumps(doc).encode()
 
 

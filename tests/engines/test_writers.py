@@ -58,10 +58,13 @@ def test_containerd_dropin_and_imports(tmp_path: Path, options: Options, default
     runtime = tomllib.loads(dropin.read_text())["plugins"][containerd.CRI]["containerd"][
         "runtimes"
     ]["radium"]
+    # runc's options copied, with the wrapper as the runc binary; no runtime_path (containerd
+    # 1.6 ignores it)
     assert runtime["options"] == {
         "SystemdCgroup": True,
-        "BinaryName": "/usr/sbin/runc",
-    }  # copied from runc
+        "BinaryName": "/opt/radium/bin/radium-runtime",
+    }
+    assert "runtime_path" not in runtime
     assert [o.action for o in apply.install(plan)] == ["unchanged", "unchanged"]
     assert [o.action for o in apply.remove(plan)] == ["deleted", "restored"]
     assert config.read_bytes() == original

@@ -60,3 +60,10 @@ def test_rootfs_relative_to_bundle_and_crun_root() -> None:
     assert rootfs_path(crun, {"root": {"path": "rootfs"}}) == "/run/crun/root"
     with pytest.raises(SpecError, match=r"no root\.path"):
         rootfs_path(state, {})
+
+
+def test_a_container_the_pod_leaves_out_is_not_wanted() -> None:
+    pod = {"radium.io/gpus": "1", "radium.io/containers": "app"}
+    for name, wanted in (("app", True), ("sidecar", False)):
+        annotations = {**pod, "io.kubernetes.container.name": name}
+        assert parse_state(state_bytes(annotations=annotations)).wants_radium is wanted

@@ -120,3 +120,30 @@ def test_the_wait_the_hook_and_wrapper_allow_for(
     hooks = modifiers.for_request(annotations, modifiers.config_module.Config(), {})[1]
     assert isinstance(hooks, modifiers.AddHooks)
     assert hooks.timeout == modifiers.HOOK_TIMEOUT_SECONDS + seconds
+
+
+@pytest.mark.parametrize(
+    "name_key", ["io.kubernetes.cri.container-name", "io.kubernetes.container.name"]
+)
+def test_a_pod_names_the_containers_that_ask(name_key: str) -> None:
+    pod = {"radium.io/gpus": "1", "radium.io/containers": "app, trainer"}
+    for name, asks in (("app", True), ("trainer", True), ("sidecar", False), ("ap", False)):
+        request = from_spec(spec(annotations={**pod, name_key: name}), NOTHING_SET)
+        assert (request is not None) is asks, name
+    # Outside a CRI pod there is no container name to match: the request stands.
+    assert from_spec(spec(annotations=pod), NOTHING_SET) == pod
+
+
+@pytest.mark.parametrize(
+    "marks",
+    [
+        {"io.kubernetes.cri.container-type": "sandbox"},
+        {"io.kubernetes.cri-o.ContainerType": "sandbox"},
+    ],
+)
+def test_a_pod_sandbox_never_asks(marks: dict[str, str]) -> None:
+    # Pod annotations reach the pause container too (containerd's pod_annotations, CRI-O).
+    pod = {"radium.io/gpus": "1", "radium.io/remote": "numpy"}
+    assert from_spec(spec(annotations={**pod, **marks}), NOTHING_SET) is None
+    container = {"io.kubernetes.cri.container-type": "container"}
+    assert from_spec(spec(annotations={**pod, **container}), NOTHING_SET) == pod

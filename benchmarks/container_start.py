@@ -9,9 +9,14 @@ Alternates, on the same image and command, each engine private to this run:
               radium-pass    ctr run --rm --runtime io.containerd.radium.v2 IMG ID true
               radium-leased  ctr run --rm --runtime io.containerd.radium.v2
                                --annotation radium.io/gpus=1 IMG ID true
+  CRI         runc           RunPodSandbox (handler runc) + CreateContainer + StartContainer
+              radium-pass    the same with runtime_handler radium
+              radium-leased  the same with the pod annotation radium.io/gpus=1
 
 and prints median and p90 of each, the milliseconds added over the engine's plain runc and the
-ratio. A leased start is the whole of it: the node agent (started by the warm-up run) takes a
+ratio. The CRI rows are what kubelet asks of containerd to start a pod of one container
+(`radium setup containerd`'s runtime handler; the pod is stopped and removed after the clock
+stops). A leased start is the whole of it: the node agent (started by the warm-up run) takes a
 lease from a local SQLite pool with one CPU acceptor, the bundle is mounted, the container
 runs, the lease is given back.
 
@@ -34,10 +39,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from integration import images
 from integration.containerd import Containerd
+from integration.cri.client import Pod
+from integration.cri.node import cri_node
 from integration.dockerd import Dockerd
 from integration.pool import PoolCluster
 from integration.radium_env import RadiumEnv, make_env
@@ -54,6 +61,12 @@ CONTAINERD: dict[str, tuple[str, ...]] = {
     "radium-pass": ("--runtime", "io.containerd.radium.v2"),
     "radium-leased": ("--runtime", "io.containerd.radium.v2", "--annotation", "radium.io/gpus=1"),
 }
+#: runtime handler, then pod annotations as NAME=VALUE
+CRI: dict[str, tuple[str, ...]] = {
+    "runc": ("runc",),
+    "radium-pass": ("radium",),
+    "radium-leased": ("radium", "radium.io/gpus=1"),
+}
 
 
 def percentile(samples: list[float], q: float) -> float:
@@ -62,16 +75,21 @@ def percentile(samples: list[float], q: float) -> float:
 
 
 def alternate(
-    variants: dict[str, tuple[str, ...]], runs: int, start: Callable[[tuple[str, ...]], None]
+    variants: dict[str, tuple[str, ...]],
+    runs: int,
+    start: Callable[[tuple[str, ...]], Any],
+    stop: Callable[[Any], None] = lambda started: None,
 ) -> dict[str, list[float]]:
+    """Samples (ms) of ``start`` per variant; ``stop`` gets what it returned, off the clock."""
     for extra in variants.values():  # warm caches: page cache, image layers, python bytecode
-        start(extra)
+        stop(start(extra))
     samples: dict[str, list[float]] = {name: [] for name in variants}
     for _ in range(runs):
         for name, extra in variants.items():
             began = time.perf_counter()
-            start(extra)
+            started = start(extra)
             samples[name].append((time.perf_counter() - began) * 1000)
+            stop(started)
     return samples
 
 
@@ -113,6 +131,28 @@ def containerd_samples(
         daemon.stop()
 
 
+def cri_samples(radium: RadiumEnv, config: Path, suite: str, runs: int) -> dict[str, list[float]]:
+    image = f"docker.io/radium-bench/{suite}:cri"
+    where = Path(tempfile.mkdtemp(prefix="radium-bench-cri-"))
+    counter = itertools.count()
+    try:
+        with cri_node(radium, config, where, {image: images.debian_tar(suite)}) as (cri, _):
+
+            def start(extra: tuple[str, ...]) -> Pod:
+                annotations = dict(item.split("=", 1) for item in extra[1:])
+                pod = cri.run_pod(f"b{next(counter)}", annotations, handler=extra[0])
+                cri.start(cri.create(pod, "c", image, ["true"]))
+                return pod
+
+            def stop(pod: Pod) -> None:
+                cri.stop_pod(pod)
+                cri.remove_pod(pod)
+
+            return alternate(CRI, runs, start, stop)
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
+
+
 def print_table(title: str, samples: dict[str, list[float]], baseline: str) -> None:
     base = statistics.median(samples[baseline])
     print(title)
@@ -131,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=15, help="runs of each variant (default 15)")
     parser.add_argument("--suite", default="bookworm", choices=images.SUITES)
     parser.add_argument("--install", type=Path, help="virtualenv whose Radium to measure")
-    parser.add_argument("--engine", choices=("docker", "containerd", "all"), default="all")
+    parser.add_argument("--engine", choices=("docker", "containerd", "cri", "all"), default="all")
     args = parser.parse_args(argv)
 
     scripts = args.install / "bin" if args.install else None
@@ -159,6 +199,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.engine in ("containerd", "all"):
             samples = containerd_samples(radium, config, args.suite, args.runs)
             print_table("ctr run --rm", samples, "runc.v2")
+        if args.engine in ("cri", "all"):
+            samples = cri_samples(radium, config, args.suite, args.runs)
+            print_table("CRI: pod sandbox + container start", samples, "runc")
     finally:
         stop_agent(config)
         cluster.stop()

@@ -26,7 +26,11 @@ def test_sandbox() -> None:
 def test_container_start() -> None:
     need_root()
     out = run_benchmark("container_start", "--runs", "1")
-    for title, baseline in (("docker run --rm", "runc"), ("ctr run --rm", "runc.v2")):
+    for title, baseline in (
+        ("docker run --rm", "runc"),
+        ("ctr run --rm", "runc.v2"),
+        ("CRI: pod sandbox + container start", "runc"),
+    ):
         table = out.split(title + "\n", 1)[1].splitlines()[1:4]
         assert [line.split()[0] for line in table] == [baseline, "radium-pass", "radium-leased"]
         for line in table:

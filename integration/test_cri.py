@@ -17,28 +17,15 @@ import pytest
 from integration import images, test_dataplane
 from integration.containerd import Containerd
 from integration.cri import api_pb2 as pb
-from integration.cri import pause
 from integration.cri.client import Cri, Pod
+from integration.cri.node import cri_node
 from integration.host import mount_table
 from integration.pool import PoolCluster, wait_until
 from integration.radium_env import RadiumEnv
 from integration.test_leases import holders
-from integration.test_setup import radium_setup
 
 remoting = test_dataplane.remoting  # the fixture: a config whose agent leases from `cluster`
 IMAGE = "docker.io/radium-test/bookworm:cri"
-CRI_MAIN = """version = 2
-
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "{pause}"
-  # This machine denies lowering oom_score_adj (-998 for a sandbox) below containerd's own.
-  restrict_oom_score_adj = true
-
-[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-  runtime_type = "io.containerd.runc.v2"
-  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-    Root = "{runc_root}"
-"""
 #: numpy from the acceptor (the image has none), then alive until the pod is stopped.
 COMPUTE = """
 import numpy as np
@@ -54,44 +41,20 @@ while True:
 """
 
 
-def python(program: str, then: str = "exec sleep 600") -> list[str]:
-    return ["sh", "-c", f'python3 -c "$0" && {then}', program]
+def python(program: str) -> list[str]:
+    """``program`` run by the image's python3, then the container idles until stopped."""
+    return ["sh", "-c", 'python3 -c "$0" && exec sleep 600', program]
 
 
 @pytest.fixture(scope="module")
 def node(
-    radium: RadiumEnv,
-    remoting: Path,
-    tmp_path_factory: pytest.TempPathFactory,
+    radium: RadiumEnv, remoting: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Cri, Containerd]]:
-    """A containerd whose CRI plugin has the ``radium`` runtime handler from `radium setup`, its
-    runc state inside its own root, the pause and bookworm images in the CRI's namespace."""
-    where = tmp_path_factory.mktemp("cri")
-    main, dropin = where / "config.toml", where / "conf.d" / "radium.toml"
-    env = radium.environ(remoting)
-    env["PATH"] = f"{radium.runtime.parent}:{env['PATH']}"
-    daemon = Containerd(env, config=main)
-    main.write_text(CRI_MAIN.format(pause=pause.IMAGE, runc_root=daemon.root / "runc"))
-    radium_setup(radium, "containerd", "--config", str(main), "--dropin", str(dropin))
-    client = None
-    try:
-        daemon.start()
-        daemon.import_image(
-            pause.pause_tar(), pause.IMAGE, namespace="k8s.io", entrypoint=pause.ENTRYPOINT
-        )
-        daemon.import_image(images.debian_tar("bookworm"), IMAGE, namespace="k8s.io")
-        client = Cri(daemon.socket, where / "pods")
-        yield client, daemon
-    finally:
-        try:
-            if client is not None:
-                client.remove_every_pod()
-                client.close()
-        finally:
-            daemon.stop()
-            radium_setup(
-                radium, "containerd", "--config", str(main), "--dropin", str(dropin), "--remove"
-            )
+    """A node whose agent leases from ``cluster``, the bookworm image (no numpy) imported."""
+    with cri_node(
+        radium, remoting, tmp_path_factory.mktemp("cri"), {IMAGE: images.debian_tar("bookworm")}
+    ) as node:
+        yield node
 
 
 def leased(cluster: PoolCluster, pod: Pod) -> set[str]:

@@ -114,3 +114,17 @@ def test_packaged_hooks_files_match_the_writer() -> None:
     )
     for stage in podman.STAGES:
         assert (packaged / f"radium-{stage}.json").read_bytes() == podman.hook_file(system, stage)
+
+
+def test_containerd_dropin_follows_the_main_cri_section(tmp_path: Path, options: Options) -> None:
+    """The drop-in repeats the main config's CRI section (an import replaces it whole): an
+    edit there after setup shows as a stale drop-in (``radium doctor`` fails, naming setup)."""
+    config, dropin = tmp_path / "config.toml", tmp_path / "conf.d" / "radium.toml"
+    config.write_bytes((GOLDEN / "containerd-config.in.toml").read_bytes())
+    apply.install(containerd.plan(options, config, dropin))
+    written = tomllib.loads(dropin.read_text())["plugins"][containerd.CRI]
+    assert written["sandbox_image"] == "registry.k8s.io/pause:3.9"
+    assert written["containerd"]["runtimes"]["runc"]["options"]["SystemdCgroup"] is True
+    config.write_text(config.read_text().replace("pause:3.9", "pause:3.10"))
+    outcomes = apply.install(containerd.plan(options, config, dropin), dry_run=True)
+    assert (outcomes[0].path, outcomes[0].action != "unchanged") == (dropin, True)

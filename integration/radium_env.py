@@ -84,3 +84,17 @@ def make_env(root: Path, scripts: Path | None = None) -> RadiumEnv:
     )
     env.write_config("config.toml")
     return env
+
+
+def radium_setup(radium: RadiumEnv, *args: str) -> str:
+    """``radium setup ARGS`` of this installation, which must succeed; its output."""
+    cli = radium.runtime.parent / "radium"
+    result = subprocess.run(
+        [str(cli), "setup", *args],
+        capture_output=True,
+        text=True,
+        env=radium.environ(),
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout

@@ -25,8 +25,7 @@ from integration.containerd import Containerd
 from integration.dockerd import IMAGE_PATH_ENV, Dockerd
 from integration.oci_archive import oci_archive
 from integration.podman import Podman
-from integration.radium_env import RadiumEnv
-from integration.test_setup import radium_setup
+from integration.radium_env import RadiumEnv, radium_setup
 
 HOSTILE_ENV = "ENV RADIUM_GPUS=2 RADIUM_PRIORITY=inference RADIUM_WAIT=3600"
 TAKEN = {"radium.io/gpus": "2", "radium.io/priority": "inference", "radium.io/wait": "3600"}

@@ -12,7 +12,7 @@ from integration import images
 from integration.containerd import Containerd
 from integration.dockerd import Dockerd
 from integration.podman import Podman
-from integration.radium_env import RadiumEnv
+from integration.radium_env import RadiumEnv, radium_setup
 from integration.test_runc import REPORT
 from radium.agent import nativeclient
 
@@ -20,19 +20,6 @@ if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
-
-
-def radium_setup(radium: RadiumEnv, *args: str) -> str:
-    cli = radium.runtime.parent / "radium"
-    result = subprocess.run(
-        [str(cli), "setup", *args],
-        capture_output=True,
-        text=True,
-        env=radium.environ(),
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    return result.stdout
 
 
 def test_docker_daemon_json_from_setup(radium: RadiumEnv, tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from radium.commands import (
     certs,
     daemons,
     doctor,
+    dra,
     exec_local,
     images,
     inspect,
@@ -59,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in (
         bundles, setup, daemons, inspect, top, queues, images, agent, exec_local, run, doctor,
-        up, certs,
+        up, certs, dra,
     ):  # fmt: skip
         module.register(commands)
     for _, sub, text in subcommands(parser):

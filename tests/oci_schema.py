@@ -6,15 +6,14 @@ overrides); when it is missing the test fails and says how to install it.
 
 from __future__ import annotations
 
-import json
 import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import jsonschema
-from referencing import Registry, Resource
-from referencing.jsonschema import DRAFT4
+
+from tests.json_schema import validator
 
 SCHEMA_DIR = Path(
     os.environ.get(
@@ -22,26 +21,11 @@ SCHEMA_DIR = Path(
         "/usr/share/gocode/src/github.com/opencontainers/runtime-spec/schema",
     )
 )
-_BASE = "file:///oci-runtime-spec/"
-
-
-def _load(name: str) -> Any:
-    path = SCHEMA_DIR / name
-    if not path.exists():
-        raise AssertionError(
-            f"OCI runtime-spec schema {path} is missing: "
-            "apt-get install golang-github-opencontainers-specs-dev"
-        )
-    return json.loads(path.read_text())
 
 
 @lru_cache(maxsize=1)
-def _validator() -> jsonschema.Draft4Validator:
-    def retrieve(uri: str) -> Resource[Any]:
-        return Resource.from_contents(_load(uri.rsplit("/", 1)[-1]), default_specification=DRAFT4)
-
-    schema = dict(_load("config-schema.json"), id=_BASE + "config-schema.json")
-    return jsonschema.Draft4Validator(schema, registry=Registry(retrieve=retrieve))  # type: ignore[call-arg]
+def _validator() -> jsonschema.protocols.Validator:
+    return validator(SCHEMA_DIR, "config-schema.json", 4, "golang-github-opencontainers-specs-dev")
 
 
 def validate(spec: dict[str, Any]) -> None:

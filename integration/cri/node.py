@@ -5,14 +5,13 @@ sandbox image, and a CRI client in place of kubelet (tests and benchmarks/contai
 from __future__ import annotations
 
 import contextlib
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 from integration.containerd import Containerd
 from integration.cri import pause
 from integration.cri.client import Cri
-from integration.radium_env import RadiumEnv
+from integration.radium_env import RadiumEnv, radium_setup
 
 #: The CRI plugin's containerd namespace.
 NAMESPACE = "k8s.io"
@@ -31,20 +30,6 @@ MAIN_CONFIG = """version = 2
 """
 
 
-def setup_containerd(radium: RadiumEnv, main: Path, dropin: Path, *extra: str) -> str:
-    """``radium setup containerd`` (``--remove`` in ``extra`` undoes it); its output."""
-    cli = str(radium.runtime.parent / "radium")
-    result = subprocess.run(
-        [cli, "setup", "containerd", "--config", str(main), "--dropin", str(dropin), *extra],
-        capture_output=True,
-        text=True,
-        env=radium.environ(),
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    return result.stdout
-
-
 @contextlib.contextmanager
 def cri_node(
     radium: RadiumEnv, config: Path, where: Path, images: dict[str, Path]
@@ -56,7 +41,7 @@ def cri_node(
     env["PATH"] = f"{radium.runtime.parent}:{env['PATH']}"
     daemon = Containerd(env, config=main)
     main.write_text(MAIN_CONFIG.format(pause=pause.IMAGE, runc_root=daemon.root / "runc"))
-    setup_containerd(radium, main, dropin)
+    radium_setup(radium, "containerd", "--config", str(main), "--dropin", str(dropin))
     client = None
     try:
         daemon.start()
@@ -74,4 +59,6 @@ def cri_node(
                 client.close()
         finally:
             daemon.stop()
-            setup_containerd(radium, main, dropin, "--remove")
+            radium_setup(
+                radium, "containerd", "--config", str(main), "--dropin", str(dropin), "--remove"
+            )

@@ -1,0 +1,216 @@
+"""`radium dra serve` for real: its sockets, the node agent and a pool with namespaced acceptors.
+
+kubelet is a stand-in speaking the real registration and ``dra.v1`` gRPC APIs over the plugin's
+unix sockets (tests/dra/kubelet.py); the API server is a stand-in too (kube-apiserver cannot run
+here), serving ResourceClaims of the real schema (tests/dra/test_claims.py checks them) over
+HTTP with a bearer token, read by the plugin's real client.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from integration.pool import PoolCluster, wait_until
+from integration.radium_env import RadiumEnv
+from integration.test_leases import stop_agent
+from radium.dra import cdi
+from radium.dra.claims import Claim
+from tests import cdi_schema
+from tests.dra.claimdata import resource_claim
+from tests.dra.kubelet import Kubelet
+
+RADIUM = str(Path(sys.executable).with_name("radium"))
+TOKEN = "service-account-token"
+NODE = "dranode"
+
+
+class ApiServer(ThreadingHTTPServer):
+    """ResourceClaims by namespace/name, for the bearer token only."""
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.claims: dict[str, dict[str, Any]] = {}
+
+    def add(self, **kwargs: Any) -> Claim:
+        claim, obj = resource_claim(**kwargs)
+        self.claims[f"/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/{claim.name}"] = (
+            obj
+        )
+        return claim
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: ApiServer
+
+    def do_GET(self) -> None:
+        obj = self.server.claims.get(self.path)
+        if self.headers.get("Authorization") != f"Bearer {TOKEN}":
+            status, body = 401, {"kind": "Status", "code": 401}
+        elif obj is None:
+            status, body = 404, {"kind": "Status", "code": 404}
+        else:
+            status, body = 200, obj
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@dataclass
+class Node:
+    root: Path
+    config: Path
+    api: ApiServer
+    kubelet: Kubelet
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def cdi_dir(self) -> Path:
+        return self.root / "cdi"
+
+    def start_plugin(self) -> None:
+        token = self.root / "token"
+        token.write_text(TOKEN + "\n")
+        self.process = subprocess.Popen(
+            [RADIUM, "dra", "serve", "--plugin-dir", str(self.root / "plugins" / "radium.io"),
+             "--registry-dir", str(self.root / "registry"), "--cdi-dir", str(self.cdi_dir),
+             "--api-server", f"http://127.0.0.1:{self.api.server_port}",
+             "--token-file", str(token)],
+            env={"PATH": os.environ["PATH"], "RADIUM_CONFIG": str(self.config)},
+            stdout=subprocess.DEVNULL,
+            stderr=open(self.root / "plugin.log", "ab"),  # noqa: SIM115 (the child owns it)
+        )  # fmt: skip
+        wait_until(self.listening, 30, "the plugin's registration socket")
+
+    def listening(self) -> bool:
+        """Whether the registration socket takes connections (a killed plugin's stays)."""
+        with socket.socket(socket.AF_UNIX) as probe:
+            return probe.connect_ex(str(self.kubelet.registration)) == 0
+
+    def stop_plugin(self, signum: int = signal.SIGTERM) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signum)
+            self.process.wait(timeout=30)
+        self.process = None
+
+
+@pytest.fixture(scope="module")
+def node(
+    radium: RadiumEnv, cluster: PoolCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Node]:
+    root = tmp_path_factory.mktemp("dra")
+    config = radium.client_config("dra.toml", cluster.client_table(), root / "agent", node=NODE)
+    api = ApiServer()
+    threading.Thread(target=api.serve_forever, daemon=True).start()
+    node = Node(root, config, api, Kubelet(root / "registry" / "radium.io-reg.sock"))
+    try:
+        node.start_plugin()
+        node.kubelet.register()
+        yield node
+    finally:
+        node.stop_plugin()
+        api.shutdown()
+        api.server_close()
+        stop_agent(config)
+
+
+def claim_leases(cluster: PoolCluster) -> dict[str, Any]:
+    """The pool's active leases held for claims, by claim uid."""
+    prefix = f"{NODE}/claim-"
+    return {
+        lease.holder.removeprefix(prefix): lease
+        for lease in cluster.client().leases()
+        if lease.holder.startswith(prefix)
+    }
+
+
+def test_claims_lease_from_the_pool_share_a_device_and_are_released(
+    node: Node, cluster: PoolCluster
+) -> None:
+    whole = node.api.add(name="whole")
+    halves = [node.api.add(name=f"half-{i}", parameters={"fraction": 0.5}) for i in range(2)]
+    answers = node.kubelet.prepare(whole, *halves)
+    assert {uid: a.error for uid, a in answers.items()} == {c.uid: "" for c in (whole, *halves)}
+    leases = claim_leases(cluster)
+    assert sorted(leases) == sorted(c.uid for c in (whole, *halves))
+    assert leases[whole.uid].fraction == 1 and len(leases[whole.uid].device_ids) == 1
+    first, second = (leases[c.uid] for c in halves)
+    assert first.fraction == second.fraction == 0.5
+    # Two halves on one device: the pool packs shares (docs/scheduling.md).
+    assert (first.acceptor, list(first.device_ids)) == (second.acceptor, list(second.device_ids))
+    for claim in (whole, *halves):
+        spec = json.loads(Path(cdi.path(str(node.cdi_dir), claim.uid)).read_text())
+        cdi_schema.validate(spec)
+        assert list(answers[claim.uid].devices[0].cdi_device_ids) == [cdi.device_id(claim.uid)]
+    assert node.kubelet.unprepare(whole, *halves) == {c.uid: "" for c in (whole, *halves)}
+    assert claim_leases(cluster) == {}
+    assert os.listdir(node.cdi_dir) == []
+
+
+def test_a_plugin_killed_after_leasing_leaves_no_lease_behind(
+    node: Node, cluster: PoolCluster
+) -> None:
+    """kubelet never heard back: it asks the restarted plugin again (the same lease, not a
+    second one), and unprepares it when the pod is gone."""
+    claim = node.api.add(name="killed")
+    assert node.kubelet.prepare(claim)[claim.uid].error == ""
+    lease_id = claim_leases(cluster)[claim.uid].id
+    node.stop_plugin(signal.SIGKILL)
+    node.start_plugin()
+    node.kubelet.register()
+    assert node.kubelet.prepare(claim)[claim.uid].error == ""
+    assert [lease.id for lease in claim_leases(cluster).values()] == [lease_id]
+    assert node.kubelet.unprepare(claim) == {claim.uid: ""}
+    assert claim_leases(cluster) == {}
+
+
+def test_bad_claims_get_one_line_and_lease_nothing(node: Node, cluster: PoolCluster) -> None:
+    too_much = node.api.add(name="too-much", parameters={"fraction": 2})
+    not_ours = node.api.add(name="not-ours", driver="gpu.nvidia.com")
+    answers = node.kubelet.prepare(too_much, not_ours, Claim("default", "gone", "c0ffee"))
+    assert answers[too_much.uid].error == (
+        "claim default/too-much: fraction must be in (0, 1], got 2"
+    )
+    assert answers[not_ours.uid].error == (
+        "claim default/not-ours has no radium.io device allocated"
+    )
+    assert answers["c0ffee"].error == "claim default/gone does not exist in the API server"
+    assert claim_leases(cluster) == {}
+    assert os.listdir(node.cdi_dir) == []
+
+
+def test_a_pool_that_is_down_fails_the_claim_with_one_line(
+    node: Node, radium: RadiumEnv, tmp_path: Path
+) -> None:
+    dead = radium.client_config(
+        "dra-dead.toml", '[client]\npool = "127.0.0.1:9"\ntimeout = 2.0\n', tmp_path / "agent"
+    )
+    plugin = Node(tmp_path, dead, node.api, Kubelet(tmp_path / "registry" / "radium.io-reg.sock"))
+    plugin.start_plugin()
+    try:
+        plugin.kubelet.register()
+        claim = node.api.add(name="no-pool")
+        error = plugin.kubelet.prepare(claim)[claim.uid].error
+        assert "127.0.0.1:9" in error and "\n" not in error, error
+        assert not plugin.cdi_dir.exists()
+    finally:
+        plugin.stop_plugin()
+        stop_agent(dead)

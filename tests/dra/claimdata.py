@@ -1,0 +1,62 @@
+"""ResourceClaims as the API server returns them once the scheduler allocated them (the shape
+is checked against the Kubernetes schemas in test_claims.py)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from radium.dra.claims import DRIVER, Claim
+
+
+def resource_claim(
+    name: str = "gpu-claim",
+    *,
+    devices: int = 1,
+    parameters: dict[str, Any] | None = None,
+    driver: str = DRIVER,
+    uid: str = "",
+) -> tuple[Claim, dict[str, Any]]:
+    """(the claim as kubelet names it, the ResourceClaim object)."""
+    uid = uid or str(uuid.uuid4())
+    requests = [{"name": "gpu", "exactly": {"deviceClassName": "gpu.radium.io", "count": devices}}]
+    config = (
+        [
+            {
+                "requests": ["gpu"],
+                "opaque": {
+                    "driver": DRIVER,
+                    "parameters": {"apiVersion": "radium.io/v1", "kind": "GpuConfig", **parameters},
+                },
+            }
+        ]
+        if parameters is not None
+        else []
+    )
+    obj = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": "default", "uid": uid},
+        "spec": {"devices": {"requests": requests, "config": config}},
+        "status": {
+            "allocation": {
+                "devices": {
+                    "results": [
+                        {"request": "gpu", "driver": driver, "pool": "node-a", "device": f"gpu-{i}"}
+                        for i in range(devices)
+                    ],
+                    "config": [{"source": "FromClaim", **item} for item in config],
+                },
+                "nodeSelector": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchFields": [
+                                {"key": "metadata.name", "operator": "In", "values": ["node-a"]}
+                            ]
+                        }
+                    ]
+                },
+            }
+        },
+    }
+    return Claim("default", name, uid), obj

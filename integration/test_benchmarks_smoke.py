@@ -54,3 +54,13 @@ def test_workflow() -> None:
     medians = [float(m) for m in re.findall(rf"median\s+({NUMBER}) ms", out)]
     assert len(medians) == 3 and all(m > 0 for m in medians), out
     assert len(ratios(out)) == 2 and all(r > 0 for r in ratios(out)), out
+
+
+def test_dra_prepare() -> None:
+    need_root()
+    out = run_benchmark("dra_prepare", "--runs", "2")
+    table = out.split("alternating\n", 1)[1].splitlines()[1:3]
+    assert [line.split()[:2] for line in table] == [["agent", "acquire"], ["claim", "prepare"]]
+    for line in table:
+        median, p90, ratio = map(float, line.split()[2:])
+        assert median > 0 and p90 > 0 and ratio > 0, out

@@ -11,105 +11,21 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from integration.pool import PoolCluster, wait_until
+from integration.dra_node import NODE, ApiServer, Node
+from integration.pool import PoolCluster
 from integration.radium_env import RadiumEnv
 from integration.test_leases import stop_agent
 from radium.dra import cdi
 from radium.dra.claims import Claim
 from tests import cdi_schema
-from tests.dra.claimdata import resource_claim
 from tests.dra.kubelet import Kubelet
-
-RADIUM = str(Path(sys.executable).with_name("radium"))
-TOKEN = "service-account-token"
-NODE = "dranode"
-
-
-class ApiServer(ThreadingHTTPServer):
-    """ResourceClaims by namespace/name, for the bearer token only."""
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.claims: dict[str, dict[str, Any]] = {}
-
-    def add(self, **kwargs: Any) -> Claim:
-        claim, obj = resource_claim(**kwargs)
-        self.claims[f"/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/{claim.name}"] = (
-            obj
-        )
-        return claim
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: ApiServer
-
-    def do_GET(self) -> None:
-        obj = self.server.claims.get(self.path)
-        if self.headers.get("Authorization") != f"Bearer {TOKEN}":
-            status, body = 401, {"kind": "Status", "code": 401}
-        elif obj is None:
-            status, body = 404, {"kind": "Status", "code": 404}
-        else:
-            status, body = 200, obj
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
-@dataclass
-class Node:
-    root: Path
-    config: Path
-    api: ApiServer
-    kubelet: Kubelet
-    process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def cdi_dir(self) -> Path:
-        return self.root / "cdi"
-
-    def start_plugin(self) -> None:
-        token = self.root / "token"
-        token.write_text(TOKEN + "\n")
-        self.process = subprocess.Popen(
-            [RADIUM, "dra", "serve", "--plugin-dir", str(self.root / "plugins" / "radium.io"),
-             "--registry-dir", str(self.root / "registry"), "--cdi-dir", str(self.cdi_dir),
-             "--api-server", f"http://127.0.0.1:{self.api.server_port}",
-             "--token-file", str(token)],
-            env={"PATH": os.environ["PATH"], "RADIUM_CONFIG": str(self.config)},
-            stdout=subprocess.DEVNULL,
-            stderr=open(self.root / "plugin.log", "ab"),  # noqa: SIM115 (the child owns it)
-        )  # fmt: skip
-        wait_until(self.listening, 30, "the plugin's registration socket")
-
-    def listening(self) -> bool:
-        """Whether the registration socket takes connections (a killed plugin's stays)."""
-        with socket.socket(socket.AF_UNIX) as probe:
-            return probe.connect_ex(str(self.kubelet.registration)) == 0
-
-    def stop_plugin(self, signum: int = signal.SIGTERM) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signum)
-            self.process.wait(timeout=30)
-        self.process = None
 
 
 @pytest.fixture(scope="module")

@@ -36,6 +36,9 @@ class Held:
     runtime_dir: str
     lease: dict[str, Any]
     credential: str = ""
+    #: The key of the DRA claim whose lease this container is attached to ("" for a lease of
+    #: its own): releasing it only detaches the container.
+    claim: str = ""
 
 
 class LeaseBook:

@@ -15,6 +15,7 @@ import time
 from typing import Any, Awaitable, Callable, Protocol
 
 from radium import agentprotocol
+from radium.agent import claims
 from radium.agent.book import Held, LeaseBook, process_started, write_lease_file
 from radium.agent.broker import ConnectionBroker
 from radium.agent.execdirs import is_exec_dir
@@ -118,7 +119,13 @@ class AgentService:
             return {"ok": True, "lease": held.lease}
         taking = self.acquiring.get(container)
         if taking is None:  # no await since the checks: no second task for the container
-            taking = asyncio.create_task(self._take(container, message, annotations))
+            claim = annotations.get(claims.CLAIM)
+            work = (
+                claims.attach(self.book, self.broker, self.started, container, message, claim)
+                if isinstance(claim, str)
+                else self._take(container, message, annotations)
+            )
+            taking = asyncio.create_task(work)
             self.acquiring[container] = taking
             taking.add_done_callback(lambda _: self.acquiring.pop(container, None))
         return {"ok": True, "lease": await asyncio.shield(taking)}
@@ -166,6 +173,10 @@ class AgentService:
         if why == HOLDER_GONE:
             self.clean_runtime_dir(held)
         self.broker.close(container)
+        if held.claim:
+            log.info("container %s: detached from %s (%s)", container, held.claim, why)
+            return True
+        await claims.detach_all(self.book, self.broker, container)
         try:
             await self.pool.release(held.lease_id)
         except RadiumError as exc:  # the pool will expire it after its TTL anyway

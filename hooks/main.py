@@ -59,9 +59,11 @@ def _users(state: State) -> State:
     import logging
 
     from radium.hooks.state import without_image_annotations
+    from radium.shim.pods import claim_of
 
     notes: list[str] = []
     state = without_image_annotations(state, notes)
+    claim_of(state.annotations)  # hooks.d mode: a radium.io/claim only kubelet's CDI gave
     for note in notes:
         logging.getLogger(__name__).info("container %s: %s", state.container_id, note)
     return state

@@ -56,7 +56,7 @@ class State:
 
     @property
     def wants_radium(self) -> bool:
-        from radium.shim.request import selected
+        from radium.shim.pods import selected
 
         return bool(self.radium_annotations) and selected(self.annotations)
 

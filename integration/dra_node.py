@@ -4,18 +4,22 @@ serving ResourceClaims (kube-apiserver), and the plugin's node with kubelet's ca
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 from integration.pool import wait_until
+from integration.test_leases import stop_agent
 from radium.dra.claims import Claim
 from tests.dra.claimdata import resource_claim
 from tests.dra.kubelet import Kubelet
@@ -98,3 +102,22 @@ class Node:
             self.process.send_signal(signum)
             self.process.wait(timeout=30)
         self.process = None
+
+
+@contextlib.contextmanager
+def dra_node(root: Path, config: Path) -> Iterator[Node]:
+    """The plugin running as `radium dra serve` for the Radium ``config`` (its node agent),
+    registered with the kubelet stand-in, an API server stand-in serving its claims; all
+    stopped on the way out (the agent too)."""
+    api = ApiServer()
+    threading.Thread(target=api.serve_forever, daemon=True).start()
+    node = Node(root, config, api, Kubelet(root / "registry" / "radium.io-reg.sock"))
+    try:
+        node.start_plugin()
+        node.kubelet.register()
+        yield node
+    finally:
+        node.stop_plugin()
+        api.shutdown()
+        api.server_close()
+        stop_agent(config)

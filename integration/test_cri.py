@@ -19,6 +19,7 @@ from integration.containerd import Containerd
 from integration.cri import api_pb2 as pb
 from integration.cri.client import Cri, Pod
 from integration.cri.node import cri_node
+from integration.dra_node import Node, dra_node
 from integration.host import mount_table
 from integration.pool import PoolCluster, wait_until
 from integration.radium_env import RadiumEnv
@@ -181,3 +182,68 @@ def test_a_bad_request_fails_the_start_with_one_line_and_leases_nothing(
     cri.stop_pod(pod)
     cri.remove_pod(pod)
     assert_nothing_left(cluster, radium, daemon, pod, mounts)
+
+
+@pytest.fixture(scope="module")
+def dra(
+    node: tuple[Cri, Containerd], remoting: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Node]:
+    """`radium dra serve` on the same node: the same agent leases for claims and containers."""
+    with dra_node(tmp_path_factory.mktemp("cri-dra"), remoting) as plugin:
+        yield plugin
+
+
+def claim_holders(cluster: PoolCluster, uid: str) -> list[str]:
+    return [h for h in holders(cluster) if h.endswith(f"/claim/{uid}")]
+
+
+def test_a_container_computes_on_its_pods_dra_claim(
+    node: tuple[Cri, Containerd], dra: Node, cluster: PoolCluster, radium: RadiumEnv
+) -> None:
+    """kubelet's path: prepare the claim, start the container with its CDI annotation; the
+    container uses the claim's lease (no lease of its own), which outlives the pod until
+    unprepare."""
+    cri, daemon = node
+    mounts = mount_table()
+    claim = dra.api.add(name="half", parameters={"fraction": 0.5})
+    answer = dra.kubelet.prepare(claim)[claim.uid]
+    assert answer.error == "", answer.error
+    cdi_ids = ",".join(answer.devices[0].cdi_device_ids)
+    before = holders(cluster)
+    pod = cri.run_pod("claimed", {"radium.io/remote": "numpy"})
+    kubelet_annotations = {f"cdi.k8s.io/radium.io_{claim.uid}": cdi_ids}
+    cri.start(cri.create(pod, "app", IMAGE, python(COMPUTE), kubelet_annotations))
+    wait_output(cri, pod, "app", "\n")
+    assert cri.output(pod, "app") == "RemoteModule True\n", cri.output(pod, "app", "stderr")
+    assert holders(cluster) == before  # the claim's lease, no other
+    assert len(claim_holders(cluster, claim.uid)) == 1
+    cri.stop_pod(pod)
+    cri.remove_pod(pod)
+    assert len(claim_holders(cluster, claim.uid)) == 1  # the claim outlives the pod
+    assert list(radium.state_dir.iterdir()) == []
+    assert mount_table() == mounts
+    assert daemon.shim_pids() == []
+    assert dra.kubelet.unprepare(claim) == {claim.uid: ""}
+    assert claim_holders(cluster, claim.uid) == []
+
+
+def test_a_pod_cannot_take_another_pods_claim_by_naming_it(
+    node: tuple[Cri, Containerd], dra: Node, cluster: PoolCluster, radium: RadiumEnv
+) -> None:
+    cri, daemon = node
+    mounts = mount_table()
+    claim = dra.api.add(name="someone-elses")
+    assert dra.kubelet.prepare(claim)[claim.uid].error == ""
+    try:
+        pod = cri.run_pod("thief", {"radium.io/claim": claim.uid, "radium.io/remote": "numpy"})
+        app = cri.create(pod, "app", IMAGE, python(COMPUTE))
+        with pytest.raises(grpc.RpcError) as failed:
+            cri.start(app)
+        assert f"radium.io/claim={claim.uid} is not the container's claim" in str(
+            failed.value.details()
+        )
+        cri.stop_pod(pod)
+        cri.remove_pod(pod)
+        assert_nothing_left(cluster, radium, daemon, pod, mounts)
+    finally:
+        assert dra.kubelet.unprepare(claim) == {claim.uid: ""}

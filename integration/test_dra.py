@@ -11,14 +11,13 @@ from __future__ import annotations
 import json
 import os
 import signal
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from integration.dra_node import NODE, ApiServer, Node
+from integration.dra_node import NODE, Node, dra_node
 from integration.pool import PoolCluster
 from integration.radium_env import RadiumEnv
 from integration.test_leases import stop_agent
@@ -34,23 +33,13 @@ def node(
 ) -> Iterator[Node]:
     root = tmp_path_factory.mktemp("dra")
     config = radium.client_config("dra.toml", cluster.client_table(), root / "agent", node=NODE)
-    api = ApiServer()
-    threading.Thread(target=api.serve_forever, daemon=True).start()
-    node = Node(root, config, api, Kubelet(root / "registry" / "radium.io-reg.sock"))
-    try:
-        node.start_plugin()
-        node.kubelet.register()
+    with dra_node(root, config) as node:
         yield node
-    finally:
-        node.stop_plugin()
-        api.shutdown()
-        api.server_close()
-        stop_agent(config)
 
 
 def claim_leases(cluster: PoolCluster) -> dict[str, Any]:
     """The pool's active leases held for claims, by claim uid."""
-    prefix = f"{NODE}/claim-"
+    prefix = f"{NODE}/claim/"
     return {
         lease.holder.removeprefix(prefix): lease
         for lease in cluster.client().leases()

@@ -37,6 +37,7 @@ __all__ = [
     "START_SOCKET",
     "bad_request",
     "bad_request_line",
+    "claim_key",
     "encode",
     "error_from_reply",
     "error_reply",
@@ -79,6 +80,12 @@ START_SOCKET = "start.sock"
 MAX_REQUEST = 1 << 16
 #: Seconds a connection has to send its request.
 REQUEST_TIMEOUT = 10.0
+
+
+def claim_key(uid: str) -> str:
+    """The agent's key for a DRA claim's lease (docs/agent-protocol.md, "Claims"): no container
+    id holds a ``/``, so no container can pass for a claim."""
+    return f"claim/{uid}"
 
 
 def parse_request(line: bytes) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from radium.constants import ANNOTATION_PREFIX
 from radium.errors import SpecError
+from radium.shim.pods import CLAIM, claim_of, is_pod_sandbox, selected
 
 # Not typing.TYPE_CHECKING: importing typing costs milliseconds on every container start.
 TYPE_CHECKING = False
@@ -16,7 +17,6 @@ if TYPE_CHECKING:
     from typing import Any, Callable, Mapping, Optional
 
 __all__ = [
-    "CONTAINERS",
     "FIELDS",
     "MAX_WAIT",
     "NOTHING_SET",
@@ -26,8 +26,6 @@ __all__ = [
     "checked",
     "env_map",
     "from_spec",
-    "is_pod_sandbox",
-    "selected",
     "wait_seconds",
 ]
 
@@ -99,34 +97,8 @@ FIELDS: dict[str, tuple[str, Callable[[str], bool], str]] = {
 
 _VARIABLES = frozenset(variable for variable, _, _ in FIELDS.values())
 
-#: A pod annotation naming the pod's containers that ask (comma-separated): pod annotations
-#: reach every container of a pod, and a sidecar should not take a GPU.
-CONTAINERS = ANNOTATION_PREFIX + "containers"
-#: Where CRI runtimes write a container's name into its spec: containerd, CRI-O.
-_CONTAINER_NAMES = ("io.kubernetes.cri.container-name", "io.kubernetes.container.name")
-#: How they mark a pod's sandbox (pause) container, which gets the pod's annotations too.
-_SANDBOX_TYPES = ("io.kubernetes.cri.container-type", "io.kubernetes.cri-o.ContainerType")
-
-
-def is_pod_sandbox(annotations: Mapping[str, object]) -> bool:
-    """Whether the spec with these annotations is a pod's sandbox (pause) container."""
-    return any(annotations.get(key) == "sandbox" for key in _SANDBOX_TYPES)
-
-
-def selected(annotations: Mapping[str, object]) -> bool:
-    """Whether a container with these (spec) annotations may ask at all: never a pod's sandbox
-    (its containers ask, not the pause process), nor a container that ``radium.io/containers``
-    leaves out. That annotation has no say outside a CRI pod (no container name to match)."""
-    if is_pod_sandbox(annotations):
-        return False
-    names = annotations.get(CONTAINERS)
-    if not isinstance(names, str):
-        return True
-    for key in _CONTAINER_NAMES:
-        name = annotations.get(key)
-        if isinstance(name, str):
-            return name in {part.strip() for part in names.split(",")}
-    return True
+#: What a claim's lease is already decided by: a container with a claim asks none of these.
+_AMOUNTS = ("gpus", "fraction", "memory", "queue", "priority", "wait", "worker", "image")
 
 
 def checked(key: str, value: object, source: str) -> str:
@@ -217,7 +189,10 @@ def from_spec(
     notes = [] if notes is None else notes
     raw_annotations = spec.get("annotations")
     annotations = raw_annotations if isinstance(raw_annotations, dict) else {}
-    if not selected(annotations):
+    if is_pod_sandbox(annotations):
+        return None
+    claim = claim_of(annotations)
+    if claim is None and not selected(annotations):
         return None
     annotations = {
         k: v
@@ -239,6 +214,16 @@ def from_spec(
             source = annotation if annotation in annotations else variable
             request[annotation] = checked(key, value, source)
     others = {k: v for k, v in annotations.items() if k not in request}
+    if claim is not None:
+        amounts = [
+            f"{ANNOTATION_PREFIX}{key}" for key in _AMOUNTS if ANNOTATION_PREFIX + key in request
+        ]
+        if amounts:
+            raise SpecError(
+                f"{amounts[0]} and the container's DRA claim both ask for a device",
+                hint="ask one way: the claim (its ResourceClaim) or the annotations",
+            )
+        request[CLAIM] = claim
     if not request and not others:
         return None
     return {**others, **request}

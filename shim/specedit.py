@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 
 from radium import ocispec
+from radium.shim import pods
 from radium.shim import request as request_module
 
 # Not typing.TYPE_CHECKING: importing typing costs milliseconds on every container start.
@@ -36,7 +37,7 @@ SANDBOX_ANNOTATION = "io.kubernetes.cri.container-type"
 def is_pod_sandbox(spec: Mapping[str, Any]) -> bool:
     """A pod's sandbox is never touched: its containers ask, not the pause process."""
     annotations = spec.get("annotations")
-    return isinstance(annotations, dict) and request_module.is_pod_sandbox(annotations)
+    return isinstance(annotations, dict) and pods.is_pod_sandbox(annotations)
 
 
 def add_radium(

@@ -64,9 +64,18 @@ class Cri:
         )
         return Pod(reply.pod_sandbox_id, config, log_dir)
 
-    def create(self, pod: Pod, name: str, image: str, command: list[str]) -> str:
+    def create(
+        self,
+        pod: Pod,
+        name: str,
+        image: str,
+        command: list[str],
+        annotations: dict[str, str] | None = None,
+    ) -> str:
+        """The container's id; ``annotations`` are what kubelet adds (a DRA claim's CDI ids)."""
         config = pb.ContainerConfig(
             metadata=pb.ContainerMetadata(name=name),
+            annotations=annotations or {},
             image=pb.ImageSpec(image=image),
             command=command,
             log_path=f"{name}.log",

@@ -1,8 +1,10 @@
 """The CDI spec of a prepared claim: one device, ``radium.io/claim=<claim uid>``.
 
 One file per claim in the CDI spec directory, written whole (a runtime may be reading the
-directory) and removed when the claim is unprepared. The device's edit names the claim to the
-container's start (``RADIUM_CLAIM``), which attaches the container to the claim's lease.
+directory) and removed when the claim is unprepared. kubelet hands the device's id to the
+container's start in a CDI annotation, from which radium-runtime attaches the container to the
+claim's lease (:mod:`radium.shim.pods`); a runtime that applies CDI itself (containerd 1.7+,
+CRI-O) also sets the device's one edit, ``RADIUM_CLAIM``, which names the claim to the program.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The DRA kubelet plugin: kubelet's ``dra.v1.DRAPlugin`` calls, and its registration.
 
 ``NodePrepareResources`` reads each claim's allocation, takes its lease through the node agent
-(holder ``<node>/claim-<uid>``: held until unprepare, tied to no process) and writes its CDI
+(holder ``<node>/claim/<uid>``: held until unprepare, tied to no process) and writes its CDI
 spec; ``NodeUnprepareResources`` undoes both. Both are idempotent, per claim (a claim's failure
 is its error line, the others go on), and safe across a restart of this plugin: the agent keeps
 the lease in its state file, so a prepare asked again finds it and an unprepare releases it.
@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 import grpc
 
+from radium.agentprotocol import claim_key
 from radium.dra import cdi
 from radium.dra.claims import DRIVER, Claim, ClaimSource, allocation
 from radium.errors import RadiumError, SpecError
@@ -22,7 +23,7 @@ from radium.proto import dra_v1_pb2_grpc as pb_grpc
 from radium.proto import pluginregistration_v1_pb2 as reg
 from radium.proto import pluginregistration_v1_pb2_grpc as reg_grpc
 
-__all__ = ["DRA_SERVICE", "DraPlugin", "Leaser", "Registration", "holder_key"]
+__all__ = ["DRA_SERVICE", "DraPlugin", "Leaser", "Registration"]
 
 log = logging.getLogger(__name__)
 #: The service version kubelet is told this plugin serves (k8s.io/kubelet dra/v1 types.go).
@@ -35,11 +36,6 @@ class Leaser(Protocol):
     def acquire(self, key: str, request: dict[str, str]) -> dict[str, Any] | None: ...
 
     def release(self, key: str) -> None: ...
-
-
-def holder_key(uid: str) -> str:
-    """The agent's key for a claim's lease; its holder in the pool is ``<node>/<key>``."""
-    return f"claim-{uid}"
 
 
 def _claim(message: pb.Claim) -> Claim:
@@ -72,11 +68,11 @@ class DraPlugin(pb_grpc.DRAPluginServicer):
         try:
             claim = _claim(message)
             found = allocation(self.source.read(claim), claim)
-            self.leaser.acquire(holder_key(claim.uid), found.request)
+            self.leaser.acquire(claim_key(claim.uid), found.request)
             try:
                 cdi.write(self.cdi_dir, claim.uid)
             except OSError as exc:
-                self.leaser.release(holder_key(claim.uid))
+                self.leaser.release(claim_key(claim.uid))
                 raise SpecError(f"cannot write the CDI spec in {self.cdi_dir}: {exc}") from exc
         except RadiumError as exc:
             log.warning("preparing claim %s/%s: %s", message.namespace, message.name,
@@ -99,7 +95,7 @@ class DraPlugin(pb_grpc.DRAPluginServicer):
     def unprepare(self, message: pb.Claim) -> pb.NodeUnprepareResourceResponse:
         try:
             claim = _claim(message)
-            self.leaser.release(holder_key(claim.uid))
+            self.leaser.release(claim_key(claim.uid))
             cdi.remove(self.cdi_dir, claim.uid)
         except (RadiumError, OSError) as exc:
             line = exc.one_line() if isinstance(exc, RadiumError) else str(exc)

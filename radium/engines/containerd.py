@@ -2,8 +2,9 @@
 
 The drop-in holds the main config's CRI section (containerd replaces a plugin's section with an
 imported one) plus the runtime: ``runtime_type = "io.containerd.runc.v2"``, the runc runtime's
-options copied with ``BinaryName`` = radium-runtime, ``radium.io/*`` pod annotations passed
-through. The main config only gains the drop-in in its ``imports``. ``ctr`` and nerdctl reach
+options copied with ``BinaryName`` = radium-runtime, ``radium.io/*`` pod annotations and
+``cdi.k8s.io/*`` container annotations (a DRA claim's CDI devices) passed through. The main
+config only gains the drop-in in its ``imports``. ``ctr`` and nerdctl reach
 containerd-shim-radium-v2 as ``--runtime io.containerd.radium.v2`` through PATH.
 """
 
@@ -71,6 +72,8 @@ def dropin(options: Options, main: dict[str, Any]) -> bytes:
     runtime: dict[str, Any] = {
         "runtime_type": "io.containerd.runc.v2",
         "pod_annotations": [f"{ANNOTATION_PREFIX}*"],
+        # kubelet's CDI devices of a container's DRA claims (radium dra serve's specs)
+        "container_annotations": ["cdi.k8s.io/*"],
         "options": {
             **(runc_options if isinstance(runc_options, dict) else {}),
             "BinaryName": options.programs["radium-runtime"],

@@ -284,3 +284,42 @@ def test_the_data_plane_socket_hands_over_a_dialled_connection_or_says_why_not(
     assert dialled[0] == ("127.0.0.1:9", "lease-1", "lease-secret")
     ours.close()
     theirs.close()
+
+
+def test_a_container_attaches_to_a_claims_lease_and_takes_none_of_its_own(
+    tmp_path: Path, pool: MemoryPool, processes: Processes
+) -> None:
+    async def scenario() -> None:
+        agent = make_agent(tmp_path, pool, processes)
+        claim = {"op": agentprotocol.ACQUIRE, "container": agentprotocol.claim_key("u1"),
+                 "pid": 0, "request": REQUEST, "runtime_dir": ""}  # fmt: skip
+        claimed = (await agent.handle(claim))["lease"]
+        runtime_dir = tmp_path / "run" / "c1"
+        runtime_dir.mkdir(parents=True)
+        message = {**acquire("c1", runtime_dir), "request": {"radium.io/claim": "u1"}}
+        reply = await agent.handle(message)
+        assert reply["lease"] == claimed and pool.allocations == 1
+        assert (runtime_dir / DATA_SOCKET).is_socket()
+        assert json.loads((runtime_dir / "lease.json").read_text())["id"] == claimed["id"]
+        assert await agent.handle(message) == reply  # idempotent
+        release = {"op": agentprotocol.RELEASE, "container": "c1"}
+        assert (await agent.handle(release))["released"] is True
+        assert list(pool.leases) == [claimed["id"]]  # detached: the claim's lease stays
+        await agent.handle(message)  # attached again; then the claim goes
+        claim_release = {"op": agentprotocol.RELEASE, "container": claim["container"]}
+        assert (await agent.handle(claim_release))["released"] is True
+        assert pool.leases == {} and len(agent.book) == 0
+        assert json.loads((runtime_dir / "lease.json").read_text())["state"] == "released"
+        assert agent.broker.servers == {}  # its data-plane socket closed with it
+
+    asyncio.run(scenario())
+
+
+def test_a_claim_not_prepared_here_is_refused_naming_it(
+    tmp_path: Path, pool: MemoryPool, processes: Processes
+) -> None:
+    agent = make_agent(tmp_path, pool, processes)
+    message = {**acquire("c1"), "request": {"radium.io/claim": "u9"}}
+    with pytest.raises(InvalidRequestError, match="claim u9 is not prepared on this node"):
+        asyncio.run(agent.handle(message))
+    assert pool.allocations == 0 and len(agent.book) == 0

@@ -87,8 +87,8 @@ def test_prepare_leases_writes_the_cdi_spec_and_unprepare_undoes_it(plugin: Any)
     ]  # fmt: skip
     assert list(devices[0].cdi_device_ids) == [f"radium.io/claim={whole.uid}"]
     assert agent.held == {
-        f"claim-{whole.uid}": {"radium.io/gpus": "2"},
-        f"claim-{half.uid}": {"radium.io/fraction": "0.5"},
+        f"claim/{whole.uid}": {"radium.io/gpus": "2"},
+        f"claim/{half.uid}": {"radium.io/fraction": "0.5"},
     }
     assert sorted(os.listdir(paths.cdi_dir)) == sorted(
         os.path.basename(cdi.path(paths.cdi_dir, c.uid)) for c in (whole, half)
@@ -112,7 +112,7 @@ def test_a_bad_claim_gets_one_line_and_nothing_while_the_others_are_prepared(
     assert answers[bad.uid].error == "claim default/bad: fraction must be in (0, 1], got 2"
     assert answers[bad.uid].devices == []
     assert answers[missing.uid].error == "claim default/missing does not exist"
-    assert list(agent.held) == [f"claim-{good.uid}"]
+    assert list(agent.held) == [f"claim/{good.uid}"]
     assert os.listdir(paths.cdi_dir) == [os.path.basename(cdi.path(paths.cdi_dir, good.uid))]
 
 

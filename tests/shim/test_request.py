@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -147,3 +148,39 @@ def test_a_pod_sandbox_never_asks(marks: dict[str, str]) -> None:
     assert from_spec(spec(annotations={**pod, **marks}), NOTHING_SET) is None
     container = {"io.kubernetes.cri.container-type": "container"}
     assert from_spec(spec(annotations={**pod, **container}), NOTHING_SET) == pod
+
+
+UID = "5b0f1d1c-39a3-4f3e-9d5e-2a4c7c0b6a11"
+CDI = {f"cdi.k8s.io/radium.io_{UID}": f"radium.io/claim={UID}"}
+
+
+def test_a_containers_dra_claim_comes_from_kubelets_cdi_annotation() -> None:
+    pod = {"radium.io/remote": "numpy"}
+    assert from_spec(spec(annotations={**pod, **CDI}), NOTHING_SET) == {
+        "radium.io/remote": "numpy",
+        "radium.io/claim": UID,
+    }
+    # Another vendor's CDI device is none of Radium's business.
+    other = {"cdi.k8s.io/gpu.nvidia.com_x": "nvidia.com/gpu=0"}
+    assert from_spec(spec(annotations=other), NOTHING_SET) is None
+    # The request the runtime wrote back (radium.io/claim beside the CDI annotation) reads the same.
+    written = {**pod, **CDI, "radium.io/claim": UID}
+    assert from_spec(spec(annotations=written), NOTHING_SET) == {**pod, "radium.io/claim": UID}
+
+
+@pytest.mark.parametrize(
+    ("annotations", "message"),
+    [
+        ({"radium.io/claim": UID}, "is not the container's claim: a pod uses a claim through"),
+        ({**CDI, "radium.io/claim": "another"}, "radium.io/claim=another is not the container's"),
+        (
+            {**CDI, "cdi.k8s.io/radium.io_b": "radium.io/claim=b"},
+            "the container has 2 radium.io claims; it may use one",
+        ),
+        ({"cdi.k8s.io/radium.io_x": "radium.io/claim=../x"}, "names a bad claim uid '../x'"),
+        ({**CDI, "radium.io/gpus": "1"}, "radium.io/gpus and the container's DRA claim both ask"),
+    ],
+)
+def test_a_claim_no_kubelet_gave_is_refused(annotations: dict[str, str], message: str) -> None:
+    with pytest.raises(SpecError, match=re.escape(message)):
+        from_spec(spec(annotations=annotations), NOTHING_SET)

@@ -14,6 +14,7 @@ __all__ = ["register"]
 
 def _serve(args: argparse.Namespace) -> int:
     from radium.dra import claims, serve
+    from radium.dra.paths import Paths
 
     config = config_module.load()
     logs.setup("radium dra", "", stderr_level=20)
@@ -22,7 +23,7 @@ def _serve(args: argparse.Namespace) -> int:
         source = claims.ApiServer(args.api_server, args.token_file, args.ca_file)
     else:
         source = serve.api_server_from_env(dict(os.environ))
-    paths = serve.Paths(args.plugin_dir, args.registry_dir, args.cdi_dir)
+    paths = Paths(args.plugin_dir, args.registry_dir, args.cdi_dir)
     follow_supervisor()
     serve.serve(source, leaser, paths)
     return 0
@@ -30,7 +31,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add this module's subcommands and their options to the ``radium`` command line."""
-    from radium.dra.serve import Paths
+    from radium.dra.paths import Paths
 
     parser = commands.add_parser("dra", help="Kubernetes DRA: the radium.io driver on a node")
     subs = parser.add_subparsers(dest="dra_command", required=True, metavar="COMMAND")

@@ -15,7 +15,7 @@ import os
 import re
 from typing import Any
 
-from radium.dra.claims import DRIVER
+from radium.dra.paths import DRIVER
 from radium.errors import SpecError
 
 __all__ = ["CDI_VERSION", "KIND", "device_id", "path", "remove", "spec", "write"]

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from radium.constants import ANNOTATION_PREFIX
+from radium.dra.paths import DRIVER
 from radium.errors import AuthError, SpecError, UnavailableError
 
 __all__ = [
-    "DRIVER",
     "Allocation",
     "ApiServer",
     "Claim",
@@ -30,8 +30,6 @@ __all__ = [
     "allocation",
 ]
 
-#: The DRA driver name: in DeviceClasses, ResourceSlices and CDI ids.
-DRIVER = "radium.io"
 #: The longest a claim read may take, in seconds.
 READ_TIMEOUT = 10.0
 #: A ResourceClaim larger than this is refused (kubelet's claims are a few KiB).

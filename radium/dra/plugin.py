@@ -16,7 +16,8 @@ import grpc
 
 from radium.agentprotocol import claim_key
 from radium.dra import cdi
-from radium.dra.claims import DRIVER, Claim, ClaimSource, allocation
+from radium.dra.claims import Claim, ClaimSource, allocation
+from radium.dra.paths import DRIVER
 from radium.errors import RadiumError, SpecError
 from radium.proto import dra_v1_pb2 as pb
 from radium.proto import dra_v1_pb2_grpc as pb_grpc

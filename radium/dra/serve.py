@@ -15,40 +15,23 @@ import signal
 import stat
 import threading
 from concurrent import futures
-from dataclasses import dataclass
 from typing import Any
 
 import grpc
 
 from radium import agentclient
 from radium.config import Config
-from radium.dra.claims import DRIVER, ApiServer, ClaimSource
+from radium.dra.claims import ApiServer, ClaimSource
+from radium.dra.paths import DRIVER, Paths
 from radium.dra.plugin import DraPlugin, Leaser, Registration
 from radium.errors import ConfigError, UnsafeStateDirError
 from radium.proto import dra_v1_pb2_grpc as pb_grpc
 from radium.proto import pluginregistration_v1_pb2_grpc as reg_grpc
 
-__all__ = ["AgentLeaser", "Paths", "api_server_from_env", "serve", "start"]
+__all__ = ["AgentLeaser", "api_server_from_env", "serve", "start"]
 
 log = logging.getLogger(__name__)
 SERVICE_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
-
-
-@dataclass(frozen=True)
-class Paths:
-    """Where kubelet and the container runtime look for what the plugin makes."""
-
-    plugin_dir: str = f"/var/lib/kubelet/plugins/{DRIVER}"
-    registry_dir: str = "/var/lib/kubelet/plugins_registry"
-    cdi_dir: str = "/var/run/cdi"
-
-    @property
-    def endpoint(self) -> str:
-        return os.path.join(self.plugin_dir, "dra.sock")
-
-    @property
-    def registration(self) -> str:
-        return os.path.join(self.registry_dir, f"{DRIVER}-reg.sock")
 
 
 class AgentLeaser:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from radium.dra.claims import DRIVER, Claim
+from radium.dra.claims import Claim
+from radium.dra.paths import DRIVER
 
 
 def resource_claim(

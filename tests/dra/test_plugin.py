@@ -14,7 +14,8 @@ import pytest
 
 from radium.dra import cdi
 from radium.dra.claims import Claim
-from radium.dra.serve import Paths, start
+from radium.dra.paths import Paths
+from radium.dra.serve import start
 from radium.errors import SpecError, UnavailableError, UnsafeStateDirError
 from tests.dra.claimdata import resource_claim
 from tests.dra.kubelet import Kubelet

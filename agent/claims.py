@@ -14,14 +14,12 @@ from typing import Any
 from radium.agent.book import Held, LeaseBook, write_lease_file
 from radium.agent.broker import ConnectionBroker
 from radium.agentprotocol import claim_key
-from radium.constants import ANNOTATION_PREFIX
 from radium.errors import InvalidRequestError, RadiumError
+from radium.shim.pods import CLAIM
 
 __all__ = ["CLAIM", "attach", "detach_all"]
 
 log = logging.getLogger(__name__)
-#: The request annotation naming the claim a container is attached to.
-CLAIM = ANNOTATION_PREFIX + "claim"
 
 
 async def attach(

@@ -18,12 +18,20 @@ from typing import Any
 from radium.dra.paths import DRIVER
 from radium.errors import SpecError
 
-__all__ = ["CDI_VERSION", "KIND", "device_id", "path", "remove", "spec", "write"]
+__all__ = ["CDI_VERSION", "KIND", "check_uid", "device_id", "path", "remove", "spec", "write"]
 
 CDI_VERSION = "0.5.0"
 KIND = f"{DRIVER}/claim"
-#: What a CDI device name may be; a claim uid (a UUID) always is.
-_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.:-]*$")
+#: A claim uid Radium takes (Kubernetes' are UUIDs): a CDI device name, an agent key and a file
+#: name without any further check (radium.shim.pods reads it back with the same rule).
+_UID = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9-]{0,127}$")
+
+
+def check_uid(uid: str) -> str:
+    """``uid``, or a SpecError when it is not one Radium takes."""
+    if not _UID.match(uid):
+        raise SpecError(f"claim uid {uid!r} is not a Kubernetes uid")
+    return uid
 
 
 def device_id(uid: str) -> str:
@@ -33,8 +41,7 @@ def device_id(uid: str) -> str:
 
 def spec(uid: str) -> dict[str, Any]:
     """The claim's CDI spec."""
-    if not _NAME.match(uid):
-        raise SpecError(f"claim uid {uid!r} cannot name a CDI device")
+    check_uid(uid)
     return {
         "cdiVersion": CDI_VERSION,
         "kind": KIND,
@@ -61,6 +68,6 @@ def write(cdi_dir: str, uid: str) -> str:
 
 def remove(cdi_dir: str, uid: str) -> None:
     """Remove the claim's spec (idempotent)."""
-    if _NAME.match(uid):
+    if _UID.match(uid):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path(cdi_dir, uid))

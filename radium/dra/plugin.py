@@ -42,7 +42,7 @@ class Leaser(Protocol):
 def _claim(message: pb.Claim) -> Claim:
     if not (message.uid and message.namespace and message.name):
         raise SpecError("kubelet named a claim without namespace, name or uid")
-    return Claim(message.namespace, message.name, message.uid)
+    return Claim(message.namespace, message.name, cdi.check_uid(message.uid))
 
 
 class DraPlugin(pb_grpc.DRAPluginServicer):

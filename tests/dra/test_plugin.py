@@ -142,3 +142,12 @@ def test_a_stale_socket_is_replaced_and_anything_else_refused(tmp_path: Path) ->
         start(Claims(), Agent(), paths)
     assert os.readlink(paths.registration) == "/etc/passwd"
     assert not os.path.exists(paths.endpoint)  # the service started first was stopped
+
+
+def test_a_claim_uid_radium_does_not_take_is_refused_before_anything(plugin: Any) -> None:
+    kubelet, claims, agent, paths = plugin
+    kubelet.register()
+    claim = claims.add(uid="../../etc/cron.d/x")
+    error = kubelet.prepare(claim)[claim.uid].error
+    assert error == "claim uid '../../etc/cron.d/x' is not a Kubernetes uid"
+    assert agent.held == {} and not os.path.exists(paths.cdi_dir)

@@ -2,13 +2,13 @@
 
 Alternates, on one node agent, a local SQLite pool and one CPU acceptor:
 
-  agent acquire   the node agent takes a one-GPU lease (what a container's start does)
-  claim prepare   kubelet's NodePrepareResources for a one-device claim, through the
+  agent-acquire   the node agent takes a one-GPU lease (what a container's start does)
+  claim-prepare   kubelet's NodePrepareResources for a one-device claim, through the
                   `radium dra serve` process: the claim read from the API server (a local
                   stand-in), the same lease through the agent, the CDI spec written
 
-and prints median and p90 of each and the ratio; the release and the unprepare run off the
-clock. The goal: under one second per claim, lease included.
+and prints median and p90 of each, the milliseconds added and the ratio; the release and the
+unprepare run off the clock. The goal: under one second per claim, lease included.
 
     sudo .venv/bin/python -m benchmarks.dra_prepare [--runs 20]
 """
@@ -18,14 +18,13 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Callable
 
-from benchmarks.container_start import percentile
+from benchmarks.container_start import print_table
 from integration.dra_node import NODE, Node, dra_node
 from integration.pool import PoolCluster
 from integration.radium_env import make_env
@@ -48,8 +47,8 @@ def measure(node: Node, config: Path, runs: int) -> dict[str, list[float]]:
         assert answer.error == "", answer.error
 
     variants: list[tuple[str, Callable[[int], None], Callable[[int], None]]] = [
-        ("agent acquire", acquire, lambda i: agentclient.release(loaded, f"bench-{i}")),
-        ("claim prepare", prepare, lambda i: node.kubelet.unprepare(claims[i])),
+        ("agent-acquire", acquire, lambda i: agentclient.release(loaded, f"bench-{i}")),
+        ("claim-prepare", prepare, lambda i: node.kubelet.unprepare(claims[i])),
     ]
     for _, start, stop in variants:  # warm: the agent autostarts, connections open
         start(runs)
@@ -85,12 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         cluster.stop()
         shutil.rmtree(radium.root, ignore_errors=True)
-    base = statistics.median(samples["agent acquire"])
     print(f"DRA claim prepare, one whole device, {args.runs} runs each, alternating")
-    print(f"  {'variant':<14} {'median ms':>10} {'p90 ms':>8} {'ratio':>6}")
-    for name, values in samples.items():
-        median = statistics.median(values)
-        print(f"  {name:<14} {median:>10.1f} {percentile(values, 0.9):>8.1f} {median / base:>6.2f}")
+    print_table("NodePrepareResources beside the agent's own lease", samples, "agent-acquire")
     return 0
 
 

@@ -56,9 +56,14 @@ class State:
 
     @property
     def wants_radium(self) -> bool:
-        from radium.shim.pods import selected
+        from radium.shim.pods import is_pod_sandbox, selected
 
-        return bool(self.radium_annotations) and selected(self.annotations)
+        annotations = self.annotations
+        return (
+            bool(self.radium_annotations)
+            and not is_pod_sandbox(annotations)
+            and selected(annotations)
+        )
 
 
 def valid_container_id(container_id: object) -> TypeGuard[str]:

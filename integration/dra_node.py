@@ -9,7 +9,6 @@ import json
 import os
 import signal
 import socket
-import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -18,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from integration.pool import wait_until
+from integration.pool import Service, wait_until
 from integration.test_leases import stop_agent
 from radium.dra.claims import Claim
 from tests.dra.claimdata import resource_claim
@@ -72,24 +71,25 @@ class Node:
     config: Path
     api: ApiServer
     kubelet: Kubelet
-    process: subprocess.Popen[bytes] | None = None
+
+    def __post_init__(self) -> None:
+        token = self.root / "token"
+        token.write_text(TOKEN + "\n")
+        self.plugin = Service(
+            [RADIUM, "dra", "serve", "--plugin-dir", str(self.root / "plugins" / "radium.io"),
+             "--registry-dir", str(self.root / "registry"), "--cdi-dir", str(self.cdi_dir),
+             "--api-server", f"http://127.0.0.1:{self.api.server_port}",
+             "--token-file", str(token)],
+            {"PATH": os.environ["PATH"], "RADIUM_CONFIG": str(self.config)},
+            self.root / "plugin.log",
+        )  # fmt: skip
 
     @property
     def cdi_dir(self) -> Path:
         return self.root / "cdi"
 
     def start_plugin(self) -> None:
-        token = self.root / "token"
-        token.write_text(TOKEN + "\n")
-        self.process = subprocess.Popen(
-            [RADIUM, "dra", "serve", "--plugin-dir", str(self.root / "plugins" / "radium.io"),
-             "--registry-dir", str(self.root / "registry"), "--cdi-dir", str(self.cdi_dir),
-             "--api-server", f"http://127.0.0.1:{self.api.server_port}",
-             "--token-file", str(token)],
-            env={"PATH": os.environ["PATH"], "RADIUM_CONFIG": str(self.config)},
-            stdout=subprocess.DEVNULL,
-            stderr=open(self.root / "plugin.log", "ab"),  # noqa: SIM115 (the child owns it)
-        )  # fmt: skip
+        self.plugin.start()
         wait_until(self.listening, 30, "the plugin's registration socket")
 
     def listening(self) -> bool:
@@ -98,10 +98,7 @@ class Node:
             return probe.connect_ex(str(self.kubelet.registration)) == 0
 
     def stop_plugin(self, signum: int = signal.SIGTERM) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signum)
-            self.process.wait(timeout=30)
-        self.process = None
+        self.plugin.kill(signum)
 
 
 @contextlib.contextmanager

@@ -59,8 +59,8 @@ def test_workflow() -> None:
 def test_dra_prepare() -> None:
     need_root()
     out = run_benchmark("dra_prepare", "--runs", "2")
-    table = out.split("alternating\n", 1)[1].splitlines()[1:3]
-    assert [line.split()[:2] for line in table] == [["agent", "acquire"], ["claim", "prepare"]]
+    table = out.split("own lease\n", 1)[1].splitlines()[1:3]
+    assert [line.split()[0] for line in table] == ["agent-acquire", "claim-prepare"]
     for line in table:
-        median, p90, ratio = map(float, line.split()[2:])
+        median, p90, _added, ratio = map(float, line.split()[1:])
         assert median > 0 and p90 > 0 and ratio > 0, out

@@ -15,7 +15,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Mapping, Optional
 
-__all__ = ["CLAIM", "CONTAINERS", "claim_of", "is_pod_sandbox", "selected"]
+__all__ = ["CLAIM", "CONTAINERS", "SANDBOX_ANNOTATION", "claim_of", "is_pod_sandbox", "selected"]
 
 #: A pod annotation naming the pod's containers that ask (comma-separated): pod annotations
 #: reach every container of a pod, and a sidecar should not take a GPU.
@@ -23,7 +23,8 @@ CONTAINERS = ANNOTATION_PREFIX + "containers"
 #: Where CRI runtimes write a container's name into its spec: containerd, CRI-O.
 _CONTAINER_NAMES = ("io.kubernetes.cri.container-name", "io.kubernetes.container.name")
 #: How they mark a pod's sandbox (pause) container, which gets the pod's annotations too.
-_SANDBOX_TYPES = ("io.kubernetes.cri.container-type", "io.kubernetes.cri-o.ContainerType")
+SANDBOX_ANNOTATION = "io.kubernetes.cri.container-type"
+_SANDBOX_TYPES = (SANDBOX_ANNOTATION, "io.kubernetes.cri-o.ContainerType")
 
 
 #: The request field naming the DRA claim whose lease a container uses (docs/kubernetes.md).
@@ -66,11 +67,9 @@ def is_pod_sandbox(annotations: Mapping[str, object]) -> bool:
 
 
 def selected(annotations: Mapping[str, object]) -> bool:
-    """Whether a container with these (spec) annotations may ask at all: never a pod's sandbox
-    (its containers ask, not the pause process), nor a container that ``radium.io/containers``
-    leaves out. That annotation has no say outside a CRI pod (no container name to match)."""
-    if is_pod_sandbox(annotations):
-        return False
+    """False for a container that the pod's ``radium.io/containers`` leaves out; that annotation
+    has no say outside a CRI pod (no container name to match). Sandboxes: :func:`is_pod_sandbox`.
+    """
     names = annotations.get(CONTAINERS)
     if not isinstance(names, str):
         return True

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 
 from radium import ocispec
-from radium.shim import pods
 from radium.shim import request as request_module
 
 # Not typing.TYPE_CHECKING: importing typing costs milliseconds on every container start.
@@ -21,23 +20,12 @@ if TYPE_CHECKING:
 
 
 __all__ = [
-    "SANDBOX_ANNOTATION",
     "add_radium",
     "edit_bundle",
-    "is_pod_sandbox",
     "log_notes",
     "logged_request",
     "user_request",
 ]
-
-#: containerd's CRI plugin marks a pod's sandbox (pause) container with this annotation.
-SANDBOX_ANNOTATION = "io.kubernetes.cri.container-type"
-
-
-def is_pod_sandbox(spec: Mapping[str, Any]) -> bool:
-    """A pod's sandbox is never touched: its containers ask, not the pause process."""
-    annotations = spec.get("annotations")
-    return isinstance(annotations, dict) and pods.is_pod_sandbox(annotations)
 
 
 def add_radium(

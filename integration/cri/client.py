@@ -7,7 +7,6 @@ format (``<time> <stream> <P|F> <text>``), as kubelet does.
 
 from __future__ import annotations
 
-import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +15,7 @@ import grpc
 
 from integration.cri import api_pb2 as pb
 from integration.cri import api_pb2_grpc as pb_grpc
+from integration.pool import wait_until
 
 #: The deadline of one CRI call, in seconds (a container start includes Radium's lease).
 DEADLINE = 120.0
@@ -105,13 +105,12 @@ class Cri:
 
     def wait_exited(self, container_id: str, timeout: float = 180) -> int:
         """The container's exit code, once it has exited."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            status = self.status(container_id)
-            if status.state == pb.CONTAINER_EXITED:
-                return int(status.exit_code)
-            time.sleep(0.1)
-        raise AssertionError(f"container {container_id} still runs after {timeout:.0f} s")
+
+        def exited() -> bool:
+            return bool(self.status(container_id).state == pb.CONTAINER_EXITED)
+
+        wait_until(exited, timeout, f"container {container_id} to exit")
+        return int(self.status(container_id).exit_code)
 
     def output(self, pod: Pod, name: str, stream: str = "stdout") -> str:
         """What container ``name`` wrote to ``stream``, from its CRI log file."""

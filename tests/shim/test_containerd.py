@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from radium.shim import containerd, specedit
+from radium.shim import containerd, pods
 
 
 @pytest.mark.parametrize(
@@ -68,7 +68,7 @@ def test_start_edits_a_requesting_container(tmp_path: Path, runc_spec: dict[str,
 
 
 def test_start_never_touches_a_pod_sandbox(tmp_path: Path, runc_spec: dict[str, Any]) -> None:
-    runc_spec["annotations"] = {specedit.SANDBOX_ANNOTATION: "sandbox", "radium.io/gpus": "1"}
+    runc_spec["annotations"] = {pods.SANDBOX_ANNOTATION: "sandbox", "radium.io/gpus": "1"}
     bundle = write_spec(tmp_path, runc_spec)
     before = (bundle / "config.json").read_bytes()
     assert containerd.start(str(bundle), config_env(tmp_path)) is None

@@ -55,7 +55,7 @@ def _table(parent: dict[str, Any], key: str) -> dict[str, Any]:
 def dropin(options: Options, main: dict[str, Any]) -> bytes:
     """containerd's drop-in config: the main config's CRI section plus the ``radium`` runtime.
 
-    containerd 1.6 and 1.7 replace a plugin's whole section with an imported file's, so a
+    containerd 1.6 replaces a plugin's whole section with an imported file's, so a
     drop-in holding only our runtime would drop the node's own CRI settings (its runc runtime's
     ``SystemdCgroup``, ``sandbox_image``, registries, CNI): the drop-in repeats them.
     """

@@ -13,15 +13,13 @@ import asyncio
 import contextlib
 import logging
 import os
-import shutil
 from typing import Mapping, Protocol, Sequence
 
 from radium import agentprotocol, ocispec
 from radium.agent.service import AgentService
 from radium.config import Config
 from radium.errors import InvalidRequestError, RadiumError
-from radium.hooks import inject
-from radium.hooks.cleanup import runtime_dir
+from radium.hooks import stages
 from radium.hooks.state import parse_state, valid_container_id
 from radium.shim import specedit
 
@@ -104,24 +102,23 @@ class StartService:
         state = parse_state(raw_state)
         if not state.wants_radium:
             return agentprotocol.REPLY_OK
-        host_dir = inject.make_runtime_dir(state, self.config)
-        leased = False
-        try:
-            lease = await self.agent.acquire(
-                {
+
+        async def do(step: stages.Step) -> bool:
+            if isinstance(step, stages.Lease):
+                request = {
                     "container": state.container_id,
                     "pid": state.pid,
                     "request": state.radium_annotations,
-                    "runtime_dir": str(host_dir),
+                    "runtime_dir": step.host_dir,
                 }
-            )
-            leased = lease.get("lease") is not None
-            await self.mounter.mount_bundle(raw_state, str(host_dir))
-        except BaseException:
-            shutil.rmtree(host_dir, ignore_errors=True)
-            if leased:
-                await self.agent.release(state.container_id, "its start failed")
-            raise
+                return (await self.agent.acquire(request)).get("lease") is not None
+            if isinstance(step, stages.Mount):
+                await self.mounter.mount_bundle(raw_state, step.host_dir)
+            else:
+                await self.agent.release(state.container_id, step.why)
+            return False
+
+        await stages.run_async(stages.prestart(state, self.config), do)
         log.info("container %s: started through the agent", state.container_id)
         return agentprotocol.REPLY_OK
 
@@ -141,8 +138,12 @@ class StartService:
 
     async def _forget(self, container_id: str, why: str) -> None:
         """Give the lease back and remove the runtime directory; idempotent."""
-        await self.agent.release(container_id, why)
-        shutil.rmtree(runtime_dir(self.config, container_id), ignore_errors=True)
+
+        async def do(step: stages.Step) -> bool:
+            await self.agent.release(container_id, why)  # its one step
+            return False
+
+        await stages.run_async(stages.poststop(self.config, container_id, why), do)
 
     async def handle(self, request: bytes) -> bytes:
         op, _, rest = request.partition(agentprotocol.FIELD_SEPARATOR)

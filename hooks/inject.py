@@ -10,21 +10,20 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import stat
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Mapping
 
 from radium.config import Config
-from radium.errors import NoBundleError, NoPythonError, RadiumError, SpecError, UnsafePathError
-from radium.hooks import detect, mounts, rules, rundir, safepath
+from radium.errors import NoBundleError, NoPythonError, RadiumError, UnsafePathError
+from radium.hooks import detect, mounts, rules, safepath, stages
 from radium.hooks.cleanup import release
 from radium.hooks.state import State, rootfs_path
 from radium.ocispec import read as load_spec
 from radium.packaging import manifest as bundle_manifest
 
-__all__ = ["INFO_NAME", "PTH_NAME", "Mounter", "make_runtime_dir", "mount_bundle", "prestart"]
+__all__ = ["INFO_NAME", "PTH_NAME", "Mounter", "mount_bundle", "prestart"]
 
 log = logging.getLogger(__name__)
 
@@ -78,29 +77,20 @@ class Mounter:
 
 
 def prestart(state: State, config: Config) -> None:
-    """The lease (through the node agent), then :func:`mount_bundle`; nothing kept on failure."""
+    """The hook's prestart: :func:`radium.hooks.stages.prestart`'s steps, done in this process."""
     spec = load_spec(state.bundle)  # read once: the runtime dir's owner, then the mounts
-    host_dir = make_runtime_dir(state, config, spec)
-    leased = False
-    try:
-        if config.agent.enabled:
+
+    def do(step: stages.Step) -> bool:
+        if isinstance(step, stages.Lease):
             # Before joining the container's mount namespace: the agent lives in the host's.
-            leased = _acquire(state, config, host_dir)
-        mount_bundle(state, config, host_dir, spec)
-    except BaseException:
-        shutil.rmtree(host_dir, ignore_errors=True)
-        if leased:
+            return config.agent.enabled and _acquire(state, config, Path(step.host_dir))
+        if isinstance(step, stages.Mount):
+            mount_bundle(state, config, Path(step.host_dir), spec)
+        else:
             release(state, config)
-        raise
+        return False
 
-
-def make_runtime_dir(state: State, config: Config, spec: Mapping[str, Any] | None = None) -> Path:
-    """The container's host directory (mounted at hook.runtime_target), created if need be:
-    reachable by the container's own user only (:mod:`radium.hooks.rundir`)."""
-    if state.pid <= 0:
-        raise SpecError("OCI state has no container pid", hint="run radium-hook as a prestart hook")
-    owner = rundir.container_owner(load_spec(state.bundle) if spec is None else spec)
-    return Path(rundir.make(config.hook.state_dir, state.container_id, owner))
+    stages.run(stages.prestart(state, config, spec), do)
 
 
 def mount_bundle(

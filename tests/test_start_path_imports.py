@@ -17,6 +17,7 @@ HOT_MODULES = [
     "radium.hooks.main",
     "radium.hooks.inject",
     "radium.hooks.cleanup",
+    "radium.hooks.stages",
 ]
 HEAVY = ("grpc", "google.protobuf", "asyncio", "psutil", "tomlkit")
 PROBE = """

@@ -112,25 +112,26 @@ def poststop(config: Config, container_id: str, why: str) -> Steps:
 
 
 def run(steps: Steps, do: Callable[[Step], bool]) -> None:
-    """Run a stage whose steps ``do`` performs synchronously (the hook)."""
+    """Run a stage whose steps ``do`` performs synchronously (the hook).
+
+    :func:`run_async`'s loop, with no event loop: a coroutine that never suspends finishes at
+    its first ``send``, so the order of steps and undos is one piece of code for both runners.
+    """
+
+    async def do_now(step: Step) -> bool:
+        return do(step)
+
+    stage = run_async(steps, do_now)
     try:
-        step = next(steps)
-        while True:
-            try:
-                answer = do(step)
-            except BaseException as exc:
-                step = steps.throw(exc)
-            else:
-                step = steps.send(answer)
+        stage.send(None)
     except StopIteration:
-        pass
+        return
+    stage.close()
+    raise RuntimeError("a synchronous step of a container's stage suspended")
 
 
 async def run_async(steps: Steps, do: Callable[[Step], Awaitable[bool]]) -> None:
-    """Run a stage whose steps ``do`` performs on an event loop (the node agent).
-
-    The same loop as :func:`run` with an ``await``: Python cannot write one body for both.
-    """
+    """Run a stage whose steps ``do`` performs on an event loop (the node agent)."""
     try:
         step = next(steps)
         while True:

@@ -26,6 +26,18 @@ BARE_PYTHON = "/usr/bin/python3"
 WORKER = [sys.executable, "-m", "radium_interposer.worker", "--lease", "test"]
 
 
+#: This machine's math-library settings: the worker inherits them from this process, so the
+#: program's runs, remoted and local, get them too (a CPU-type override such as
+#: ``OPENBLAS_CORETYPE`` picks other kernels, whose float sums differ in the last digits).
+MACHINE_SETTINGS = ("OPENBLAS_", "MKL_", "OMP_", "GOTO_", "NVPL_")
+
+
+def local_env() -> dict[str, str]:
+    """The environment of a program's local run: a PATH and this machine's math settings."""
+    machine = {k: v for k, v in os.environ.items() if k.startswith(MACHINE_SETTINGS)}
+    return {"PATH": os.environ["PATH"], **machine}
+
+
 class WorkerHarness:
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -76,7 +88,7 @@ class WorkerHarness:
 
     def env(self, remote: str = "", **extra: str) -> dict[str, str]:
         return {
-            "PATH": os.environ["PATH"],
+            **local_env(),
             "PYTHONPATH": f"{self.root / 'boot'}{os.pathsep}{INTERPOSER}",
             "RADIUM_DP_SOCKET": self.socket_path,
             "RADIUM_REMOTE": remote,
@@ -144,7 +156,7 @@ class WorkerHarness:
         local_root.mkdir(exist_ok=True)
         return subprocess.run(
             [sys.executable, str(path)],
-            env={"PATH": os.environ["PATH"]},
+            env=local_env(),
             capture_output=True,
             text=True,
             timeout=600,

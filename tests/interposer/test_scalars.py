@@ -5,7 +5,6 @@ objects to a program without numpy, which prints and converts them as numpy woul
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
@@ -14,7 +13,7 @@ import numpy as np
 import pytest
 
 from radium_interposer import arrays, codec, proxy, scalars
-from tests.interposer.harness import WorkerHarness
+from tests.interposer.harness import WorkerHarness, local_env
 
 #: One value of each dtype that crosses: (constructor source, as the program writes it).
 SCALARS = [
@@ -137,7 +136,7 @@ def _local_and_remote(
     assert remoted.returncode == 0, remoted.stderr
     local = subprocess.run(
         [sys.executable, str(path)],
-        env={"PATH": os.environ["PATH"]},
+        env=local_env(),
         capture_output=True,
         text=True,
         cwd=harness.root,

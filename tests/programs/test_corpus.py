@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import ast
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.interposer.harness import WorkerHarness
+from tests.interposer.harness import WorkerHarness, local_env
 
 HERE = Path(__file__).parent
 
@@ -122,7 +121,7 @@ def test_a_program_with_the_framework_and_its_functions_remoted_prints_what_it_p
     assert remoted.returncode == 0, f"stdout:\n{remoted.stdout}\nstderr:\n{remoted.stderr}"
     local_root = harness.root / "local"
     local_root.mkdir(exist_ok=True)
-    local = subprocess.run([sys.executable, str(program)], env={"PATH": os.environ["PATH"]},
+    local = subprocess.run([sys.executable, str(program)], env=local_env(),
                            capture_output=True, text=True, timeout=600, cwd=local_root)  # fmt: skip
     assert local.returncode == 0, local.stderr
     assert remoted.stdout == local.stdout

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy
 import pytest
 
-from tests.interposer.harness import BARE_PYTHON, INTERPOSER, WorkerHarness
+from tests.interposer.harness import BARE_PYTHON, INTERPOSER, WorkerHarness, local_env
 
 NUMPY = Path(numpy.__file__).parent
 SITE = NUMPY.parent
@@ -138,7 +138,7 @@ def local_and_remote(
 ) -> tuple[dict[str, str], dict[str, str], float, float, str]:
     """The file's outcomes run locally and remoted, and each run's time."""
     test = copy_of(relative, harness.root)
-    local, local_s, _ = run_file(test, sys.executable, {"PATH": os.environ["PATH"]}, select)
+    local, local_s, _ = run_file(test, sys.executable, local_env(), select)
     path = f"{harness.root / 'boot'}{os.pathsep}{INTERPOSER}{os.pathsep}"
     path += str(pytest_path(harness.root))
     env = harness.env("numpy", PYTHONPATH=path)

@@ -8,9 +8,10 @@ directory and no sandbox; the first call pays the start once (``benchmarks/sandb
 container-mode worker's slot is made and its worker started on grant, its engine's seconds
 hidden behind the holder's own start. Each worker runs under a uid of its own, locked host-wide
 while the slot lives (:mod:`radium.acceptor.uids`), and is killed with every process of the
-lease's cgroups (or its container), never by uid. A slot outlives a restart of the acceptor; the
-grants come back from the pool when it registers again. Connections are handed to the worker
-over its control socket (``SCM_RIGHTS``); a crashed worker is replaced on the next one.
+lease's cgroups (or its container), never by uid. A slot outlives a restart of the acceptor
+(:mod:`radium.acceptor.slot_restore`); the grants come back from the pool when it registers
+again. Connections are handed to the worker over its control socket (``SCM_RIGHTS``); a crashed
+worker is replaced on the next one.
 
 Threads: grants and revocations are taken on the acceptor's loop, slot changes run in its
 threads, data-plane threads hand connections over (making the slot if need be). ``lock`` guards
@@ -20,7 +21,6 @@ stops; each slot's own lock serialises its moves. Records on disk are written wh
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import socket
 import threading
@@ -28,20 +28,20 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from radium.acceptor import slot_dir, usage
+from radium.acceptor import slot_dir
 from radium.acceptor.engines import Engine
-from radium.acceptor.launcher import Launcher, Worker, worker_pid
+from radium.acceptor.launcher import Launcher, Worker
 from radium.acceptor.lease_slot import LeaseSlot, State
 from radium.acceptor.limits import Cgroups
 from radium.acceptor.record import SlotRecord
 from radium.acceptor.sandbox import Sandbox
+from radium.acceptor.slot_restore import restore
 from radium.acceptor.slot_uids import WorkerUids
+from radium.acceptor.slot_usage import SlotMeter
 from radium.acceptor.uids import UidLocks
-from radium.acceptor.usage import Meter
 from radium.errors import LeaseNotFoundError
 from radium.pool.model import preemption_notice
 from radium.proto import pool_pb2 as pb
-from radium_interposer.control import Counters
 
 if TYPE_CHECKING:
     from radium.acceptor.devices import Backend
@@ -79,40 +79,23 @@ class Slots:
         #: How fractional leases share a GPU: their uid group, MPS environment and refusal.
         self.sharing = self.launcher.sharing = sharing
         self.lock = threading.Lock()
-        #: lease id -> its slot, for every lease granted here or with a slot on disk (guarded
-        #: by lock): a grant picks a free uid without reading every record, which under churn
-        #: cost more than the grant.
-        self.table: dict[str, LeaseSlot] = {}
         self.uid_locks: UidLocks | None = None
         if sandbox is not None:
             config = sandbox.config
             self.uid_locks = UidLocks(config.uid_lock_dir, config.uid_min, config.uid_max)
         self.worker_uids = WorkerUids(self.uid_locks, sharing)
-        for lease_id in self._on_disk():
-            self._restore(lease_id, relock=self.uid_locks is not None)
+        #: lease id -> its slot, for every lease granted here or with a slot on disk (guarded
+        #: by lock): a grant picks a free uid without reading every record, which under churn
+        #: cost more than the grant.
+        self.table = restore(self.root, self._on_disk(), self.lock, self.worker_uids)
         #: Notified (under lock) on a grant: a connection may arrive before it.
         self.granting = threading.Condition(self.lock)
-        self.meter = Meter(backend.processes if backend is not None else lambda: None)
+        gpu = backend.processes if backend is not None else lambda: None
+        self.meter = SlotMeter(self.root, gpu, self._slot_of)
         #: lease id -> its workers' lines in the log (a tenant's crash loop shares one budget)
         self.budgets = self.launcher.budgets
         #: what the last heartbeat reported, for scrapes (which must not ask workers again)
         self.reported: list[pb.LeaseUsage] = []
-
-    def _restore(self, lease_id: str, relock: bool) -> None:
-        """Take back a slot kept from before a restart (its uid locked again)."""
-        slot = self._dir(lease_id)
-        record = self.record(lease_id)
-        if record is None:  # a slot whose record was never written: torn down when met
-            return
-        if relock:
-            kept = self.worker_uids.keep(record.uid, lease_id, slot / "home", record)
-            if kept != record.uid:
-                record = dataclasses.replace(record, uid=kept)
-                record.save(slot / "lease.json")
-        state = State.STARTED if slot_dir.started(slot) else State.MADE
-        self.table[lease_id] = LeaseSlot(
-            lease_id, slot, self.lock, state, uid=record.uid, record=record
-        )
 
     @property
     def workers(self) -> dict[str, Worker]:
@@ -296,18 +279,5 @@ class Slots:
     def usage(self) -> list[pb.LeaseUsage]:
         """What each slot's worker uses: CPU, RSS and GPU figures (with its children) measured
         here, and the data-plane counters it answered since the last call (docs/data-plane.md)."""
-        leases = self.active()  # a lease without a slot has no worker: zeros
-        pids = {i: worker_pid(self.root / i) for i in leases}
-        self.reported = usage.report(self.meter.measure_all(pids), self._counted)
+        self.reported = self.meter.report(self.active())
         return self.reported
-
-    def _counted(self, lease_id: str) -> Counters | None:
-        """The counters the lease's worker answers now, or last answered."""
-        known = self._slot_of(lease_id)
-        if known is None:
-            return None
-        worker = known.live_worker()
-        counters = worker.counters() if worker is not None else None
-        if counters is not None:
-            known.counted = counters
-        return known.counted

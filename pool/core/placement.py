@@ -3,24 +3,17 @@
 Pure: no I/O, no clock. Acceptors in the same state are interchangeable for placement, so they
 are grouped by *shape* (their labels, free CPU, and each device's kind and free memory); a
 shape without its CPU is a *config*. Shapes, configs, device kinds and demands are interned as
-small integers because a tuple's hash is recomputed on every lookup.
-
-A lease changes the shape of one acceptor, and a decision must cost about that, not a pass
-over every shape (about a thousand at the Alibaba trace's size, at a microsecond or more
-each). So each kind of request keeps its scores of shapes in a heap: a decision scores the
-shapes that appeared since that kind last came, and takes the top. When the policy's workload
-changes (its epoch) the scores are not all redone at once, which cost milliseconds per kind of
-request: a stale score is redone when it might beat the choice, and a few more per decision.
+small integers because a tuple's hash is recomputed on every lookup. Each kind of request keeps
+its scores of shapes, and the choice among them is :mod:`radium.pool.core.choice`'s.
 """
 
 from __future__ import annotations
 
-from heapq import heapify, heappop, heappush
 from typing import Protocol
 
+from radium.pool.core.choice import Score, choose, rescore
 from radium.pool.core.demand import (
     Demand,
-    Entry,
     Found,
     Interner,
     Kind,
@@ -40,19 +33,12 @@ from radium.pool.core.demand import (
 from radium.pool.core.free import FreeSummary
 from radium.pool.model import AcceptorState, DeviceState, Placement, Request
 
-__all__ = ["REFRESH", "RESCORE", "Config", "Placer", "Policy", "Shape"]
+__all__ = ["Config", "Placer", "Policy", "Shape"]
 
 #: (acceptor labels id, free CPU in thousandths of a core or -1, device slots).
 Shape = tuple[int, int, Slots]
 #: (acceptor labels id, device slots): a shape without its CPU.
 Config = tuple[int, Slots]
-
-#: Stale scores redone per decision when they might beat the choice; past that the best is
-#: taken as it stands (a bound on the work after the workload changes).
-RESCORE = 64
-#: Stale scores redone per decision besides, most promising first, so that a shape whose
-#: score improved under the new workload surfaces too.
-REFRESH = 8
 
 
 class Policy(Protocol):
@@ -198,90 +184,26 @@ class Placer:
         else:  # the shapes that appeared since it last came and are still there
             fresh = first.keys() & self._joined[rank.seen :]
             rank.seen = len(self._joined)
-        if rank.epoch != epoch:  # the workload changed: every score is stale
-            rank.stale += rank.fresh
-            heapify(rank.stale)
-            rank.fresh, rank.current, rank.epoch, rank.slack = [], set(), epoch, 0.0
-        memo, current = rank.memo, rank.current
-        self._score(rank, [sid for sid in fresh if sid not in memo], part, demand)
-        for sid in fresh:
-            if (found := memo[sid]) is not None:
-                heap = rank.fresh if sid in current else rank.stale
-                heappush(heap, (found[0], first[sid], sid))
-        if len(rank.fresh) + len(rank.stale) > 2 * len(first) + 64:
-            self._rebuild(rank)  # mostly shapes that are gone
-        chosen = self._top(rank.fresh, rank, True)
-        # A stale score is redone when it might beat the choice: when it is better, or worse
-        # by less than rescoring has lowered a score in this epoch (a guess: within RESCORE).
-        # REFRESH more are redone, most promising first, whatever they look like.
-        stale, budget, refresh = rank.stale, RESCORE, REFRESH
-        while stale:
-            wanted = chosen is None or stale[0][0] <= chosen[0] + rank.slack
-            if not (wanted and budget) and not refresh:
-                break
-            score, name, sid = heappop(stale)
-            found = memo.get(sid)
-            if found is None or found[0] != score or sid in current or first.get(sid) != name:
-                continue
-            if wanted and budget:
-                budget -= 1
-            else:
-                refresh -= 1
-            (found,) = self._score(rank, [sid], part, demand)
-            if found is not None:
-                heappush(rank.fresh, entry := (found[0], name, sid))
-                rank.slack = max(rank.slack, score - found[0])
-                if chosen is None or entry < chosen:
-                    chosen = entry
-        top = self._top(stale, rank, False)
-        if top is not None and (chosen is None or top < chosen):
-            chosen = top  # out of budget: taken as it stands
+        chosen = choose(rank, fresh, first, epoch, self._scorer(part, demand))
         if chosen is None:
             return None
         # Equal scores go to the first acceptor by name, so placement is reproducible.
-        return self._placement(chosen[1], memo[chosen[2]], demand)
-
-    def _top(self, heap: list[Entry], rank: Ranking, fresh: bool) -> Entry | None:
-        """The first valid entry of a heap, the invalid ones before it dropped."""
-        while heap:
-            score, name, sid = heap[0]
-            found = rank.memo.get(sid)
-            valid = found and found[0] == score and (sid in rank.current) == fresh
-            if valid and self.first.get(sid) == name:
-                return heap[0]
-            heappop(heap)
-        return None
-
-    def _rebuild(self, rank: Ranking) -> None:
-        rank.fresh, rank.stale = [], []
-        for sid, name in self.first.items():
-            found = rank.memo.get(sid)
-            if found is not None:
-                heap = rank.fresh if sid in rank.current else rank.stale
-                heap.append((found[0], name, sid))
-        heapify(rank.fresh)
-        heapify(rank.stale)
+        return self._placement(chosen[1], rank.memo[chosen[2]], demand)
 
     def _place_named(self, demand: Demand, part: int, only: set[str]) -> Placement | None:
         """A request naming its acceptors: score just their shapes, afresh."""
         memo = (rank := Ranking(0, 0)).memo
-        self._score(
-            rank, list({self.shape_of[n] for n in only if n in self.shape_of}), part, demand
-        )
+        sids = list({self.shape_of[n] for n in only if n in self.shape_of})
+        rescore(rank, sids, self._scorer(part, demand))
         scored = [(f[0], n) for n in only if (f := memo.get(self.shape_of.get(n, -1)))]
         if not scored:
             return None
         name = min(scored)[1]
         return self._placement(name, memo[self.shape_of[name]], demand)
 
-    def _score(
-        self, rank: Ranking, sids: list[int], part: int, demand: Demand
-    ) -> list[Found | None]:
-        """Score shapes afresh (they join ``rank.current``)."""
-        scored = self.policy.scores(self, sids, part, demand) if sids else []
-        rank.memo.update(zip(sids, scored))
-        rank.current.update(sids)
-        return scored
+    def _scorer(self, part: int, demand: Demand) -> Score:
+        """Scores shapes by the policy for this demand (of this part)."""
+        return lambda sids: self.policy.scores(self, sids, part, demand)
 
     def free_summary(self, request: Request) -> tuple[int, int, int]:
         """(matching devices, wholly free ones, most MiB free on one) on serving acceptors."""

@@ -1,5 +1,5 @@
 """Which leases to take back for a request: the fewest, in the order the queues' rules offer
-them (:func:`radium.pool.core.queues.victims`)."""
+them (:func:`radium.pool.core.reclaim.victims`)."""
 
 from __future__ import annotations
 

@@ -1,16 +1,11 @@
-"""Queues: what each team deserves, its fair share of the rest, and who may preempt whom.
+"""Queues: what each team deserves, and its fair share of the rest.
 
 Pure: no I/O, no clock. Amounts are GPUs (a lease of half a GPU counts 0.5). The rules are
-written down in docs/scheduling.md; in short, after KAI-Scheduler:
-
-- Fair share: each queue first gets its deserved quota (up to what it asks for), then idle
-  GPUs are divided among queues that want more in proportion to their over-quota weights,
-  never past their limit; higher-priority queues are served first at each step. A department
-  (parent) queue's share is divided among its projects the same way.
-- Reclaim: a request whose queue would stay within its fair share may take preemptible leases
-  of other queues that are over their fair share, as long as each such queue keeps its
-  deserved quota.
-- Preempt: inside one queue, a request takes preemptible leases of strictly lower priority.
+written down in docs/scheduling.md; in short, after KAI-Scheduler, each queue first gets its
+deserved quota (up to what it asks for), then idle GPUs are divided among queues that want more
+in proportion to their over-quota weights, never past their limit; higher-priority queues are
+served first at each step. A department (parent) queue's share is divided among its projects
+the same way. Whose leases a request may take is :mod:`radium.pool.core.reclaim`'s.
 """
 
 from __future__ import annotations
@@ -32,10 +27,8 @@ __all__ = [
     "EPSILON",
     "Queues",
     "checked",
-    "keep_deserved",
     "lease_size",
     "priority_class",
-    "victims",
 ]
 
 EPSILON = 1e-9
@@ -117,14 +110,15 @@ class Queues:
                 and priority_class(lease.priority).preemptible != preemptible
             ):
                 continue
-            for queue in self._chain_or_default(lease.queue):
+            for queue in self.chain_or_default(lease.queue):
                 used[queue.name] = used.get(queue.name, 0.0) + lease_size(lease)
         return used
 
     def owner(self, lease: Lease) -> Queue:
-        return self._chain_or_default(lease.queue)[0]
+        return self.chain_or_default(lease.queue)[0]
 
-    def _chain_or_default(self, name: str) -> tuple[Queue, ...]:
+    def chain_or_default(self, name: str) -> tuple[Queue, ...]:
+        """:meth:`chain`, or the default queue's for a queue no longer defined."""
         try:
             return self.chain(name)
         except InvalidRequestError:  # a lease whose queue was removed counts as default's
@@ -142,7 +136,7 @@ class Queues:
         """GPUs each queue (and department) is entitled to now, given what each asks for."""
         wanted: dict[str, float] = {}
         for name, amount in demand.items():
-            for queue in self._chain_or_default(name):
+            for queue in self.chain_or_default(name):
                 wanted[queue.name] = wanted.get(queue.name, 0.0) + amount
         shares: dict[str, float] = {}
         self._divide(capacity, "", capacity, wanted, shares)
@@ -196,77 +190,6 @@ def _water_fill(
         if handed <= EPSILON:
             break
     return remaining
-
-
-def victims(
-    queues: Queues,
-    queue: Queue,
-    cls: PriorityClass,
-    size: float,
-    leases: Iterable[Lease],
-    usage: Mapping[str, float],
-    capacity: float,
-    waiting: Mapping[str, float],
-) -> list[Lease]:
-    """Leases a request may take, in the order to try them (most over its share, cheapest,
-    newest first). Each alone leaves its queue its deserved quota; a set of them is checked
-    with :func:`keep_deserved`.
-
-    ``leases`` are the active ones not already under notice and ``usage`` what they hold per
-    queue (:meth:`Queues.usage`); ``waiting`` is GPUs asked for by queue, this request
-    included.
-    """
-    leases = list(leases)
-    fair = queues.fair_shares(capacity, queues.demand(leases, waiting))
-    mine = {q.name for q in queues.chain(queue.name)}
-    reclaiming = all(
-        usage.get(q.name, 0.0) + size <= fair.get(q.name, 0.0) + EPSILON
-        for q in queues.chain(queue.name)
-    )
-    reclaim: list[tuple[float, int, float, Lease]] = []
-    preempt: list[tuple[int, float, Lease]] = []
-    for lease in leases:
-        cls_v = priority_class(lease.priority)
-        if not cls_v.preemptible:
-            continue
-        owner = queues._chain_or_default(lease.queue)
-        if owner[0].name == queue.name:
-            if cls_v.value < cls.value:
-                preempt.append((cls_v.value, -lease.created_at, lease))
-            continue
-        if not reclaiming:
-            continue
-        theirs = [q for q in owner if q.name not in mine]
-        if all(
-            usage.get(q.name, 0.0) > fair.get(q.name, 0.0) + EPSILON for q in theirs
-        ) and keep_deserved(queues, queue, [lease], usage, capacity):
-            over = usage.get(owner[0].name, 0.0) - fair.get(owner[0].name, 0.0)
-            reclaim.append((-over, cls_v.value, -lease.created_at, lease))
-    return [lease for *_, lease in sorted(reclaim, key=lambda r: r[:3])] + [
-        lease for *_, lease in sorted(preempt, key=lambda p: p[:2])
-    ]
-
-
-def keep_deserved(
-    queues: Queues,
-    queue: Queue,
-    taken: Iterable[Lease],
-    usage: Mapping[str, float],
-    capacity: float,
-) -> bool:
-    """Whether every other queue (and department) keeps its deserved quota when ``taken`` end
-    (``usage``: GPUs held per queue before)."""
-    mine = {q.name for q in queues.chain(queue.name)}
-    left = dict(usage)
-    for lease in taken:
-        for q in queues._chain_or_default(lease.queue):
-            if q.name not in mine:
-                left[q.name] = left.get(q.name, 0.0) - lease_size(lease)
-    return all(
-        left[name] >= queues.deserved(queues.resolve(name), capacity) - EPSILON
-        for name in left
-        if name not in mine and left[name] != usage.get(name)
-    )
 
 
 def checked(queue: Queue, existing: Mapping[str, Queue]) -> Queue:

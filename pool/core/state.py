@@ -6,16 +6,18 @@ allocation atomic: a device is never given twice.
 
 from __future__ import annotations
 
+import functools
 import logging
 import secrets
 from collections import defaultdict
 from typing import Iterable, Mapping
 
-from radium.errors import InvalidRequestError, LeaseNotFoundError, QuotaError
-from radium.pool.core import preemption, queues, scheduler
+from radium.errors import LeaseNotFoundError
+from radium.pool.core import queues, quota, scheduler
 from radium.pool.core.fgd import FGD
 from radium.pool.core.placement import Placer, Policy
 from radium.pool.core.queues import Queues
+from radium.pool.core.reclaim import to_take
 from radium.pool.model import (
     ACTIVE,
     EXPIRED,
@@ -25,8 +27,6 @@ from radium.pool.model import (
     AcceptorState,
     DeviceState,
     Lease,
-    PriorityClass,
-    Queue,
     Request,
     Usage,
 )
@@ -125,36 +125,12 @@ class PoolState:
         largest = max((s.device.memory_mib for _, s in self.device_states()), default=0)
         return request.memory_mib / largest if largest else 0.0
 
-    def check_quota(self, queue: Queue, cls: PriorityClass, size: float) -> None:
-        """InvalidRequestError when the queue can never hold this much; QuotaError (wait and
-        it may pass) when its limit, or for a non-preemptible lease its deserved quota, is
-        reached now."""
-        for q in self.queues.chain(queue.name):
-            if q.limit >= 0 and size > q.limit + queues.EPSILON:
-                raise InvalidRequestError(
-                    f"{size:g} GPUs is more than queue {q.name!r} may ever hold ({q.limit:g})"
-                )
-            if q.limit >= 0 and self.used[q.name] + size > q.limit + queues.EPSILON:
-                raise QuotaError(
-                    f"queue {q.name!r} is at its limit: {self.used[q.name]:g} of {q.limit:g}"
-                    " GPUs held",
-                    hint="wait (--wait) for its leases to end, or raise its limit",
-                )
-            if not cls.preemptible:
-                deserved = self.queues.deserved(q, self.capacity())
-                if self.used_firm[q.name] + size > deserved + queues.EPSILON:
-                    raise QuotaError(
-                        f"a {cls.name} lease is not preemptible, so it only uses queue"
-                        f" {q.name!r}'s deserved {deserved:g} GPUs, and"
-                        f" {self.used_firm[q.name]:g} are held by such leases",
-                        hint="ask with a preemptible priority (train, batch), or wait",
-                    )
-
     def allocate(self, request: Request, now: float) -> Lease:
         queue = self.queues.resolve(request.queue)
         cls = queues.priority_class(request.priority)
         placement = scheduler.place(request, self.acceptors.values(), self.placer)
-        self.check_quota(queue, cls, placement.fraction * len(placement.devices))
+        size = placement.fraction * len(placement.devices)
+        quota.check(self.queues, queue, cls, size, self.used, self.used_firm, self.capacity)
         acceptor = self.acceptors[placement.acceptor]
         ttl = request.ttl or self.lease_ttl
         lease = Lease(
@@ -264,23 +240,15 @@ class PoolState:
         self, request: Request, now: float, grace: float, waiting: Mapping[str, float]
     ) -> list[Lease]:
         """Put under notice the fewest leases whose end lets ``request`` be placed, by the
-        rules of :mod:`radium.pool.core.queues`; none when no such set exists. ``waiting`` is
+        rules of :mod:`radium.pool.core.reclaim`; none when no such set exists. ``waiting`` is
         GPUs asked for per queue by requests waiting (this one included)."""
         queue = self.queues.resolve(request.queue)
         cls = queues.priority_class(request.priority)
         size = self.size_of(request)
-        self.check_quota(queue, cls, size)
-        capacity = self.capacity()
+        quota.check(self.queues, queue, cls, size, self.used, self.used_firm, self.capacity)
         standing = [lease for lease in self.leases.values() if not lease.preempted_at]
-        usage = self.queues.usage(standing)
-        candidates = queues.victims(
-            self.queues, queue, cls, size, standing, usage, capacity, waiting
-        )
-        taken = preemption.fewest(
-            candidates,
-            lambda leases: self._fits(request, leases),
-            lambda leases: queues.keep_deserved(self.queues, queue, leases, usage, capacity),
-        )
+        fits = functools.partial(self._fits, request)
+        taken = to_take(self.queues, queue, cls, size, standing, self.capacity(), waiting, fits)
         if not taken:
             return []
         for lease in taken:

@@ -17,7 +17,7 @@ import sys
 import threading
 from typing import Any, Dict, List, Optional, Tuple
 
-from radium_interposer import ops, proxy, scalar_proxies, structs, upcalls
+from radium_interposer import ops, proxy, reflection, scalar_proxies, upcalls
 from radium_interposer.errors import RemoteError
 
 __all__ = [
@@ -173,12 +173,12 @@ def local_or_stand_in(path: str, exception: Any) -> type:
     (``builtins.float``, a stdlib class), else the stand-in of the remote class."""
     module = path.rpartition(".")[0]
     loaded = sys.modules.get(module)
-    if loaded is not None and not structs.remote_module(loaded):
+    if loaded is not None and not reflection.remote_module(loaded):
         found: Any = loaded
         for part in path[len(module) + 1 :].split("."):
-            found = structs.own_attribute(found, part)  # nothing runs on the worker's word
+            found = reflection.own_attribute(found, part)  # nothing runs on the worker's word
         # The same check the codec makes, in reverse: that path leads back to this class.
-        if isinstance(found, type) and structs.class_path(found) == path:
+        if isinstance(found, type) and reflection.class_path(found) == path:
             return found
     known = _stand_ins.get(path)
     return known if known is not None else stand_in(path, exception)

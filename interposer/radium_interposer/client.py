@@ -9,7 +9,6 @@ container needs no network route and holds no secret. Spec: docs/data-plane.md.
 from __future__ import annotations
 
 import atexit
-import contextlib
 import itertools
 import os
 import random
@@ -20,7 +19,6 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from radium_interposer import (
     client_points,
-    client_warnings,
     known,
     ops,
     peer,
@@ -30,8 +28,10 @@ from radium_interposer import (
     upcalls,
     wire,
 )
+from radium_interposer.client_answers import apply as _apply_answer
 from radium_interposer.dialing import dial
-from radium_interposer.errors import RemoteError, WorkerGone, rebuild_error
+from radium_interposer.errors import RemoteError as RemoteError  # programs have found it here
+from radium_interposer.errors import WorkerGone
 
 __all__ = [
     "LIMITS",
@@ -136,25 +136,8 @@ class Connection:
             # After a quiet barrier a streamed call's error may still be owed: the next
             # print, fork or exit asks again.
             self.unsynced = 1 if meta.get("q") else 0
-        self._received(frame)
+        _apply_answer(self, frame)
         return frame
-
-    def _received(self, frame: wire.Frame) -> None:
-        """What an answer carries besides its value: output, the program's state, warnings,
-        and its error, raised here."""
-        client_warnings.forward_output(frame.meta)
-        if "ps" in frame.meta:  # the program's random state after shipped code drew from it
-            upcalls.bound.random_states(self, frame.meta["ps"])
-        if "tw" in frame.meta:  # the worker's changes to the program's own tensors (mirrored)
-            from radium_interposer import tensor_sync
-
-            tensor_sync.apply(frame.meta["tw"], frame.buffers)
-        client_warnings.raise_pending(frame)  # a remote warning the filters made an error
-        if frame.type == wire.ERROR:
-            error = rebuild_error(frame.meta)
-            if "at" in frame.meta:  # a streamed call's, reported at this sync point
-                client_warnings.note_streamed(error, frame.meta["at"])
-            raise error
 
     def _gone(self, reason: str, lost: bool = True) -> WorkerGone:
         """This connection is broken for good: the error to raise, and every later call's."""
@@ -278,12 +261,6 @@ class State:
         self.releases.extend(later)
         return ready
 
-    def before_fork(self) -> None:
-        for conn in list(self.connections):
-            if conn.pid == os.getpid() and not conn.broken:
-                with contextlib.suppress(RemoteError):
-                    conn.sync(quiet=True)  # an at-fork hook cannot raise: it would be lost
-
     def after_fork_in_child(self) -> None:
         for conn in list(self.connections):
             conn.sock.close()  # the child's copy only: the parent keeps its connection
@@ -302,5 +279,6 @@ state = State()
 atexit.register(lambda: client_points.sync_at_exit(state))
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(
-        before=lambda: state.before_fork(), after_in_child=lambda: state.after_fork_in_child()
+        before=lambda: client_points.sync_before_fork(state),
+        after_in_child=lambda: state.after_fork_in_child(),
     )

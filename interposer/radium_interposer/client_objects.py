@@ -18,7 +18,7 @@ import sys
 import threading
 from typing import Any, Dict, List, Optional
 
-from radium_interposer import callbacks, pickled, structs
+from radium_interposer import callbacks, pickled, reflection
 from radium_interposer.client import state
 from radium_interposer.worker_objects import OPERATORS, PROTOCOLS
 
@@ -56,7 +56,7 @@ def reference(obj: Any) -> Optional[Dict[str, Any]]:
             found.update(_own(kind, OPERATORS))
             node = {
                 "$": "co",
-                "t": structs.class_path(kind),
+                "t": reflection.class_path(kind),
                 "q": f"{kind.__module__}.{kind.__qualname__}",
                 "m": {k: None if v is None else callbacks.reference(getattr(obj, k))
                       for k, v in found.items()},

@@ -1,10 +1,11 @@
-"""The program's own points where its streamed calls must have run: ``print`` and exit
+"""The program's own points where its streamed calls must have run: ``print``, a fork and exit
 (docs/remoting.md, "Calls are streamed"), and the counts a process leaves for the benchmarks.
 """
 
 from __future__ import annotations
 
 import builtins
+import contextlib
 import functools
 import json
 import os
@@ -14,7 +15,7 @@ from typing import Any, Optional
 from radium_interposer import client_warnings
 from radium_interposer.errors import RemoteError
 
-__all__ = ["install_print_barrier", "sync_at_exit"]
+__all__ = ["install_print_barrier", "sync_at_exit", "sync_before_fork"]
 
 
 def install_print_barrier(state: Any) -> None:
@@ -58,6 +59,16 @@ def _barrier(state: Any) -> None:
     conn = getattr(state.local, "conn", None)
     if conn is not None and conn.unsynced and conn.pid == os.getpid() and not conn.broken:
         conn.sync()
+
+
+def sync_before_fork(state: Any) -> None:
+    """The at-fork hook's barrier, for every fork (not only ``os.fork``): this process's
+    pipelined calls run before there are two processes. Quiet, as a hook cannot raise (it would
+    be lost): a streamed call's error waits for the parent's next sync point."""
+    for conn in list(state.connections):
+        if conn.pid == os.getpid() and not conn.broken:
+            with contextlib.suppress(RemoteError):
+                conn.sync(quiet=True)
 
 
 def sync_at_exit(state: Any) -> None:

@@ -23,7 +23,7 @@ import warnings
 from types import FrameType
 from typing import Any, Dict, List, Optional, Set, Tuple
 
-from radium_interposer import codec, structs, upcalls, wire
+from radium_interposer import codec, reflection, upcalls, wire
 from radium_interposer.errors import rebuild_error
 
 __all__ = [
@@ -207,7 +207,7 @@ def _category(path: Any, builtin: Any) -> type:
     if path.startswith("radium_shipped."):  # the program's own class, shipped: its own here
         path = path[len("radium_shipped.") :]
     module = sys.modules.get(path.rpartition(".")[0])
-    if module is not None and not structs.remote_module(module):
+    if module is not None and not reflection.remote_module(module):
         found: Any = codec.find_class(path)  # a module of this program's: its class, or none
     else:
         found = upcalls.bound.class_named(path, base.__name__)

@@ -35,7 +35,7 @@ def libraries() -> Tuple[str, ...]:
 def is_users(obj: Any) -> bool:
     """A class or function of the user's own code: from ``__main__`` or a file outside the
     standard library and the installed packages. (A class on remote bases, which this cannot
-    tell from a stand-in: ``shipping.is_users``.)"""
+    tell from a stand-in: ``shipped_paths.is_users``.)"""
     if not isinstance(obj, (type, types.FunctionType)):
         return False
     module = sys.modules.get(getattr(obj, "__module__", None) or "")

@@ -19,7 +19,7 @@ import importlib
 import sys
 from typing import Any, Callable, Dict, List, Optional
 
-from radium_interposer import arrays, scalars, structs
+from radium_interposer import arrays, reflection, scalars, structs
 
 __all__ = [
     "PLAIN_BYTES",
@@ -61,7 +61,7 @@ _BUILTINS = frozenset(
 )
 #: How this side names a class to the other (its import path there), or None if it cannot.
 #: The interposer replaces it with one that ships the user's own classes first.
-class_ref: Callable[[type], Optional[str]] = structs.class_path
+class_ref: Callable[[type], Optional[str]] = reflection.class_path
 #: A result is "plain" (sent back by value) when it has at most this many nodes and bytes.
 PLAIN_NODES = 4096
 PLAIN_BYTES = 1 << 18
@@ -106,7 +106,7 @@ rebuild_exception: Optional[Callable[[Dict[str, Any], Callable[[Any], Any]], Any
 def _numpy() -> Any:
     """numpy when this process already imported a local one: an array can only exist if it did."""
     np = sys.modules.get("numpy")
-    return None if structs.remote_module(np) else np
+    return None if reflection.remote_module(np) else np
 
 
 def is_array(obj: Any) -> bool:
@@ -167,7 +167,7 @@ def encode(obj: Any, buffers: Buffers, refer: Refer) -> Tree:
     if isinstance(obj, type):
         path = class_ref(obj)
         if path is not None:  # a class by its import path: resolved by the other side
-            return {"$": "cls", "p": path, "e": structs.exception_kind(obj)}
+            return {"$": "cls", "p": path, "e": reflection.exception_kind(obj)}
     if exception_node is not None and isinstance(obj, BaseException):
         return exception_node(obj, lambda part: encode(part, buffers, refer))
     node = structs.encode(obj, lambda part: encode(part, buffers, refer), _path_of)
@@ -239,14 +239,14 @@ def find_class(path: str, modules: Modules = loaded) -> Optional[type]:
         module = module.rpartition(".")[0]
         found = modules(module) if module else None
     for part in path[len(module) + 1 :].split(".") if found is not None else []:
-        found = structs.own_attribute(found, part)
+        found = reflection.own_attribute(found, part)
     return found if isinstance(found, type) else None
 
 
 def _own_numpy(modules: Modules) -> Any:
     """This side's own numpy as ``modules`` gives it (not a remoted one), or None."""
     np = None if numpy_is_remote else modules("numpy")
-    return None if structs.remote_module(np) else np
+    return None if reflection.remote_module(np) else np
 
 
 def is_plain(obj: Any, budget: Optional[List[int]] = None) -> bool:

@@ -11,7 +11,7 @@ import threading
 from types import TracebackType
 from typing import Any, Dict, Optional
 
-from radium_interposer import codec, structs, upcalls
+from radium_interposer import codec, reflection, upcalls
 
 __all__ = [
     "LeasePreempted",
@@ -84,7 +84,7 @@ def rebuild_error(meta: Dict[str, Any]) -> BaseException:
         kind = upcalls.bound.class_named(f"{module}.{qualname}", builtin)
         qualname = ""
     for part in qualname.split(".") if qualname else []:
-        kind = structs.own_attribute(kind, part)  # the class itself: nothing runs here
+        kind = reflection.own_attribute(kind, part)  # the class itself: nothing runs here
     if kind in (StopIteration, StopAsyncIteration, SystemExit, KeyboardInterrupt):
         # As themselves, with their code or message: sys.exit(2) in remote code exits with 2.
         own: BaseException = kind(*args)

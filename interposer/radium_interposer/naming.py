@@ -8,7 +8,7 @@ import traceback
 import types
 from typing import Any, Dict, List
 
-from radium_interposer import codec, structs
+from radium_interposer import codec, reflection
 from radium_interposer.errors import LeasePreempted
 
 __all__ = ["directory_entry", "error_meta", "live_attributes", "method_names", "resolve_path"]
@@ -49,9 +49,9 @@ def directory_entry(value: Any) -> Any:
     if isinstance(value, types.ModuleType):
         return "m"
     if isinstance(value, type):
-        path = structs.class_path(value)
+        path = reflection.class_path(value)
         if path is not None:
-            return ["c", path, structs.exception_kind(value)]
+            return ["c", path, reflection.exception_kind(value)]
     if isinstance(value, codec.SCALARS):
         return ["v", value]
     return "f"
@@ -93,7 +93,7 @@ def error_meta(error: BaseException) -> Dict[str, Any]:
         "error": f"{kind.__name__}: {error}",
         "type": kind.__qualname__,
         "module": kind.__module__,
-        "builtin": structs.exception_kind(kind),
+        "builtin": reflection.exception_kind(kind),
         "args": codec.encode(args, [], lambda _: None) if args is not None else None,
         # A notice from Radium itself has no remote code to point at.
         "tb": ""

@@ -28,7 +28,7 @@ import types
 import weakref
 from typing import Any, Dict, List, Optional, Set, Tuple
 
-from radium_interposer import code_origin, structs, tensor_sync, upcalls
+from radium_interposer import code_origin, reflection, tensor_sync, upcalls
 from radium_interposer.naming import resolve_path
 
 __all__ = [
@@ -61,7 +61,7 @@ def is_library_object(obj: Any) -> bool:
         if module_name.split(".")[0] in ("radium_interposer", "radium", "builtins"):
             return False
         module = sys.modules.get(module_name)
-        if structs.remote_module(module):
+        if reflection.remote_module(module):
             return False  # a stand-in's: its objects are the worker's (proxies)
         path = getattr(module, "__file__", None)
         if path and str(path).startswith(installed):

@@ -9,7 +9,6 @@ rest stay remote as new proxies.
 
 from __future__ import annotations
 
-import sys
 import types
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -92,40 +91,6 @@ def decode(tree: Any, buffers: List[Any]) -> Any:
         raise codec.DecodeError("a value from the worker is nested too deeply") from None
 
 
-def _resolve(node: Dict[str, Any]) -> Any:
-    tag = node["$"]
-    if tag == "m":
-        return received.module_named(node.get("n"))
-    if tag == "cls":
-        return upcalls.bound.class_named(str(node["p"]), node.get("e") or 0)
-    if tag == "cb":  # one of our callables, handed back
-        return callbacks.lookup(node.get("id"))
-    if tag == "co":  # one of our files or objects, handed back
-        return client_objects.lookup(node.get("id"))
-    if tag == "p":  # a worker's function: np.concatenate itself when numpy is remoted
-        return _by_path(node)
-    if tag == "sv" and not _small_scalar(node):  # held here, only ever sent back
-        raise codec.DecodeError("a numpy scalar from the worker is not a dtype and its bytes")
-    return make(node, str(node.get("t", "")), None)
-
-
-def _by_path(node: Dict[str, Any]) -> Any:
-    """A worker's function named by path (``numpy.concatenate``): the very attribute of the
-    remoted module this program uses, when it is one, so ``func is np.concatenate`` holds."""
-    module, _, name = str(node.get("p", "")).rpartition(".")
-    remote = sys.modules.get(module)
-    directory = getattr(remote, "__radium_directory__", None)
-    remoted = getattr(remote, "__radium_remote__", False) and isinstance(directory, dict)
-    if remoted and directory.get(name) == "f":  # type: ignore[union-attr]
-        return getattr(remote, name)
-    return make(node, "", None)
-
-
-def _small_scalar(node: Dict[str, Any]) -> bool:
-    kind, raw = node.get("dt"), node.get("b")
-    return isinstance(kind, str) and len(kind) <= 32 and isinstance(raw, str) and len(raw) <= 512
-
-
 def make(
     ref: Dict[str, Any], type_name: str, conn: Optional[Connection], owner: Optional[Remote] = None
 ) -> Remote:
@@ -137,6 +102,10 @@ def make(
     proxy: Remote = object.__new__(cls)
     Remote.__init__(proxy, ref, type_name, conn, owner)
     return proxy
+
+
+#: Resolves the references in a worker's value (:func:`decode`), its proxies made by ``make``.
+_resolve = received.resolver(make)
 
 
 def request(op: str, **fields: Any) -> Dict[str, Any]:

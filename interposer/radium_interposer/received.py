@@ -1,5 +1,6 @@
-"""What a client takes from a worker's word: modules and classes it names resolve to what the
-program itself imported or remoted, never to a local import (docs/data-plane.md, "Values").
+"""What a client takes from a worker's word: the references in a worker's value resolve to
+what the program itself imported or remoted, never to a local import, to its own callbacks and
+objects handed back, or to proxies (docs/data-plane.md, "Values"; :func:`resolver`).
 
 A worker is not trusted with code in its client: a compromised one could plant ``pwnmod.py``
 in the program's directory through the client's file service, then name the module in a value.
@@ -10,11 +11,16 @@ from __future__ import annotations
 import importlib
 import sys
 import types
-from typing import Any, Callable
+from typing import Any, Callable, Dict, Optional
 
-from radium_interposer import structs
+from radium_interposer import callbacks, client_objects, structs, upcalls
+from radium_interposer.codec import Resolve
 
-__all__ = ["module_named", "remoted"]
+__all__ = ["MakeProxy", "module_named", "remoted", "resolver"]
+
+#: Makes the proxy of a remote object from its reference tree, its type's name and connection
+#: (:func:`radium_interposer.proxy.make`, which this module sits below).
+MakeProxy = Callable[[Dict[str, Any], str, Optional[Any]], Any]
 
 
 def _none_remoted(name: str) -> bool:
@@ -48,3 +54,44 @@ def _remoted_all_the_way(name: str) -> bool:
         return False
     prefixes = (".".join(parts[:n]) for n in range(1, len(parts) + 1))
     return all(prefix in sys.modules or remoted(prefix) for prefix in prefixes)
+
+
+def resolver(make: MakeProxy) -> Resolve:
+    """How the client resolves each reference in a worker's value (``proxy.decode``): modules
+    and classes as above, its own callbacks and objects handed back, a remoted module's
+    functions as themselves; any other remote object as the proxy ``make`` makes."""
+
+    def resolve(node: Dict[str, Any]) -> Any:
+        tag = node["$"]
+        if tag == "m":
+            return module_named(node.get("n"))
+        if tag == "cls":
+            return upcalls.bound.class_named(str(node["p"]), node.get("e") or 0)
+        if tag == "cb":  # one of our callables, handed back
+            return callbacks.lookup(node.get("id"))
+        if tag == "co":  # one of our files or objects, handed back
+            return client_objects.lookup(node.get("id"))
+        if tag == "p":  # a worker's function: np.concatenate itself when numpy is remoted
+            return _by_path(node, make)
+        if tag == "sv" and not _small_scalar(node):  # held here, only ever sent back
+            raise structs.DecodeError("a numpy scalar from the worker is not a dtype and its bytes")
+        return make(node, str(node.get("t", "")), None)
+
+    return resolve
+
+
+def _by_path(node: Dict[str, Any], make: MakeProxy) -> Any:
+    """A worker's function named by path (``numpy.concatenate``): the very attribute of the
+    remoted module this program uses, when it is one, so ``func is np.concatenate`` holds."""
+    module, _, name = str(node.get("p", "")).rpartition(".")
+    remote = sys.modules.get(module)
+    directory = getattr(remote, "__radium_directory__", None)
+    remoted = getattr(remote, "__radium_remote__", False) and isinstance(directory, dict)
+    if remoted and directory.get(name) == "f":  # type: ignore[union-attr]
+        return getattr(remote, name)
+    return make(node, "", None)
+
+
+def _small_scalar(node: Dict[str, Any]) -> bool:
+    kind, raw = node.get("dt"), node.get("b")
+    return isinstance(kind, str) and len(kind) <= 32 and isinstance(raw, str) and len(raw) <= 512

@@ -18,7 +18,7 @@ import sys
 import threading
 from typing import Any, Dict, Optional
 
-from radium_interposer import nested, structs
+from radium_interposer import nested, reflection
 
 __all__ = ["MAX_BYTES", "by_value", "describe", "load", "peer", "peer_has_numpy", "plain"]
 
@@ -41,7 +41,7 @@ def _numpy() -> Any:
     global _seen, _own
     np = sys.modules.get("numpy")
     if np is not _seen:  # asked at every request: the answer is kept per module object
-        _seen, _own = np, None if np is None or structs.remote_module(np) else np
+        _seen, _own = np, None if np is None or reflection.remote_module(np) else np
     return _own
 
 

@@ -13,53 +13,35 @@ Classes of the user's code that are not on remote bases (a dataclass, a helper) 
 functions passed as arguments are shipped the same way when they cross. The user's code is the
 code outside the standard library and site-packages. Library classes are named by import path.
 Everything lands in ``radium_shipped.<module>`` on the worker (:mod:`radium_interposer.shipped`).
+A module's definitions go together (:mod:`~radium_interposer.shipping_batch`), and where each
+went is kept (:mod:`~radium_interposer.shipped_paths`).
 """
 
 from __future__ import annotations
 
-import inspect
 import sys
-import textwrap
 import threading
 import types
-import weakref
 from typing import Any, Callable, Dict, List, Optional
 
-from radium_interposer import (
-    classes,
-    code_origin,
-    codec,
-    local_defs,
-    nested,
-    ops,
-    pickled,
-    program_state,
-    proxy,
-    shipped,
-    structs,
-    user_modules,
-)
-from radium_interposer.client import state
+from radium_interposer import classes, local_defs, nested, proxy, reflection, shipped, user_modules
 from radium_interposer.errors import RemoteError
+from radium_interposer.shipped_paths import is_users
+from radium_interposer.shipped_paths import known as _known
+from radium_interposer.shipped_paths import remember as _remember
+from radium_interposer.shipping_batch import Batch, ShipError
 
 __all__ = [
     "ShipError",
     "callable_ref",
     "class_ref",
-    "is_users",
     "resend",
     "ship_class",
     "ship_function",
     "users_path",
 ]
 
-#: The worker path of each shipped user class or function (by identity, not kept alive).
-_shipped: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 _lock = threading.RLock()
-
-
-class ShipError(RemoteError):
-    """A class or function of the user's code cannot be sent to the worker (no source)."""
 
 
 def ship_class(cls: type) -> str:
@@ -91,7 +73,7 @@ def _ship(obj: Any) -> str:
         module = sys.modules.get(obj.__module__)
         if module is None:
             raise ShipError(f"{obj.__qualname__}: its module {obj.__module__} is not loaded")
-        batch = _Batch(module)
+        batch = Batch(module, _refer)
         batch.add(obj)
         # Their paths while they are sent: one that refers to itself (a recursive function,
         # through its split stand-in) is named by its path, not shipped again and again.
@@ -102,7 +84,9 @@ def _ship(obj: Any) -> str:
         finally:
             for done in batch.objects:
                 _in_flight.pop(id(done), None)
-        return _shipped[obj]
+        path = _known(obj)
+        assert path is not None  # the batch remembered where each of its definitions went
+        return path
 
 
 def _outer_path(whole: bool) -> Callable[[type], Optional[str]]:
@@ -129,12 +113,6 @@ def _outer_path(whole: bool) -> Callable[[type], Optional[str]]:
 _in_flight: Dict[int, str] = {}
 
 
-def _known(obj: Any) -> Optional[str]:
-    if isinstance(obj, type) and classes.path_of(obj) is not None:
-        return classes.path_of(obj)
-    return _shipped.get(obj)
-
-
 def class_ref(cls: type) -> Optional[str]:
     """How this side names a class to the worker (the codec's hook): stand-ins and shipped
     classes by their worker path, the user's classes shipped first, others by import path."""
@@ -148,15 +126,7 @@ def class_ref(cls: type) -> Optional[str]:
             if isinstance(cls, classes.RemoteType):
                 raise  # its body is nowhere else: its reason, not a vaguer error later
             return None
-    return structs.class_path(cls)
-
-
-def is_users(obj: Any) -> bool:
-    """A class or function of the user's own code not yet shipped (code_origin.is_users; a
-    class on remote bases until it has its worker path, which stand-ins have from the start)."""
-    if isinstance(obj, classes.RemoteType):
-        return classes.path_of(obj) is None
-    return code_origin.is_users(obj)
+    return reflection.class_path(cls)
 
 
 def users_path(obj: Any) -> Optional[str]:
@@ -193,105 +163,6 @@ def callable_ref(obj: Any) -> Optional[Dict[str, Any]]:
     return {"$": "p", "p": f"{obj.__module__}.{obj.__qualname__}"} if found is obj else None
 
 
-class _Batch:
-    """Definitions of one module to send together, each after those it refers to."""
-
-    def __init__(self, module: types.ModuleType) -> None:
-        self.module = module
-        self.defs: List[Dict[str, Any]] = []
-        self.names: Dict[str, Any] = {}
-        self.objects: List[Any] = []
-        self.seen: set = set()  # type: ignore[type-arg]
-        self.keys: Dict[int, str] = {}  # local classes' own paths (local_defs.unique_key)
-
-    def key(self, obj: Any) -> str:
-        """Where the worker keeps ``obj`` in its namespace: its qualname, one of its own for a
-        class defined in a function."""
-        return self.keys.get(id(obj)) or str(obj.__qualname__)
-
-    def add(self, obj: Any) -> None:
-        if id(obj) in self.seen or _known(obj) is not None:
-            return
-        self.seen.add(id(obj))
-        try:
-            lines, line = inspect.getsourcelines(obj)
-            filename = inspect.getsourcefile(obj) or ""
-        except (OSError, TypeError) as exc:
-            raise ShipError(
-                f"{obj.__qualname__} cannot run on the worker: its source is not available "
-                f"({exc}); define it in a file"
-            ) from None
-        source = textwrap.dedent("".join(lines))
-        for name in sorted(program_state.global_names(source)):  # not its locals
-            self._bind(name, obj)
-        self.defs.append({"src": source, "line": line, "file": filename})
-        if local_defs.is_local(obj):
-            self.keys[id(obj)] = self.defs[-1]["k"] = local_defs.unique_key(obj.__qualname__)
-        self.objects.append(obj)
-
-    def _bind(self, name: str, owner: Any) -> None:
-        """A global the definition refers to: its definition, or its value, for the worker.
-        Watched from now on: sent again once it appears or is rebound (program_state)."""
-        namespace = vars(self.module)
-        if name not in namespace:
-            program_state.watch(self.module.__name__, name)  # assigned later (in __main__)
-            return
-        value = namespace[name]
-        if name in self.names or value is owner:
-            return
-        program_state.note(value, owner)
-        program_state.watch(self.module.__name__, name, value)
-        if (
-            is_users(value)
-            and getattr(value, "__module__", None) == self.module.__name__
-            and _known(value) is None
-        ):
-            self.add(value)  # the module's own: defined there too, first
-            return
-        self.names[name] = value  # shipped ones too: by path (a name rebound to one of them)
-
-    def send(self) -> None:
-        buffers: List[Any] = []
-        tree: Dict[str, List[Any]] = {"k": [], "v": []}
-        unsent: Dict[str, str] = {}
-        for name, value in self.names.items():
-            try:
-                encoded = codec.encode(value, buffers, _globals_refer(buffers))
-            except (codec.EncodeError, ShipError) as exc:
-                # Bound there to a stand-in that raises this at any use: never a bare NameError.
-                unsent[name] = pickled.why_unsent(self.module.__name__, name, value, exc)
-                continue
-            tree["k"].append(name)
-            tree["v"].append(encoded)
-        for definition, obj in zip(self.defs, self.objects):
-            if "." in obj.__qualname__:  # nested in a class: defined apart (nested.py)
-                definition["q"] = obj.__qualname__
-        meta = {"op": ops.SHIP, "mod": self.module.__name__, "defs": self.defs,
-                "g": {"$": "d", **tree}}  # fmt: skip
-        if unsent:
-            meta["x"] = unsent
-        frame = state.connection().request(meta, buffers)
-        assert frame is not None
-        namespace = str(frame.meta["ns"])
-        for obj in self.objects:
-            path = nested.worker_path(namespace, self.key(obj))
-            _remember(obj, path, f"{namespace}.{obj.__qualname__}")
-
-
-def _remember(obj: Any, path: str, known_as: str) -> None:
-    """``obj`` is at ``path`` on the worker, and its instances' type is named ``known_as``."""
-    _shipped[obj] = path
-    if isinstance(obj, classes.RemoteType):
-        obj.__radium_path__ = path  # type: ignore[attr-defined]
-        classes.register(path, obj)
-        classes.register(known_as, obj)
-    # Defined there by its body (a plain outer class's too): objects of them made there are
-    # instances of the program's nested classes here.
-    for name, inner in classes.inner_classes(obj) if isinstance(obj, type) else ():
-        if _known(inner) is None:
-            _remember(inner, f"{path}.{name}", f"{known_as}.{name}")
-
-
 def _refer(obj: Any) -> Optional[Dict[str, Any]]:
     """References in a shipped module's globals: modules by name, remote objects, library
     functions and classes by path."""
@@ -302,17 +173,6 @@ def _refer(obj: Any) -> Optional[Dict[str, Any]]:
     return ref if ref is not None else callable_ref(obj)
 
 
-def _globals_refer(buffers: List[Any]) -> codec.Refer:
-    """How a shipped module's globals refer to what is not a value: as :func:`_refer`, and
-    this process's own library objects (a torch.device, a tensor of its torch) by pickle."""
-
-    def refer(obj: Any) -> Optional[Dict[str, Any]]:
-        ref = _refer(obj) or program_state.bound_method_ref(obj)
-        return ref or pickled.reference(obj, buffers)
-
-    return refer
-
-
 #: The owner of globals sent again: none (a global bound to None is sent like any other).
 _RESEND = object()
 
@@ -321,7 +181,7 @@ def resend(module: types.ModuleType, names: List[str]) -> None:
     """Send again globals of ``module`` that shipped code uses and that appeared or were rebound
     since they were sent (before the program's next call: program_state)."""
     with _lock:
-        batch = _Batch(module)
+        batch = Batch(module, _refer)
         for name in names:
-            batch._bind(name, _RESEND)
+            batch.bind(name, _RESEND)
         batch.send()

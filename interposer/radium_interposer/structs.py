@@ -25,14 +25,10 @@ __all__ = [
     "FindClass",
     "Part",
     "Unpart",
-    "class_path",
     "decode",
     "encode",
-    "exception_kind",
-    "own_attribute",
     "plain",
     "preload",
-    "remote_module",
     "tag_of",
 ]
 
@@ -64,27 +60,12 @@ class DecodeError(ValueError):
     naming code (a module, a class) this side would have to import."""
 
 
-def remote_module(module: Any) -> bool:
-    """Whether a module is the client's stand-in of a remote one (finder.RemoteModule). Asked
-    of its type: a missing attribute of a real module runs its ``__getattr__`` (numpy's
-    formats and raises an error, ~2 us, on every call that looked)."""
-    return bool(getattr(type(module), "__radium_remote__", False))
-
-
 def preload() -> None:
     """Import the modules of :data:`PRELOADED` (a client calls it before its first connection:
     fixed names, not the worker's; a few milliseconds once per process)."""
     for name in PRELOADED:
         if name not in sys.modules:
             __import__(name)
-
-
-def own_attribute(owner: Any, name: str) -> Any:
-    """``owner.name`` as the module or class itself defines it (None otherwise): nothing runs,
-    not a module's ``__getattr__`` (which may import) nor a descriptor."""
-    if isinstance(owner, (types.ModuleType, type)):
-        return vars(owner).get(name)
-    return None
 
 
 def _loaded(name: str) -> Any:
@@ -98,31 +79,6 @@ def _is(kind: type, path: str) -> bool:
     name, and is a proxy, not a value)."""
     module, _, name = path.rpartition(".")
     return getattr(_loaded(module), name, None) is kind
-
-
-def exception_kind(cls: type) -> Any:
-    """0 for a class that is no exception; else its nearest builtin exception's name (what a
-    stand-in of it derives from, so ``except RuntimeError`` still catches it)."""
-    if not issubclass(cls, BaseException):
-        return 0
-    for base in cls.__mro__:
-        if base.__module__ == "builtins":
-            return base.__name__
-    return "Exception"
-
-
-def class_path(cls: type) -> Optional[str]:
-    """``module.qualname`` when that path leads back to ``cls`` here, else None."""
-    known = cls.__dict__.get("__radium_path__")
-    if isinstance(known, str):
-        return known
-    module, qualname = getattr(cls, "__module__", None), getattr(cls, "__qualname__", "")
-    if not isinstance(module, str) or not isinstance(qualname, str) or "<locals>" in qualname:
-        return None
-    found: Any = sys.modules.get(module)
-    for part in qualname.split("."):
-        found = getattr(found, part, None)
-    return f"{module}.{qualname}" if found is cls else None
 
 
 #: Each type's tag (None: not one of these kinds), learned once per type: the checks cost

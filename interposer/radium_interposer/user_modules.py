@@ -3,7 +3,7 @@
 Shipped code that refers to a module of the program (``import data, model`` beside
 ``main.py``, a package ``pkg`` with ``pkg/util.py``) needs that module on the worker. A module
 is the program's own when this process loaded it from a source file outside the standard
-library and the installed packages (the rule :func:`shipping.is_users` applies to classes and
+library and the installed packages (the rule :func:`shipped_paths.is_users` applies to classes and
 functions), and it is not ``__main__`` (whose top level must not run twice).
 
 Before any shipped code refers to one of them, this process sends the worker the source of

@@ -18,7 +18,7 @@ import warnings
 from types import FrameType
 from typing import Any, Dict, List, Optional
 
-from radium_interposer import structs
+from radium_interposer import reflection
 
 __all__ = ["ACTIONS", "MAX_ENTRIES", "MAX_TEXT", "entry", "filters_of", "install", "record"]
 
@@ -61,7 +61,7 @@ def entry(
     text, where (None: the program's line that made the call), module, source line, and how
     much of the call's stderr came before it."""
     kind = category if isinstance(category, type) else UserWarning
-    path = structs.class_path(kind) or f"{kind.__module__}.{kind.__qualname__}"
+    path = reflection.class_path(kind) or f"{kind.__module__}.{kind.__qualname__}"
     ours = str(filename).startswith(_OURS)
     module = None if ours else _module_of(str(filename), lineno)
     if module is not None and module.startswith("radium_shipped."):
@@ -72,7 +72,7 @@ def entry(
         line = linecache.getline(str(filename), lineno) or None
     return {
         "c": path,
-        "e": structs.exception_kind(kind) or "UserWarning",
+        "e": reflection.exception_kind(kind) or "UserWarning",
         "m": str(message)[:MAX_TEXT],
         "f": None if ours else str(filename),
         "l": int(lineno),
@@ -121,7 +121,7 @@ def filters_of(module: str) -> List[List[Any]]:
         if not isinstance(category, type) or owner != module:
             continue
         if message is None and where is None and not lineno:
-            path = structs.class_path(category)
+            path = reflection.class_path(category)
             if path is not None and action in ACTIONS:
-                found.append([action, path, structs.exception_kind(category)])
+                found.append([action, path, reflection.exception_kind(category)])
     return found[:16]

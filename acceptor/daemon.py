@@ -28,7 +28,7 @@ from radium.acceptor.limits import Cgroups
 from radium.acceptor.metrics import AcceptorCollector
 from radium.acceptor.sandbox import Sandbox
 from radium.acceptor.slots import Slots
-from radium.config import AcceptorConfig
+from radium.configtree import AcceptorConfig
 from radium.errors import AuthError, RadiumError, UnavailableError
 from radium.proto import pool_pb2 as pb
 from radium.proto import pool_pb2_grpc as pb_grpc

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Protocol
 
 from radium.acceptor.mps import Daemon, find_control
-from radium.config import AcceptorConfig
+from radium.configtree import AcceptorConfig
 from radium.errors import RadiumError, UnavailableError
 from radium.proto import pool_pb2 as pb
 

@@ -35,7 +35,7 @@ from radium.acceptor.hostview import HostView as HostView  # re-exported: its ho
 from radium.acceptor.hostview import host_view, library_mounts, python_paths, shown
 from radium.acceptor.limits import Share
 from radium.acceptor.sandbox_users import NSSWITCH, group, passwd
-from radium.config import SandboxConfig
+from radium.configtree import SandboxConfig
 from radium.errors import SandboxError
 
 __all__ = ["HOME_TARGET", "SETUP_TIMEOUT", "HostView", "Sandbox", "Tenant"]

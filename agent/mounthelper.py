@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from radium.agentprotocol import error_from_reply, error_reply
-from radium.config import Config
+from radium.configtree import Config
 from radium.errors import RadiumError, UnavailableError
 
 __all__ = ["MOUNT_TIMEOUT", "PROGRAM", "MountHelper", "main"]

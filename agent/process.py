@@ -32,7 +32,7 @@ from radium.agent.broker import ConnectionBroker
 from radium.agent.mounthelper import MountHelper
 from radium.agent.service import AgentService
 from radium.agent.starts import ConfigSource, StartService
-from radium.config import ClientConfig, Config
+from radium.configtree import ClientConfig, Config
 from radium.leaseclient.calls import LeaseCalls
 from radium.leaseclient.socket import LeaseSocket
 from radium.leaseclient.stream import LeaseStream

@@ -17,7 +17,7 @@ from typing import Mapping, Protocol, Sequence
 
 from radium import agentprotocol, ocispec
 from radium.agent.service import AgentService
-from radium.config import Config
+from radium.configtree import Config
 from radium.errors import InvalidRequestError, RadiumError
 from radium.hooks import stages
 from radium.hooks.state import parse_state, valid_container_id

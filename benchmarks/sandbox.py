@@ -27,7 +27,7 @@ from radium.acceptor.devices import CpuBackend
 from radium.acceptor.limits import Cgroups
 from radium.acceptor.sandbox import Sandbox
 from radium.acceptor.slots import Slots
-from radium.config import SandboxConfig
+from radium.configtree import SandboxConfig
 from radium.proto import pool_pb2 as pb
 from radium_interposer import handshake, wire
 

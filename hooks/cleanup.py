@@ -9,7 +9,7 @@ from radium.hooks import stages
 # Not typing.TYPE_CHECKING: importing typing costs milliseconds on every container start.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from radium.config import Config
+    from radium.configtree import Config
     from radium.hooks.state import State
 
 __all__ = ["poststop", "release"]

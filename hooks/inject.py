@@ -15,7 +15,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Mapping
 
-from radium.config import Config
+from radium.configtree import Config
 from radium.errors import NoBundleError, NoPythonError, RadiumError, UnsafePathError
 from radium.hooks import detect, mounts, rules, safepath, stages
 from radium.hooks.cleanup import release

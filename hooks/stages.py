@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any, Awaitable, Callable, Generator, Mapping, Union
 
-    from radium.config import Config
+    from radium.configtree import Config
     from radium.hooks.state import State
 
     Step = Union["Lease", "Mount", "Release"]

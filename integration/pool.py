@@ -14,7 +14,7 @@ from typing import Iterator
 from integration.host import log_tail, need
 from integration.netns import Network
 from radium import certs
-from radium.config import TlsConfig
+from radium.configtree import TlsConfig
 from radium.errors import CapacityError, RadiumError, UnavailableError
 from radium.poolclient import PoolClient
 from radium.proto import pool_pb2 as pb

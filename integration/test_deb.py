@@ -21,6 +21,7 @@ import pytest
 import radium
 from integration import debroot, host, images
 from radium import config as config_module
+from radium.configtree import QueueConfig
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -163,7 +164,7 @@ def test_the_conffile_loads_and_shows_every_default() -> None:
     queues = uncommented["pool"].pop("queues")
     assert config_module.from_dict(uncommented) == config_module.Config()
     example = config_module.from_dict({"pool": {"queues": queues}}).pool.queues
-    assert all(q == config_module.QueueConfig() for q in example.values())
+    assert all(q == QueueConfig() for q in example.values())
 
     def keys(cls: Any, data: dict[str, Any], prefix: str) -> list[str]:
         hints = typing.get_type_hints(cls)

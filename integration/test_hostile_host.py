@@ -31,7 +31,7 @@ from integration.host import need_root
 from integration.pool import AGENT_TOKEN, PoolCluster, wait_until
 from radium.acceptor.limits import Cgroups, Share
 from radium.acceptor.uids import UidLocks
-from radium.config import SandboxConfig
+from radium.configtree import SandboxConfig
 from radium.errors import SandboxError
 from radium.leaseclient.socket import LeaseSocket
 from radium.proto import pool_pb2 as pb

@@ -28,7 +28,7 @@ from integration.pool import (
 )
 from radium import certs, rpc
 from radium.agent.broker import dial
-from radium.config import TlsConfig
+from radium.configtree import TlsConfig
 from radium.errors import (
     AuthError,
     CapacityError,

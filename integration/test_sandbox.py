@@ -22,7 +22,7 @@ from radium.acceptor.limits import Cgroups
 from radium.acceptor.sandbox import HostView, Sandbox, Tenant
 from radium.acceptor.slots import Slots
 from radium.acceptor.workers import ProcessWorker
-from radium.config import SandboxConfig
+from radium.configtree import SandboxConfig
 from radium.errors import UnavailableError
 from radium.proto import pool_pb2 as pb
 from tests.interposer.harness import BARE_PYTHON, INTERPOSER

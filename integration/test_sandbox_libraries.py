@@ -11,7 +11,7 @@ from pathlib import Path
 from integration.host import need_root
 from radium.acceptor.hostview import host_view, python_paths
 from radium.acceptor.sandbox import Sandbox, Tenant
-from radium.config import SandboxConfig
+from radium.configtree import SandboxConfig
 
 UID = 200091
 

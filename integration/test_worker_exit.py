@@ -35,7 +35,7 @@ from radium.acceptor.engines import Docker
 from radium.acceptor.limits import Cgroups
 from radium.acceptor.sandbox import Sandbox
 from radium.acceptor.slots import Slots
-from radium.config import SandboxConfig
+from radium.configtree import SandboxConfig
 from radium.proto import pool_pb2 as pb
 from tests.interposer.harness import BARE_PYTHON, INTERPOSER
 

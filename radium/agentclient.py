@@ -21,7 +21,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Mapping
 
-    from radium.config import Config
+    from radium.configtree import Config
 
 __all__ = [
     "IDLE_EXIT",

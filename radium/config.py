@@ -3,8 +3,8 @@
 The file is TOML (``/etc/radium/config.toml``, or the path in ``RADIUM_CONFIG``; for the
 ``radium`` command line, the config of the user's default ``radium up`` when neither is there).
 Every key is optional; an unknown key or a value of the wrong type is an error that names the key.
-The tree itself, its sections and their bounds, is :mod:`radium.configtree`; its names are
-this module's too, so a caller imports one module.
+The tree itself, its sections and their bounds, is :mod:`radium.configtree` (and the sections of
+a container's start, :mod:`radium.configstart`): a caller imports its classes from there.
 """
 
 from __future__ import annotations
@@ -17,45 +17,11 @@ from typing import Annotated, Any, Literal, Mapping, TypeVar
 
 from radium import tomlcache
 from radium.bounds import field_types
-from radium.configtree import (
-    AcceptorConfig,
-    AgentConfig,
-    BundlesConfig,
-    ClientConfig,
-    Config,
-    EtcdConfig,
-    HookConfig,
-    PoolConfig,
-    QueueConfig,
-    RuntimeConfig,
-    SandboxConfig,
-    ShimConfig,
-    TlsConfig,
-)
+from radium.configtree import Config
 from radium.constants import CONFIG_PATH, CONFIG_VARIABLE
 from radium.errors import ConfigError
 
-__all__ = [
-    "DEFAULT_PATH",
-    "ENV_VAR",
-    "AcceptorConfig",
-    "AgentConfig",
-    "BundlesConfig",
-    "ClientConfig",
-    "Config",
-    "EtcdConfig",
-    "HookConfig",
-    "PoolConfig",
-    "QueueConfig",
-    "RuntimeConfig",
-    "SandboxConfig",
-    "ShimConfig",
-    "TlsConfig",
-    "config_path",
-    "find_up_config",
-    "from_dict",
-    "load",
-]
+__all__ = ["DEFAULT_PATH", "ENV_VAR", "config_path", "find_up_config", "from_dict", "load"]
 
 DEFAULT_PATH = CONFIG_PATH
 ENV_VAR = CONFIG_VARIABLE

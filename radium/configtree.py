@@ -1,7 +1,8 @@
 """The Radium configuration tree: one frozen, typed dataclass per section, complete defaults,
 and every bound a value must keep declared on its field (``Annotated`` rules, ``Literal``
-choices) or, when it spans fields, checked as the tree is made. :mod:`radium.config` reads it
-from its file, strictly.
+choices) or, when it spans fields, checked as the tree is made. The sections of a container's
+start (bundles, hook, runtime, shim) are :mod:`radium.configstart`'s; :mod:`radium.config`
+reads the tree from its file, strictly.
 """
 
 from dataclasses import dataclass, field
@@ -9,67 +10,20 @@ from typing import Literal, Mapping
 
 from radium.addresses import parse_address, parse_addresses
 from radium.bounds import AbsolutePath, Positive, PositiveInt, checked
+from radium.configstart import BundlesConfig, HookConfig, RuntimeConfig, ShimConfig
 from radium.errors import ConfigError
 
 __all__ = [
     "AcceptorConfig",
     "AgentConfig",
-    "BundlesConfig",
     "ClientConfig",
     "Config",
     "EtcdConfig",
-    "HookConfig",
     "PoolConfig",
     "QueueConfig",
-    "RuntimeConfig",
     "SandboxConfig",
-    "ShimConfig",
     "TlsConfig",
 ]
-
-
-@dataclass(frozen=True)
-class BundlesConfig:
-    """Where the per-platform client bundles live and how one is chosen."""
-
-    dir: AbsolutePath = "/usr/lib/radium/bundles"
-    #: TOML file of selection rules; empty means the rules shipped with Radium.
-    rules: str = ""
-
-
-@dataclass(frozen=True)
-class HookConfig:
-    """What ``radium-hook`` does inside a container."""
-
-    log_file: str = "/var/log/radium/hook.log"
-    #: Host directory holding one runtime directory per container.
-    state_dir: AbsolutePath = "/run/radium/containers"
-    #: Where the selected bundle appears inside the container (read-only).
-    bundle_target: AbsolutePath = "/usr/lib/radium"
-    #: Where the container's runtime directory appears inside the container.
-    runtime_target: AbsolutePath = "/run/radium"
-    #: An image without Python: "start" it without the interposer (logged) or "fail" the start.
-    no_python: Literal["start", "fail"] = "start"
-
-
-@dataclass(frozen=True)
-class RuntimeConfig:
-    """What ``radium-runtime`` execs and where it logs."""
-
-    #: Low-level OCI runtimes to try, in order: names looked up in PATH, or absolute paths.
-    runtimes: tuple[str, ...] = ("runc", "crun")
-    log_file: str = "/var/log/radium/runtime.log"
-    #: The hook command put into config.json; empty means this installation's radium-hook.
-    hook_command: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class ShimConfig:
-    """What ``containerd-shim-radium-v2`` execs and where it logs (it may print nothing)."""
-
-    #: The containerd shim that does the real work: a name looked up in PATH, or a path.
-    runc_shim: str = "containerd-shim-runc-v2"
-    log_file: str = "/var/log/radium/shim.log"
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from radium import remotenames
-from radium.config import Config
+from radium.configtree import Config
 from radium.errors import RadiumError, SpecError, UnavailableError, UsageError
 from radium.shim.request import FIELDS, checked, env_map
 

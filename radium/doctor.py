@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from radium.config import Config
+from radium.configtree import Config
 from radium.engines import apply, setup
 from radium.errors import RadiumError
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import radium_interposer
 from radium import agentclient, remotenames
-from radium.config import Config
+from radium.configtree import Config
 from radium.errors import InvalidRequestError, RadiumError, UsageError
 from radium.hooks import rundir
 from radium.shim.request import wait_seconds

@@ -7,7 +7,7 @@ from typing import Iterator, Mapping
 import grpc
 
 from radium import rpc
-from radium.config import ClientConfig, TlsConfig
+from radium.configtree import ClientConfig, TlsConfig
 from radium.proto import pool_pb2 as pb
 from radium.proto import pool_pb2_grpc as pb_grpc
 

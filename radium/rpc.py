@@ -21,7 +21,7 @@ import grpc
 import grpc.aio
 
 from radium import errors
-from radium.config import TlsConfig
+from radium.configtree import TlsConfig
 from radium.errors import ConfigError, Kind, RadiumError
 
 if TYPE_CHECKING:

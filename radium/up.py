@@ -2,13 +2,13 @@
 
 It keeps its own config (generated tokens, database, slots, agent socket, ports: see
 :mod:`radium.upconfig`) in a state directory, supervises the three services as child
-processes, and stops them on Ctrl-C or SIGTERM; they also die with it when it is killed
-outright (:mod:`radium.lifeline`). With ``--detach`` it returns once they are ready, and
-``radium down`` stops them. A lock on the state directory,
-held by the services themselves, keeps a second ``radium up`` out, naming who holds it. Other
-radium commands, and an engine's radium runtime, use them when pointed at that config
-(``export RADIUM_CONFIG=...`` as it prints); the command line finds the default state
-directory's config by itself (radium.config.config_path).
+processes (:mod:`radium.upservices`), and stops them on Ctrl-C or SIGTERM; they also die with
+it when it is killed outright (:mod:`radium.lifeline`). With ``--detach`` it returns once they
+are ready, and ``radium down`` stops them. A lock on the state directory, held by the services
+themselves, keeps a second ``radium up`` out, naming who holds it. Other radium commands, and
+an engine's radium runtime, use them when pointed at that config (``export RADIUM_CONFIG=...``
+as it prints); the command line finds the default state directory's config by itself
+(radium.config.config_path).
 """
 
 from __future__ import annotations
@@ -27,24 +27,15 @@ from typing import TextIO
 import psutil
 
 from radium import config as config_module
-from radium import lifeline, upconfig
-from radium.errors import AlreadyExistsError, DeadlineError, RadiumError, ServiceError
+from radium import lifeline, upconfig, upservices
+from radium.configtree import Config
+from radium.errors import AlreadyExistsError, RadiumError
 from radium.poolclient import PoolClient
 from radium.statedir import StateDir, default_up_dir, open_state_dir
+from radium.upservices import STOP_GRACE
 
-__all__ = [
-    "LOCK",
-    "PIDS",
-    "SERVICES",
-    "STOP_GRACE",
-    "default_state_dir",
-    "down",
-    "run",
-    "running_configs",
-]
+__all__ = ["LOCK", "PIDS", "default_state_dir", "down", "run", "running_configs"]
 
-STOP_GRACE = 10.0
-SERVICES = ("pool", "acceptor", "agent")
 PIDS = "pids.json"
 LOCK = "up.lock"
 
@@ -54,39 +45,7 @@ def default_state_dir() -> Path:
     return default_up_dir()
 
 
-def _check_alive(children: dict[str, subprocess.Popen[bytes]], state: Path) -> None:
-    for service, child in children.items():
-        if child.poll() is not None:
-            raise ServiceError(
-                f"radium {service} exited with {child.returncode}",
-                hint=f"see {state}/{service}.log",
-            )
-
-
-def _wait_ready(
-    client: PoolClient, children: dict[str, subprocess.Popen[bytes]], state: Path, timeout: float
-) -> int:
-    """The number of devices, once the pool answers and the acceptor is registered."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        _check_alive(children, state)
-        try:
-            status = client.status()
-        except RadiumError:
-            status = None
-        # Up: registered with this pool process (not a record it restored from its database).
-        if status is not None and any(a.up for a in status.acceptors):
-            return len(status.devices)
-        time.sleep(0.2)
-    raise DeadlineError(
-        f"the pool and acceptor did not come up within {timeout:g}s",
-        hint=f"see the logs in {state}",
-    )
-
-
-def _announce(
-    out: TextIO, settings: config_module.Config, config: Path, devices: int, detach: bool
-) -> None:
+def _announce(out: TextIO, settings: Config, config: Path, devices: int, detach: bool) -> None:
     """What is up, the ``export`` to use it, where it logs, how it stops, its metrics."""
     state = config.parent
     how_to_stop = f"radium down --state-dir {state}" if detach else "Ctrl-C"
@@ -105,19 +64,6 @@ def _announce(
     if served:
         out.write(f"Metrics: {', '.join(served)}\n")
     out.flush()
-
-
-def _stop(children: dict[str, subprocess.Popen[bytes]]) -> None:
-    for child in reversed(list(children.values())):
-        if child.poll() is None:
-            child.terminate()
-    deadline = time.monotonic() + STOP_GRACE
-    for child in children.values():
-        try:
-            child.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
 
 
 def _running(directory: StateDir) -> dict[str, int]:
@@ -262,7 +208,6 @@ def _supervise(
     env = {**os.environ, "RADIUM_CONFIG": str(config)}
     if not detach:  # they die with this process, however it ends
         env[lifeline.ENV_VAR] = str(os.getpid())
-    cli = os.path.join(os.path.dirname(sys.executable), "radium")
     stop = {"now": False}
 
     def request_stop(signum: int, frame: object) -> None:
@@ -273,31 +218,21 @@ def _supervise(
     children: dict[str, subprocess.Popen[bytes]] = {}
     client = None
     try:
-        for service in SERVICES:
-            log = directory.open(f"{service}.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-            with os.fdopen(log, "ab") as log_file:
-                children[service] = subprocess.Popen(
-                    [cli, service] + ([] if service == "agent" else ["serve"]),
-                    env=env,
-                    stdout=log_file,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                    pass_fds=(lock,),
-                )
+        children = upservices.start(directory, env, lock)
         pids = {s: c.pid for s, c in children.items()}
         _write_pids(directory, pids if detach else {"up": os.getpid(), **pids})
         # After the fork: the client's gRPC threads must not be in the children.
         client = PoolClient(settings.client.pool, settings.client.token, timeout=2)
-        devices = _wait_ready(client, children, state, 60)
+        devices = upservices.wait_ready(client, children, state, 60)
         _announce(out, settings, config, devices, detach)
         if detach:
             children = {}  # they keep running: `radium down` stops them
             return 0
         while not stop["now"]:
-            _check_alive(children, state)
+            upservices.check_alive(children, state)
             time.sleep(0.2)
         return 0
     finally:
         if client is not None:
             client.close()
-        _stop(children)
+        upservices.stop(children)

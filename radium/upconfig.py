@@ -32,6 +32,7 @@ import tomlkit.items
 
 from radium import addresses, tomlcache
 from radium import config as config_module
+from radium.configtree import Config
 from radium.errors import ConfigError, UnavailableError, UsageError
 from radium.statedir import StateDir
 
@@ -100,7 +101,7 @@ def prepare(
     return path
 
 
-def _validate(data: dict[str, Any], path: Path) -> config_module.Config:
+def _validate(data: dict[str, Any], path: Path) -> Config:
     try:
         return config_module.from_dict(data)
     except ConfigError as exc:
@@ -230,7 +231,7 @@ def is_free(host: str, port: int) -> bool:
     return True
 
 
-def check_free(config: config_module.Config, path: Path) -> None:
+def check_free(config: Config, path: Path) -> None:
     """Fail, naming the key to change in ``path``, when an address the services would listen
     on is in use (a service would only exit with 1) or is not this machine's."""
     for table, key in LISTENED:

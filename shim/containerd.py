@@ -21,7 +21,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Mapping, Sequence
 
-    from radium.config import Config
+    from radium.configtree import Config
 
 __all__ = ["DEFAULT_RUNC_SHIM", "PROGRAM", "delete", "main", "parse", "runc_shim", "start"]
 
@@ -81,7 +81,7 @@ def delete(bundle: str, container_id: str, environ: Mapping[str, str]) -> Config
     import shutil
 
     from radium import config as config_module
-    from radium import logs, ocispec
+    from radium import configtree, logs, ocispec
     from radium.shim import request as request_module
 
     try:
@@ -94,7 +94,7 @@ def delete(bundle: str, container_id: str, environ: Mapping[str, str]) -> Config
     try:
         config = config_module.load(environ=environ)
     except ConfigError:
-        config = config_module.Config()  # a broken config must not leave tasks undeletable
+        config = configtree.Config()  # a broken config must not leave tasks undeletable
     logs.setup(PROGRAM, config.shim.log_file, stderr_level=logging.CRITICAL + 1)
     if container_id and container_id not in (".", "..") and "/" not in container_id:
         shutil.rmtree(os.path.join(config.hook.state_dir, container_id), ignore_errors=True)

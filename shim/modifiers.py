@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from radium import config as config_module
-from radium.config import Config
+from radium.configtree import Config
 from radium.constants import ANNOTATION_PREFIX
 from radium.shim import request as request_module
 

@@ -16,7 +16,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Mapping, Optional, Sequence
 
-    from radium.config import Config
+    from radium.configtree import Config
 
 
 __all__ = [

@@ -9,6 +9,8 @@ import pytest
 
 from radium import config
 from radium.bounds import field_types
+from radium.configstart import HookConfig
+from radium.configtree import QueueConfig
 from radium.errors import ConfigError
 
 
@@ -27,7 +29,7 @@ def test_full_file_is_read(tmp_path: Path) -> None:
     loaded = config.load(environ={"RADIUM_CONFIG": str(path)})
     assert loaded.bundles.dir == "/b"
     assert loaded.hook.no_python == "fail"
-    assert loaded.hook.state_dir == config.HookConfig().state_dir
+    assert loaded.hook.state_dir == HookConfig().state_dir
     assert loaded.runtime.runtimes == ("crun",)
     assert loaded.runtime.hook_command == ("/x/radium-hook",)
 
@@ -37,8 +39,8 @@ def test_queues_are_tables_by_name(tmp_path: Path) -> None:
     path.write_text("[pool.queues.research]\ndeserved = 2\n[pool.queues.web]\nlimit = 1.5\n")
     queues = config.load(path).pool.queues
     assert queues == {
-        "research": config.QueueConfig(deserved=2.0),
-        "web": config.QueueConfig(limit=1.5),
+        "research": QueueConfig(deserved=2.0),
+        "web": QueueConfig(limit=1.5),
     }
 
 

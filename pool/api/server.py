@@ -14,7 +14,7 @@ import grpc.aio
 from prometheus_client import CollectorRegistry
 
 from radium import metrics, rpc, rpc_guard
-from radium.config import Config, PoolConfig, QueueConfig
+from radium.configtree import Config, PoolConfig, QueueConfig
 from radium.errors import (
     ConfigError,
     InvalidRequestError,

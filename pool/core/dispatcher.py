@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
-from radium.config import PoolConfig
+from radium.configtree import PoolConfig
 from radium.pool.core import convert
 from radium.pool.core.images import Images
 from radium.pool.core.state import PoolState

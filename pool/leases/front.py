@@ -16,7 +16,7 @@ import ssl
 import sys
 
 from radium import logs
-from radium.config import TlsConfig
+from radium.configtree import TlsConfig
 from radium.errors import ConfigError, LeaseWireError, RadiumError
 from radium.leaseclient import wire
 from radium.pool.leases import link

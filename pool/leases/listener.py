@@ -16,7 +16,7 @@ from typing import Collection
 
 from radium import rpc_guard
 from radium.addresses import parse_address
-from radium.config import TlsConfig
+from radium.configtree import TlsConfig
 from radium.errors import AuthError, LeaseWireError, RadiumError, UnavailableError
 from radium.pool.leases import link
 from radium.pool.leases.connection import Authorize, LeaseConnection, give_back_unsent

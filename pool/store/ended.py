@@ -26,7 +26,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable
 
-from radium.config import PoolConfig
+from radium.configtree import PoolConfig
 from radium.errors import RadiumError, UnavailableError
 from radium.pool.model import Lease
 from radium.pool.store import records

@@ -11,7 +11,7 @@ import logging
 import threading
 from typing import Awaitable, Callable
 
-from radium.config import Config
+from radium.configtree import Config
 from radium.errors import UnavailableError
 from radium.pool.store import leadership
 from radium.pool.store.base import Store

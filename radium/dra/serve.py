@@ -20,7 +20,7 @@ from typing import Any
 import grpc
 
 from radium import agentclient
-from radium.config import Config
+from radium.configtree import Config
 from radium.dra.claims import ApiServer, ClaimSource
 from radium.dra.paths import DRIVER, Paths
 from radium.dra.plugin import DraPlugin, Leaser, Registration

@@ -11,7 +11,7 @@ from typing import Callable, cast
 
 from radium import rpc
 from radium.addresses import parse_addresses
-from radium.config import TlsConfig
+from radium.configtree import TlsConfig
 from radium.errors import (
     AuthError,
     ConfigError,

@@ -14,7 +14,7 @@ import psutil
 from radium.acceptor.gpu_sharing import Sharing
 from radium.acceptor.mps import CONTROL
 from radium.acceptor.nvidia import NvmlBackend
-from radium.config import AcceptorConfig, SandboxConfig
+from radium.configtree import AcceptorConfig, SandboxConfig
 from tests.acceptor.fake_nvml import FakeGpu, FakeNvml
 
 FAKE = Path(__file__).with_name("fake_mps_control.py")

@@ -15,7 +15,7 @@ import pytest
 from radium.acceptor.daemon import Acceptor
 from radium.acceptor.gpu_sharing import Sharing
 from radium.acceptor.mps import PID_FILE, Daemon, find_control
-from radium.config import SandboxConfig
+from radium.configtree import SandboxConfig
 from radium.errors import UnavailableError
 from radium.proto import pool_pb2 as pb
 from tests.acceptor.mps_fixtures import (

@@ -18,7 +18,7 @@ from radium.acceptor.record import SlotRecord
 from radium.acceptor.sandbox import Sandbox
 from radium.acceptor.slots import Slots
 from radium.acceptor.uids import UidLocks
-from radium.config import AcceptorConfig
+from radium.configtree import AcceptorConfig
 from radium.errors import InvalidRequestError, UnavailableError
 from radium.pool.core import scheduler
 from radium.pool.model import AcceptorState, Device, DeviceState, Request

@@ -17,7 +17,7 @@ from radium.acceptor.ldcache import MAGIC, entries
 from radium.acceptor.nvidia import NvmlBackend
 from radium.acceptor.nvidia_files import driver_libraries, nvidia_nodes
 from radium.acceptor.sandbox import HostView, Sandbox, Tenant
-from radium.config import SandboxConfig
+from radium.configtree import SandboxConfig
 from radium.errors import DeviceError
 from tests.acceptor.fake_nvml import FakeGpu, FakeNvml
 

@@ -13,7 +13,7 @@ from radium.acceptor.hostview import HostView, host_view
 from radium.acceptor.limits import Share
 from radium.acceptor.nvidia_files import nvidia_nodes
 from radium.acceptor.sandbox import HOME_TARGET, Sandbox, Tenant
-from radium.config import SandboxConfig
+from radium.configtree import SandboxConfig
 
 FDS = {"seccomp": 11, "passwd": 12, "group": 13, "nsswitch": 16, "info": 14, "block": 15}
 

@@ -14,7 +14,7 @@ from radium.acceptor.devices import CpuBackend
 from radium.acceptor.sandbox import HostView, Sandbox
 from radium.acceptor.slots import Slots
 from radium.acceptor.uids import UidLocks, _host_uids
-from radium.config import SandboxConfig
+from radium.configtree import SandboxConfig
 from radium.errors import SandboxError
 from radium.proto import pool_pb2 as pb
 

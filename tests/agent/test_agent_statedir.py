@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from radium.agent.process import serve
-from radium.config import AgentConfig, Config
+from radium.configtree import AgentConfig, Config
 from radium.errors import UnsafeStateDirError
 
 

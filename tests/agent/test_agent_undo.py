@@ -10,7 +10,7 @@ import pytest
 
 from radium import agentprotocol
 from radium.agent.process import serve
-from radium.config import AgentConfig, Config
+from radium.configtree import AgentConfig, Config
 
 
 def test_a_start_socket_it_cannot_make_leaves_no_control_socket_behind(tmp_path: Path) -> None:

@@ -15,7 +15,8 @@ import pytest
 
 from radium import agentprotocol
 from radium.agent.starts import ConfigSource, StartService
-from radium.config import AgentConfig, Config, HookConfig, RuntimeConfig
+from radium.configstart import HookConfig, RuntimeConfig
+from radium.configtree import AgentConfig, Config
 from radium.errors import InvalidRequestError, MountError, SpecError
 from radium.shim import modifiers
 from tests.agent.test_agent import MemoryPool, Processes, make_agent

@@ -13,7 +13,8 @@ from typing import Callable
 
 import pytest
 
-from radium.config import Config, HookConfig
+from radium.configstart import HookConfig
+from radium.configtree import Config
 from radium.errors import CapacityError, MountError
 from radium.hooks import stages
 from radium.hooks.state import parse_state

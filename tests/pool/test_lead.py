@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from radium.config import Config
+from radium.configtree import Config
 from radium.errors import UnavailableError
 from radium.pool.api.server import lead
 from radium.pool.store.sqlite import SQLiteStore

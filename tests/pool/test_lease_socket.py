@@ -14,7 +14,7 @@ import grpc
 import pytest
 
 from radium import certs
-from radium.config import TlsConfig
+from radium.configtree import TlsConfig
 from radium.errors import AuthError, LeaseWireError, PermissionDeniedError, UnavailableError
 from radium.leaseclient import wire
 from radium.leaseclient.socket import LeaseSocket

@@ -7,7 +7,7 @@ from typing import Callable
 
 import pytest
 
-from radium.config import QueueConfig
+from radium.configtree import QueueConfig
 from radium.errors import ConfigError
 from radium.pool.api.server import configure_queues
 from radium.pool.core.state import PoolState

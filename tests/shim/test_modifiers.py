@@ -6,7 +6,8 @@ import sys
 import sysconfig
 from typing import Any
 
-from radium.config import Config, RuntimeConfig
+from radium.configstart import RuntimeConfig
+from radium.configtree import Config
 from radium.shim import modifiers
 from tests import oci_schema
 

@@ -11,13 +11,14 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from integration.dra_node import NODE, Node, dra_node
+from integration.dra_node import NODE, RADIUM, Node, dra_node
 from integration.pool import PoolCluster
 from integration.radium_env import RadiumEnv
 from integration.test_leases import stop_agent
@@ -25,6 +26,7 @@ from radium.dra import cdi
 from radium.dra.claims import Claim
 from tests import cdi_schema
 from tests.dra.kubelet import Kubelet
+from tests.dra.test_slices import validate
 
 
 @pytest.fixture(scope="module")
@@ -119,3 +121,34 @@ def test_a_pool_that_is_down_fails_the_claim_with_one_line(
     finally:
         plugin.stop_plugin()
         stop_agent(dead)
+
+
+def test_slices_list_the_pool_s_serving_devices(
+    node: Node, cluster: PoolCluster, tmp_path: Path
+) -> None:
+    done = subprocess.run(
+        [RADIUM, "dra", "slices"], capture_output=True, text=True, timeout=60,
+        env={"PATH": os.environ["PATH"], "RADIUM_CONFIG": str(node.config)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    items = json.loads(done.stdout)["items"]
+    devices = [d for s in items for d in s["spec"]["devices"]]
+    found = sorted(
+        (d["attributes"]["acceptor"]["string"], d["capacity"]["memory"]["value"]) for d in devices
+    )
+    status = cluster.client().status()
+    expected = sorted((d.acceptor, f"{d.device.memory_mib}Mi") for d in status.devices if d.up)
+    assert found == expected and len({a for a, _ in expected}) == len(items) >= 2
+    validate(items, "1.34.0", tmp_path)
+
+
+def test_a_claim_for_a_share_of_memory_capacity_leases_that_memory(
+    node: Node, cluster: PoolCluster
+) -> None:
+    share = node.api.add(name="memory-share", memory="512Mi", consumed="1Gi")
+    answers = node.kubelet.prepare(share)
+    assert answers[share.uid].error == ""
+    lease = claim_leases(cluster)[share.uid]
+    assert lease.memory_mib == 1024  # what the scheduler consumed, rounded up by its policy
+    assert node.kubelet.unprepare(share) == {share.uid: ""}
+    assert claim_leases(cluster) == {}

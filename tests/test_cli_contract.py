@@ -11,6 +11,7 @@ integration/test_up.py.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -24,6 +25,7 @@ import pytest
 from radium.cli import EXIT_PIPE_CLOSED, build_parser, subcommands
 from radium.proto import pool_pb2 as pb
 from radium.proto import pool_pb2_grpc as pb_grpc
+from tests.dra.test_slices import validate
 from tests.ports import free_port
 
 RADIUM = str(Path(sys.executable).parent / "radium")
@@ -226,7 +228,7 @@ def test_a_user_error_is_one_line_and_no_traceback(
 
 def test_an_unreachable_pool_is_one_line(home: Path) -> None:
     unreachable = environ(home, f"127.0.0.1:{free_port()}")
-    for argv in (("gpus",), ("leases", "--all"), ("status", "--json")):
+    for argv in (("gpus",), ("leases", "--all"), ("status", "--json"), ("dra", "slices")):
         done = run(*argv, env=unreachable)
         assert done.returncode == 1 and done.stdout == ""
         assert done.stderr.startswith("radium: pool at 127.0.0.1:") and "unavailable" in done.stderr
@@ -264,6 +266,22 @@ def test_a_closed_stdout_ends_a_command_quietly(argv: tuple[str, ...], env: dict
     for _ in range(3):
         done = into_closed_pipe(argv, env)
         assert (done.returncode, done.stderr) == (EXIT_PIPE_CLOSED, "")
+
+
+def test_dra_slices_prints_the_pool_s_devices_as_valid_resource_slices(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    done = run("dra", "slices", "--pool", "team-a", "--generation", "3", env=env)
+    assert done.returncode == 0, done.stderr
+    listed = json.loads(done.stdout)
+    assert listed["kind"] == "List" and len(listed["items"]) == 1
+    spec = listed["items"][0]["spec"]
+    assert spec["pool"] == {"name": "team-a", "generation": 3, "resourceSliceCount": 1}
+    gpus = json.loads(run("gpus", "--json", env=env).stdout)
+    assert [d["attributes"]["acceptor"]["string"] for d in spec["devices"]] == [
+        g["acceptor"] for g in gpus
+    ]
+    validate(listed["items"], "1.34.0", tmp_path)
 
 
 def test_leases_shows_each_lease_s_gpu_use(env: dict[str, str]) -> None:

@@ -1,4 +1,5 @@
-"""``radium dra serve``: the DRA kubelet plugin of the ``radium.io`` driver (docs/kubernetes.md)."""
+"""``radium dra serve``: the DRA kubelet plugin of the ``radium.io`` driver; ``radium dra slices``:
+the pool's devices as its ResourceSlices (docs/kubernetes.md)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,28 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _slices(args: argparse.Namespace) -> int:
+    import json
+    import time
+
+    from radium.commands.inspect import pool_client
+    from radium.dra import slices
+
+    status = pool_client().status()
+    devices = [
+        slices.PoolDevice(
+            d.acceptor, d.device.id, d.device.vendor, d.device.model, d.device.memory_mib
+        )
+        for d in status.devices
+        if d.up
+    ]
+    # A pool's generation must grow with each change it publishes: the clock's seconds do.
+    generation = args.generation or int(time.time())
+    items = slices.slices(devices, args.pool, generation)
+    print(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}, indent=2))
+    return 0
+
+
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add this module's subcommands and their options to the ``radium`` command line."""
     from radium.dra.paths import Paths
@@ -50,3 +73,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     serve.add_argument("--token-file", default="", help="bearer token for --api-server")
     serve.add_argument("--ca-file", default="", help="CA bundle for --api-server")
     serve.set_defaults(func=_serve)
+    published = subs.add_parser(
+        "slices",
+        help="print the pool's devices as ResourceSlices (for kubectl apply -f -)",
+    )
+    published.add_argument("--pool", default="radium", help="the DRA pool's name")
+    published.add_argument(
+        "--generation", type=int, default=0, help="the pool's generation (default: now, in s)"
+    )
+    published.set_defaults(func=_slices)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from radium.constants import ANNOTATION_PREFIX
+from radium.dra.capacity import consumed_memory_mib
 from radium.dra.paths import DRIVER
 from radium.errors import AuthError, SpecError, UnavailableError
 
@@ -148,10 +149,10 @@ def allocation(resource_claim: dict[str, Any], claim: Claim) -> Allocation:
     devices = allocated.get("devices") if isinstance(allocated, dict) else None
     if not isinstance(devices, dict):
         raise SpecError(f"{what} is not allocated")
+    ours = [r for r in _items(devices.get("results")) if r.get("driver") == DRIVER]
     results = tuple(
         Result(str(r.get("request", "")), str(r.get("pool", "")), str(r.get("device", "")))
-        for r in _items(devices.get("results"))
-        if r.get("driver") == DRIVER
+        for r in ours
     )
     if not results:
         raise SpecError(f"{what} has no {DRIVER} device allocated")
@@ -159,6 +160,11 @@ def allocation(resource_claim: dict[str, Any], claim: Claim) -> Allocation:
         _share(config["opaque"].get("parameters") or {}, what)
         for config in _items(devices.get("config"))
         if isinstance(config.get("opaque"), dict) and config["opaque"].get("driver") == DRIVER
+    ]
+    shares += [
+        {ANNOTATION_PREFIX + "memory": str(mib)}
+        for r in ours
+        if (mib := consumed_memory_mib(resource_claim, r, what)) is not None
     ]
     share = {k: v for one in shares for k, v in one.items()}
     if share and len(results) > 1:

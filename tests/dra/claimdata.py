@@ -17,10 +17,19 @@ def resource_claim(
     parameters: dict[str, Any] | None = None,
     driver: str = DRIVER,
     uid: str = "",
+    memory: str = "",
+    consumed: str | None = None,
 ) -> tuple[Claim, dict[str, Any]]:
-    """(the claim as kubelet names it, the ResourceClaim object)."""
+    """(the claim as kubelet names it, the ResourceClaim object). ``memory``: the request asks
+    that much of each device's consumable memory; ``consumed``: what the scheduler recorded
+    (default: ``memory``; None in the result when "")."""
     uid = uid or str(uuid.uuid4())
-    requests = [{"name": "gpu", "exactly": {"deviceClassName": "gpu.radium.io", "count": devices}}]
+    exactly: dict[str, Any] = {"deviceClassName": "gpu.radium.io", "count": devices}
+    if memory:
+        exactly["capacity"] = {"requests": {"memory": memory}}
+    requests = [{"name": "gpu", "exactly": exactly}]
+    consumption = memory if consumed is None else consumed
+    extra = {"consumedCapacity": {"memory": consumption}} if memory and consumption else {}
     config = (
         [
             {
@@ -43,7 +52,13 @@ def resource_claim(
             "allocation": {
                 "devices": {
                     "results": [
-                        {"request": "gpu", "driver": driver, "pool": "node-a", "device": f"gpu-{i}"}
+                        {
+                            "request": "gpu",
+                            "driver": driver,
+                            "pool": "node-a",
+                            "device": f"gpu-{i}",
+                            **extra,
+                        }
                         for i in range(devices)
                     ],
                     "config": [{"source": "FromClaim", **item} for item in config],

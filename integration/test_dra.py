@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from integration.dra_node import NODE, RADIUM, Node, dra_node
+from integration.dra_node import NODE, RADIUM, TOKEN, Node, dra_node
 from integration.pool import PoolCluster
 from integration.radium_env import RadiumEnv
 from integration.test_leases import stop_agent
@@ -152,3 +152,31 @@ def test_a_claim_for_a_share_of_memory_capacity_leases_that_memory(
     assert lease.memory_mib == 1024  # what the scheduler consumed, rounded up by its policy
     assert node.kubelet.unprepare(share) == {share.uid: ""}
     assert claim_leases(cluster) == {}
+
+
+def test_published_slices_follow_the_pool_and_a_bad_token_is_one_line(
+    node: Node, cluster: PoolCluster, tmp_path: Path
+) -> None:
+    token = tmp_path / "token"
+    token.write_text(TOKEN)
+    api = ["--api-server", f"http://127.0.0.1:{node.api.server_port}", "--token-file", str(token)]
+    env = {"PATH": os.environ["PATH"], "RADIUM_CONFIG": str(node.config)}
+
+    def publish() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([RADIUM, "dra", "slices", "--publish", *api],
+                              capture_output=True, text=True, timeout=60, env=env)  # fmt: skip
+
+    for generation in (1, 1):  # the second round finds nothing changed
+        done = publish()
+        assert (done.returncode, done.stdout) == (0, ""), done.stderr
+        stored = list(node.api.slices.values())
+        assert {s["spec"]["pool"]["generation"] for s in stored} == {generation}
+    status = cluster.client().status()
+    up = sorted(d.acceptor for d in status.devices if d.up)
+    found = [d["attributes"]["acceptor"]["string"] for s in stored for d in s["spec"]["devices"]]
+    assert sorted(found) == up and len(stored) == len(set(up)) >= 2
+    validate(stored, "1.34.0", tmp_path)
+    token.write_text("not-the-token")
+    done = publish()
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.count("\n") == 1 and "refused" in done.stderr, done.stderr

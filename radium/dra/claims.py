@@ -9,32 +9,23 @@ them into the lease request the node agent understands (``radium.io/*`` annotati
 
 from __future__ import annotations
 
-import json
-import ssl
-import urllib.error
-import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from radium.constants import ANNOTATION_PREFIX
+from radium.dra.apiserver import ApiServer, quoted
 from radium.dra.capacity import consumed_memory_mib
 from radium.dra.paths import DRIVER
-from radium.errors import AuthError, SpecError, UnavailableError
+from radium.errors import SpecError
 
 __all__ = [
     "Allocation",
-    "ApiServer",
+    "ApiClaims",
     "Claim",
     "ClaimSource",
     "Result",
     "allocation",
 ]
-
-#: The longest a claim read may take, in seconds.
-READ_TIMEOUT = 10.0
-#: A ResourceClaim larger than this is refused (kubelet's claims are a few KiB).
-MAX_CLAIM_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -69,46 +60,17 @@ class ClaimSource(Protocol):
     def read(self, claim: Claim) -> dict[str, Any]: ...
 
 
-class ApiServer:
-    """The Kubernetes API server, as a pod's service account reaches it (bearer token, the
-    cluster's CA). Every read has a deadline."""
+class ApiClaims:
+    """Claims read from the API server."""
 
-    def __init__(self, url: str, token_file: str = "", ca_file: str = "") -> None:
-        self.url = url.rstrip("/")
-        self.token_file = token_file
-        self.context = ssl.create_default_context(cafile=ca_file or None)
+    def __init__(self, api: ApiServer) -> None:
+        self.api = api
 
     def read(self, claim: Claim) -> dict[str, Any]:
         path = "/apis/resource.k8s.io/v1/namespaces/{}/resourceclaims/{}".format(
-            urllib.parse.quote(claim.namespace, safe=""), urllib.parse.quote(claim.name, safe="")
+            *map(quoted, (claim.namespace, claim.name))
         )
-        request = urllib.request.Request(self.url + path, headers={"Accept": "application/json"})
-        if self.token_file:
-            with open(self.token_file, encoding="utf-8") as f:
-                request.add_header("Authorization", f"Bearer {f.read().strip()}")
-        what = f"claim {claim.namespace}/{claim.name}"
-        try:
-            with urllib.request.urlopen(
-                request, timeout=READ_TIMEOUT, context=self.context
-            ) as reply:
-                body = reply.read(MAX_CLAIM_BYTES + 1)
-        except urllib.error.HTTPError as exc:
-            if exc.code in (401, 403):
-                raise AuthError(f"the API server refused to show {what} ({exc.code})") from exc
-            if exc.code == 404:
-                raise SpecError(f"{what} does not exist in the API server") from exc
-            raise UnavailableError(f"reading {what}: the API server answered {exc.code}") from exc
-        except (OSError, urllib.error.URLError) as exc:
-            raise UnavailableError(f"reading {what}: {self.url} unreachable ({exc})") from exc
-        if len(body) > MAX_CLAIM_BYTES:
-            raise SpecError(f"{what} is larger than {MAX_CLAIM_BYTES} bytes")
-        try:
-            data = json.loads(body)
-        except ValueError as exc:
-            raise UnavailableError(f"reading {what}: the API server answered garbage") from exc
-        if not isinstance(data, dict):
-            raise UnavailableError(f"reading {what}: the API server answered garbage")
-        return data
+        return self.api.call("GET", path, f"claim {claim.namespace}/{claim.name}")
 
 
 def _items(value: object) -> list[dict[str, Any]]:

@@ -21,7 +21,8 @@ import grpc
 
 from radium import agentclient
 from radium.configtree import Config
-from radium.dra.claims import ApiServer, ClaimSource
+from radium.dra.apiserver import ApiServer
+from radium.dra.claims import ClaimSource
 from radium.dra.paths import DRIVER, Paths
 from radium.dra.plugin import DraPlugin, Leaser, Registration
 from radium.errors import ConfigError, UnsafeStateDirError

@@ -33,6 +33,7 @@ FRONT = (
     "radium.engines",
     "radium.execute",
     "radium.up",
+    "radium.upservices",
     "radium.upconfig",
 )
 PARTS = tuple(TREES)[1:]

@@ -3,6 +3,7 @@ their own network namespaces, through the node agent; the containers have no net
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -210,9 +211,12 @@ def test_the_corpus_programs_run_in_a_container_without_torch_or_numpy(
         "-v", f"{program.parent}:/programs:ro", "-v", f"{tmp_path}:/work", "-w", "/work",
         BARE, "python3", f"/programs/{program.name}",
     )  # fmt: skip
+    # The environment the sandboxed worker has (acceptor/sandbox.py): none of this machine's
+    # math-library settings, such as an OPENBLAS_CORETYPE that picks other BLAS kernels.
     here = subprocess.run(
-        [sys.executable, str(program)], cwd=tmp_path, capture_output=True, text=True, check=True
-    )
+        [sys.executable, str(program)], cwd=tmp_path, capture_output=True, text=True, check=True,
+        env={"PATH": os.environ["PATH"]},
+    )  # fmt: skip
     assert done.stdout == here.stdout, done.stderr
     assert done.stdout.strip()
 

@@ -123,12 +123,16 @@ def allocation(resource_claim: dict[str, Any], claim: Claim) -> Allocation:
         for config in _items(devices.get("config"))
         if isinstance(config.get("opaque"), dict) and config["opaque"].get("driver") == DRIVER
     ]
-    shares += [
+    consumed = [
         {ANNOTATION_PREFIX + "memory": str(mib)}
         for r in ours
         if (mib := consumed_memory_mib(resource_claim, r, what)) is not None
     ]
-    share = {k: v for one in shares for k, v in one.items()}
+    if shares and consumed:
+        raise SpecError(
+            f"{what} asks its share twice, as capacity and in its config for {DRIVER}: use one"
+        )
+    share = {k: v for one in shares + consumed for k, v in one.items()}
     if share and len(results) > 1:
         raise SpecError(f"{what}: a fraction or memory share is of one device, not {len(results)}")
     request = share or {ANNOTATION_PREFIX + "gpus": str(len(results))}

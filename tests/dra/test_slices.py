@@ -147,6 +147,16 @@ def test_a_memory_share_the_scheduler_did_not_record_or_of_two_devices_is_refuse
         allocation(obj, claim)
 
 
+def test_a_share_asked_both_as_capacity_and_in_the_config_is_refused() -> None:
+    claim, obj = resource_claim(memory="20Gi", parameters={"fraction": 0.5})
+    with pytest.raises(SpecError, match="asks its share twice, as capacity and in its config"):
+        allocation(obj, claim)
+
+
 def test_the_capacity_claims_are_valid_resource_claims(tmp_path: Path) -> None:
-    objects = [resource_claim(memory="20Gi")[1], resource_claim(memory="20Gi", consumed="24Gi")[1]]
+    objects = [
+        resource_claim(memory="20Gi")[1],
+        resource_claim(memory="20Gi", consumed="24Gi")[1],
+        resource_claim(memory="20Gi", parameters={"fraction": 0.5})[1],
+    ]
     validate(objects, "1.34.0", tmp_path)

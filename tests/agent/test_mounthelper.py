@@ -121,3 +121,24 @@ def test_the_warm_up_loads_before_the_fork_what_detection_would_load_in_each_chi
     assert done.returncode == 0, done.stderr
     left = done.stdout.strip()
     assert (left == "[] 0") == warm, left
+
+
+FROZEN = """
+import gc, sys
+from radium.agent import mounthelper
+mounthelper.main()  # its stdin is empty: it warms up, freezes, and returns
+print(gc.get_freeze_count())
+"""
+
+
+def test_the_helper_freezes_what_its_children_inherit_before_it_serves(tmp_path: Path) -> None:
+    """A child's collection would walk the whole inherited heap (copying each page it touches):
+    the helper's objects are frozen before the first fork."""
+    config = tmp_path / "radium.toml"
+    config.write_text(f'[hook]\nlog_file = "{tmp_path / "hook.log"}"\n')
+    done = subprocess.run(
+        [sys.executable, "-c", FROZEN], stdin=subprocess.DEVNULL, capture_output=True, text=True,
+        timeout=60, env={"PATH": os.environ["PATH"], "RADIUM_CONFIG": str(config)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout.strip()) > 10_000  # every module's objects, not a handful

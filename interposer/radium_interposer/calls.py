@@ -145,13 +145,13 @@ def _by_json(
     # While the worker holds one of our callables, every call waits: a callback's effects here
     # (a list it appends to) must have happened when the call returns, as they would locally.
     # A call that may name a file waits too: a missing file raises at the call, as locally.
-    # While the program's random state is synced, every call waits too: the program may draw
-    # here between two calls, after the worker's draws (program_state).
+    # While numpy's or torch's random state is synced, every call waits too: the program may
+    # draw here, unseen, between two calls (program_state; random's draws are seen).
     program_state.before_call(conn, meta)
     tracking = tensor_sync.tracking()
     if tracking:  # the program's own tensors the worker mirrors: their changes
         meta["tw"] = tensor_sync.changed(buffers)
-    synced = tracking or program_state.syncing() or client_objects.held()
+    synced = tracking or program_state.holds_calls() or client_objects.held()
     # Typed after encoding: a local class is told apart from another of its name once shipped.
     site = _typed(site, args, proxy.Remote)
     streams = pipeline and STREAM and not synced

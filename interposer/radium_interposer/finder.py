@@ -22,6 +22,7 @@ from radium_interposer import (
     codec,
     cwd,
     exits,
+    local_draws,
     main_module,
     ops,
     proxy,
@@ -260,6 +261,7 @@ def install(entries: Sequence[str], environment: Sequence[str] = ()) -> RemoteFi
     received.remoted = finder.covers  # what a worker's module references may import
     sys.meta_path.insert(0, finder)
     client_points.install_print_barrier(state)
+    local_draws.install()  # the program's draws from random take the worker's state first
     cwd.install()  # the express lane reads the directory again only after a change
     hide_our_frames()
     return finder

@@ -6,8 +6,11 @@ Shipped code runs on the worker but must see the program's state, not the worker
   ``random._inst``), or this process's own numpy's legacy one or torch's CPU one (function
   mode from a Python that has them: :mod:`radium_interposer.rng_state`), each call carries the
   generator's state when it changed since the worker last had it (meta ``ps``), and the answer
-  carries the worker's when the call changed it (:mod:`radium_interposer.worker_state`). While
-  that is on, calls are not pipelined: the program may draw here between two calls.
+  carries the worker's when the call changed it (:mod:`radium_interposer.worker_state`). Calls
+  stream while only ``random`` is synced: the program's draws here first take the worker's
+  state (:mod:`radium_interposer.local_draws`). numpy's and torch's generators are drawn from C
+  too (a layer's initialisation, dropout), where no draw can be seen: while one of them is
+  synced, calls are not pipelined.
 - **Module globals, as they are at each call.** The names a shipped definition uses that were
   missing when it was shipped, and those rebound since (an identity check), are sent again
   before the next call.
@@ -33,16 +36,24 @@ __all__ = [
     "before_call",
     "bound_method_ref",
     "global_names",
+    "holds_calls",
     "note",
     "refresh",
+    "stale",
+    "stream_random",
     "syncing",
     "watch",
 ]
 
 #: The generator kinds synced with the worker (empty: no cost at all).
 _kinds: Set[str] = set()
+#: The kinds whose calls may stream: ``random`` once local_draws guards its module functions.
+_streamable: Set[str] = set()
 #: Per connection: the state of each kind its worker session had at its last answer.
 _known: weakref.WeakKeyDictionary[Connection, Dict[str, Any]] = weakref.WeakKeyDictionary()
+#: Connections that sent calls with ``ps`` since their last answer that carried ``ps``: there
+#: the worker's generators may be ahead of this process's.
+stale: weakref.WeakSet[Connection] = weakref.WeakSet()
 #: Per shipped client module: each global name shipped code uses, with the value sent (or
 #: _MISSING while the module has no such name).
 _watched: Dict[str, Dict[str, Any]] = {}
@@ -172,8 +183,19 @@ def _unchanged(module_name: str) -> bool:
 
 
 def syncing() -> bool:
-    """Whether calls carry the program's generator states (then they are not pipelined)."""
+    """Whether calls carry the program's generator states."""
     return bool(_kinds)
+
+
+def holds_calls() -> bool:
+    """Whether calls must wait for their answers: a synced generator can be drawn from here
+    without the draw being seen first (numpy's or torch's)."""
+    return not _kinds <= _streamable
+
+
+def stream_random() -> None:
+    """The program's draws from ``random`` are guarded (local_draws): its calls may stream."""
+    _streamable.add("random")
 
 
 def before_call(conn: Connection, meta: Dict[str, Any]) -> None:
@@ -190,6 +212,7 @@ def before_call(conn: Connection, meta: Dict[str, Any]) -> None:
         states[kind] = None if known.get(kind) == current else rng_state.dump(kind, current)
         known[kind] = current
     meta["ps"] = states
+    stale.add(conn)
 
 
 def after_call(conn: Connection, states: Any) -> None:
@@ -197,6 +220,7 @@ def after_call(conn: Connection, states: Any) -> None:
     first: nothing the worker sends may do more than set a generator's state."""
     if not isinstance(states, dict):
         return
+    stale.discard(conn)
     known = _known.setdefault(conn, {})
     for kind, tree in states.items():
         if kind in _kinds:
@@ -214,8 +238,8 @@ def refresh() -> None:
         namespace = vars(module)
         # A snapshot (atomic): another thread's shipping may add names meanwhile.
         watched = list(names.items())
-        stale = [name for name, sent in watched if namespace.get(name, _MISSING) is not sent]
-        if stale:
-            for name in stale:
+        changed = [name for name, sent in watched if namespace.get(name, _MISSING) is not sent]
+        if changed:
+            for name in changed:
                 names[name] = namespace.get(name, _MISSING)  # now current, sent or not
-            upcalls.bound.resend(module, [name for name in stale if name in namespace])
+            upcalls.bound.resend(module, [name for name in changed if name in namespace])

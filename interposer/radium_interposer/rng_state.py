@@ -21,6 +21,9 @@ __all__ = ["KINDS", "available", "dump", "get", "load", "put"]
 KINDS = ("random", "numpy", "torch")
 #: torch's CPU generator state is 5056 bytes today: a bound on what is accepted.
 _TORCH_MAX = 1 << 16
+#: The standard library's global generator itself: the client wraps ``random``'s module
+#: functions (local_draws), and reading or setting the state must not count as the program's.
+_GLOBAL = random._inst
 #: The Mersenne Twister's state: 624 words and a position.
 _WORDS = 624
 
@@ -49,7 +52,7 @@ def available(kind: str) -> bool:
 def get(kind: str) -> Any:
     """The generator's state, in its local form (compared with ``==``)."""
     if kind == "random":
-        return random.getstate()
+        return _GLOBAL.getstate()
     if kind == "torch":
         return bytes(_torch().get_rng_state().numpy())
     name, keys, pos, has_gauss, cached = _numpy_random().get_state(legacy=True)
@@ -59,7 +62,7 @@ def get(kind: str) -> Any:
 def put(kind: str, state: Any) -> None:
     """Set the generator to ``state`` (a local form)."""
     if kind == "random":
-        random.setstate(state)
+        _GLOBAL.setstate(state)
         return
     if kind == "torch":
         torch = _torch()

@@ -40,7 +40,7 @@ Buffer = Union[bytes, bytearray, memoryview]
 ReadInto = Callable[[memoryview], int]
 
 MAGIC = b"RDM1"
-VERSION = 3
+VERSION = 4
 HEADER = struct.Struct(
     "<4sBBHQIHH"
 )  # magic, type, flags, reserved, call id, meta len, nbuf, reserved

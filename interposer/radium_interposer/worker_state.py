@@ -2,11 +2,13 @@
 state"; docs/data-plane.md, meta key ``ps``).
 
 A call whose metadata has ``ps`` runs with the client's generator states: each kind the client
-names is set to the state it sent, or, when it sent none (unchanged since this connection's last
-answer), to the state this connection last had, if another connection moved the worker's
-(the worker's generators are shared by all connections of the lease). After the call, a state
-that changed goes back in the answer's ``ps``. A call made by a callback (nested in a running
-call of the same connection) does not restore: the running call's draws are the program's.
+names is set to the state it sent; when it sent none (unchanged here since the client last had
+it), the generator goes on from where this connection's calls left it, streamed calls included.
+The worker's generators are shared by all connections of the lease: when another connection's
+calls used one meanwhile, its state is put aside for that connection and this one's put back. A
+call made by a callback (nested in a running call of the same connection) restores nothing: the
+running call's draws are the program's. A call that waits answers ``ps`` (empty when nothing
+changed): each state that differs from what the client has.
 """
 
 from __future__ import annotations
@@ -19,7 +21,12 @@ from radium_interposer import rng_state, tensor_sync
 __all__ = ["begin", "end"]
 
 #: Per connection (session): the state of each kind the client is known to have.
-_known: weakref.WeakKeyDictionary[Any, Dict[str, Any]] = weakref.WeakKeyDictionary()
+_told: weakref.WeakKeyDictionary[Any, Dict[str, Any]] = weakref.WeakKeyDictionary()
+#: Per connection: the state its calls left each kind in, while another connection's calls
+#: use the generator.
+_aside: weakref.WeakKeyDictionary[Any, Dict[str, Any]] = weakref.WeakKeyDictionary()
+#: Per kind: the connection whose calls the generator's present state follows (a weak ref).
+_owner: Dict[str, Any] = {}
 
 
 def begin(session: Any, meta: Dict[str, Any], buffers: List[Any]) -> None:
@@ -31,16 +38,32 @@ def begin(session: Any, meta: Dict[str, Any], buffers: List[Any]) -> None:
         return
     if not isinstance(wanted, dict) or not all(k in rng_state.KINDS for k in wanted):
         raise ValueError(f"ps must map generator kinds {rng_state.KINDS} to states")
-    known = _known.setdefault(session, {})
+    told = _told.setdefault(session, {})
     nested = getattr(session, "running", 1) > 1
     for kind, tree in wanted.items():
         if not rng_state.available(kind):
             continue  # this worker has no numpy: the client's code cannot reach its generator
         if tree is not None:
-            known[kind] = rng_state.load(kind, tree)
-            rng_state.put(kind, known[kind])
-        elif kind in known and not nested and rng_state.get(kind) != known[kind]:
-            rng_state.put(kind, known[kind])
+            told[kind] = rng_state.load(kind, tree)
+            _take(kind, session, put_back=False)  # another connection's state aside first
+            rng_state.put(kind, told[kind])
+        elif not nested and kind in told:
+            _take(kind, session, put_back=True)
+
+
+def _take(kind: str, session: Any, put_back: bool) -> None:
+    """The generator ``kind`` follows ``session``'s calls from now on: the state another
+    connection's calls left is put aside for it, and (``put_back``) this one's put back."""
+    owner = _owner.get(kind)
+    previous = owner() if owner is not None else None
+    if previous is session:
+        return  # the common case: one connection's calls, one after the other
+    if previous is not None:
+        _aside.setdefault(previous, {})[kind] = rng_state.get(kind)
+    if put_back:
+        mine = _aside.get(session, {}).pop(kind, None)
+        rng_state.put(kind, mine if mine is not None else _told[session][kind])
+    _owner[kind] = weakref.ref(session)
 
 
 def end(session: Any, meta: Dict[str, Any], reply: Dict[str, Any], buffers: List[Any]) -> None:
@@ -50,15 +73,14 @@ def end(session: Any, meta: Dict[str, Any], reply: Dict[str, Any], buffers: List
         changed = tensor_sync.changed(buffers)
         if changed:
             reply["tw"] = changed
-    wanted, known = meta.get("ps"), _known.get(session)
-    if not isinstance(wanted, dict) or known is None or meta.get("nr"):
+    wanted, told = meta.get("ps"), _told.get(session)
+    if not isinstance(wanted, dict) or told is None or meta.get("nr"):
         return
     states = {}
     for kind in wanted:
-        if kind in known:
+        if kind in told:
             current = rng_state.get(kind)
-            if current != known[kind]:
-                known[kind] = current
+            if current != told[kind]:
+                told[kind] = current
                 states[kind] = rng_state.dump(kind, current)
-    if states:
-        reply["ps"] = states
+    reply["ps"] = states  # even empty: the client then knows it has the worker's states

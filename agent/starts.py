@@ -19,7 +19,7 @@ from radium import agentprotocol, ocispec
 from radium.agent.service import AgentService
 from radium.configtree import Config
 from radium.errors import InvalidRequestError, RadiumError
-from radium.hooks import stages
+from radium.hooks import cleanup, stages
 from radium.hooks.state import parse_state, valid_container_id
 from radium.shim import specedit
 
@@ -138,12 +138,8 @@ class StartService:
 
     async def _forget(self, container_id: str, why: str) -> None:
         """Give the lease back and remove the runtime directory; idempotent."""
-
-        async def do(step: stages.Step) -> bool:
-            await self.agent.release(container_id, why)  # its one step
-            return False
-
-        await stages.run_async(stages.poststop(self.config, container_id, why), do)
+        await self.agent.release(container_id, why)
+        cleanup.forget(self.config, container_id, why)
 
     async def handle(self, request: bytes) -> bytes:
         op, _, rest = request.partition(agentprotocol.FIELD_SEPARATOR)

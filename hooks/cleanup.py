@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
-
-from radium.hooks import stages
+import os
+import shutil
 
 # Not typing.TYPE_CHECKING: importing typing costs milliseconds on every container start.
 TYPE_CHECKING = False
@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from radium.configtree import Config
     from radium.hooks.state import State
 
-__all__ = ["poststop", "release"]
+__all__ = ["forget", "poststop", "release", "runtime_dir"]
 
 log = logging.getLogger(__name__)
 
@@ -30,11 +30,20 @@ def release(state: State, config: Config) -> None:
         log.warning("container %s: releasing its lease: %s", state.container_id, exc.one_line())
 
 
+def runtime_dir(config: Config, container_id: str) -> str:
+    """The host directory the hook keeps for one container (mounted at hook.runtime_target)."""
+    return os.path.join(config.hook.state_dir, container_id)
+
+
+def forget(config: Config, container_id: str, why: str) -> None:
+    """The container's runtime directory removed, after its lease was given back (by the hook
+    or the node agent); safe to run any number of times."""
+    host_dir = runtime_dir(config, container_id)
+    shutil.rmtree(host_dir, ignore_errors=True)
+    log.info("container %s: cleaned up %s (%s)", container_id, host_dir, why)
+
+
 def poststop(state: State, config: Config) -> None:
-    """:func:`radium.hooks.stages.poststop`'s steps, done in this process."""
-
-    def do(step: stages.Step) -> bool:
-        release(state, config)  # its one step
-        return False
-
-    stages.run(stages.poststop(config, state.container_id, "poststop"), do)
+    """The lease given back, then the container forgotten."""
+    release(state, config)
+    forget(config, state.container_id, "poststop")

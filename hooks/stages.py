@@ -1,4 +1,5 @@
-"""A Radium container's start and stop, written once for both processes that run them.
+"""A Radium container's start, written once for both processes that run it (its stop is two
+plain steps: the lease given back, then :func:`radium.hooks.cleanup.forget`).
 
 Which step comes after which, and what is undone when one fails, is the same whoever does the
 work: the hook (synchronous, a process of its own per stage) or the node agent (asynchronous,
@@ -6,13 +7,11 @@ on its loop, the mount done by its helper). So each stage is a generator of *ste
 runner does the steps its own way (:func:`run`, :func:`run_async`): ``leased = yield
 Lease(dir)`` asks the runner for the lease and gets back whether one is held; a step that
 fails is thrown back in at its ``yield``, where the stage undoes what it made, then re-raises.
-Light on imports: the hook runs it as every container starts and ends.
+Light on imports: the hook runs it as every container starts.
 """
 
 from __future__ import annotations
 
-import logging
-import os
 import shutil
 
 from radium.errors import SpecError
@@ -36,14 +35,10 @@ __all__ = [
     "Mount",
     "Release",
     "make_runtime_dir",
-    "poststop",
     "prestart",
     "run",
     "run_async",
-    "runtime_dir",
 ]
-
-log = logging.getLogger(__name__)
 
 
 class Lease:
@@ -73,11 +68,6 @@ class Release:
         self.why = why
 
 
-def runtime_dir(config: Config, container_id: str) -> str:
-    """The host directory the hook keeps for one container (mounted at hook.runtime_target)."""
-    return os.path.join(config.hook.state_dir, container_id)
-
-
 def make_runtime_dir(state: State, config: Config, spec: Mapping[str, Any] | None = None) -> Path:
     """The container's host directory, created if need be: reachable by the container's own
     user only (:mod:`radium.hooks.rundir`)."""
@@ -101,14 +91,6 @@ def prestart(state: State, config: Config, spec: Mapping[str, Any] | None = None
         if leased:
             yield Release("its start failed")
         raise
-
-
-def poststop(config: Config, container_id: str, why: str) -> Steps:
-    """The lease given back, the runtime directory removed; safe to run any number of times."""
-    yield Release(why)
-    host_dir = runtime_dir(config, container_id)
-    shutil.rmtree(host_dir, ignore_errors=True)
-    log.info("container %s: cleaned up %s (%s)", container_id, host_dir, why)
 
 
 def run(steps: Steps, do: Callable[[Step], bool]) -> None:

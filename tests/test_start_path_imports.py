@@ -54,3 +54,13 @@ def test_the_agent_imports_no_metrics_library_unless_it_serves_metrics() -> None
         [sys.executable, "-I", "-c", code], capture_output=True, text=True, check=True
     )
     assert result.stdout.strip() == "False"
+
+
+def test_the_poststop_hook_imports_none_of_radium_but_itself() -> None:
+    # It runs as every container ends (without the agent): the start's modules stay unloaded.
+    code = "import json, sys, radium.hooks.cleanup; print(json.dumps(sorted(sys.modules)))"
+    result = subprocess.run(
+        [sys.executable, "-I", "-c", code], capture_output=True, text=True, check=True
+    )
+    ours = [m for m in json.loads(result.stdout) if m.startswith("radium")]
+    assert ours == ["radium", "radium.hooks", "radium.hooks.cleanup"]

@@ -72,9 +72,11 @@ def _no_references(node: Dict[str, Any]) -> Any:
     raise ValueError("a file answer holds values only, not references")
 
 
-#: The worker's own import path as it started (its ``PYTHONPATH``, site dirs): its libraries
-#: are never the client's, or every import probe there would ask the client.
-_OWN_PATH = tuple(sys.path)
+#: The worker's own import path as it started (its ``PYTHONPATH``, site dirs), and where this
+#: package itself lies (an editable install or a checkout is on no such path): its libraries
+#: are never the client's, or every import probe there, and every line of a traceback through
+#: the worker's own frames, would ask the client.
+_OWN_PATH = (*sys.path, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _local_roots() -> Tuple[str, ...]:

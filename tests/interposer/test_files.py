@@ -14,6 +14,8 @@ import pytest
 from radium_interposer import client_files
 from tests.interposer.harness import INTERPOSER, WorkerHarness
 
+INTERPOSER_PACKAGE = os.path.dirname(os.path.abspath(client_files.__file__))
+
 PROGRAM = """
 import os
 
@@ -198,6 +200,28 @@ def test_the_worker_s_own_import_path_is_not_the_client_s() -> None:
         "print(f.is_client_path('/srv/radium-site/x.py'), f.is_client_path('/srv/other/x.py'))"
     )
     env = {**os.environ, "PYTHONPATH": f"/srv/radium-site:{INTERPOSER}"}
+    done = subprocess.run(
+        [sys.executable, "-c", probe], env=env, cwd="/", capture_output=True, text=True, timeout=60
+    )
+    assert done.stdout.split() == ["False", "True"], done.stderr
+
+
+def test_the_worker_s_own_package_is_not_the_client_s_wherever_it_lies() -> None:
+    """Loaded from a directory on no import path (an editable install, a checkout): a
+    traceback or a warning through the worker's own frames stats its files, and each stat was
+    a call to the client. A sibling directory of the package's stays the client's."""
+    package = os.path.dirname(INTERPOSER_PACKAGE)
+    probe = (
+        "import importlib.util, os, sys\n"
+        f"init = {os.path.join(INTERPOSER_PACKAGE, '__init__.py')!r}\n"
+        "spec = importlib.util.spec_from_file_location(\n"
+        "    'radium_interposer', init, submodule_search_locations=[os.path.dirname(init)])\n"
+        "sys.modules['radium_interposer'] = importlib.util.module_from_spec(spec)\n"
+        "spec.loader.exec_module(sys.modules['radium_interposer'])\n"
+        "from radium_interposer import client_files as f\n"
+        f"print(f.is_client_path(f.__file__), f.is_client_path({package + '-other/x.py'!r}))"
+    )
+    env = {"PATH": os.environ["PATH"]}
     done = subprocess.run(
         [sys.executable, "-c", probe], env=env, cwd="/", capture_output=True, text=True, timeout=60
     )

@@ -13,6 +13,7 @@ import threading
 from typing import Any, Callable, Dict, Optional
 
 from radium_interposer.client import state
+from radium_interposer.tags import CALLBACK
 
 __all__ = ["drop", "held", "lookup", "reference"]
 
@@ -29,7 +30,7 @@ def reference(obj: Any) -> Optional[Dict[str, Any]]:
     with _lock:
         _table[callback_id] = obj
     name = getattr(obj, "__qualname__", None) or type(obj).__qualname__
-    return {"$": "cb", "id": callback_id, "n": str(name)}
+    return {"$": CALLBACK, "id": callback_id, "n": str(name)}
 
 
 def lookup(callback_id: Any) -> Callable[..., Any]:

@@ -31,6 +31,7 @@ from radium_interposer import (
 )
 from radium_interposer import client_warnings as warns
 from radium_interposer.client import Connection, state
+from radium_interposer.tags import ATTRIBUTE, PATH
 
 __all__ = ["BINARY", "EXPRESS", "STREAM", "VOID", "VOID_METHODS", "VOID_PATHS", "WAITS", "invoke"]
 
@@ -44,8 +45,7 @@ EXPRESS = os.environ.get("RADIUM_EXPRESS", "1") != "0"
 _LANE = STREAM and BINARY and EXPRESS
 #: The proxy module's name: it imports this one, so it is looked up when a call needs it.
 _PROXY = "radium_interposer.proxy"
-#: ``RADIUM_BINARY_WAITS=0``: calls that wait go as JSON frames, not as waiting records (to
-#: compare; data-plane version 3).
+#: ``RADIUM_BINARY_WAITS=0``: calls that wait go as JSON frames, not waiting records (to compare).
 WAITS = BINARY and os.environ.get("RADIUM_BINARY_WAITS", "1") != "0"
 #: Call sites that returned a remote object, with its type: their calls are pipelined.
 _returns_remote: Dict[str, str] = {}
@@ -224,9 +224,9 @@ VOID = object()
 def _void(function: Dict[str, Any]) -> bool:
     """Whether ``function`` is an operation that returns nothing (VOID_PATHS, VOID_METHODS)."""
     tag = function.get("$")
-    if tag == "p":
+    if tag == PATH:
         return function.get("p") in VOID_PATHS
-    return tag == "a" and function.get("n") in VOID_METHODS
+    return tag == ATTRIBUTE and function.get("n") in VOID_METHODS
 
 
 def _streams_at(site: str, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Any]:

@@ -19,6 +19,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from radium_interposer import ops, proxy, reflection, scalar_proxies, upcalls
 from radium_interposer.errors import RemoteError
+from radium_interposer.tags import ATTRIBUTE, HELD, PATH
 
 __all__ = [
     "RemoteType",
@@ -69,21 +70,21 @@ class RemoteType(type):
             return type.__call__(cls, *args, **kwargs)
         path = _ensure_remote(cls)
         # Its own call site: what constructing returns says nothing of calling an instance.
-        return proxy.invoke({"$": "p", "p": path}, args, kwargs, f"{path}()")
+        return proxy.invoke({"$": PATH, "p": path}, args, kwargs, f"{path}()")
 
     def __getattr__(cls, name: str) -> Any:
         if name.startswith("__") and name.endswith("__"):
             raise AttributeError(name)
         path = _ensure_remote(cls)
         if name in _class_methods(path):  # ``Function.apply``: resolved where it is called
-            ref = {"$": "a", "o": {"$": "p", "p": path}, "n": name}
+            ref = {"$": ATTRIBUTE, "o": {"$": PATH, "p": path}, "n": name}
             return proxy.make(ref, f"{path}.{name}", None)
         return proxy.invoke(_GETATTR, (cls, name), {}, "", False)
 
     def __instancecheck__(cls, obj: Any) -> bool:
         if type.__instancecheck__(cls, obj):
             return True
-        if not isinstance(obj, proxy.Remote) or obj._rd_ref.get("$") not in ("h", "sv"):
+        if not isinstance(obj, proxy.Remote) or obj._rd_ref.get("$") not in HELD:
             return False
         return _remote_check("isinstance", obj, object.__getattribute__(obj, "_rd_type"), cls)
 
@@ -98,7 +99,7 @@ class RemoteType(type):
         return f"<remote class {path_of(cls) or cls.__qualname__!r}>"
 
 
-_GETATTR = {"$": "p", "p": "builtins.getattr"}
+_GETATTR = {"$": PATH, "p": "builtins.getattr"}
 
 
 def _ensure_remote(cls: type) -> str:
@@ -114,7 +115,7 @@ def _class_methods(path: str) -> frozenset:  # type: ignore[type-arg]
     ``c``), asked once: ``Cls.name`` for one of them is a method reference, no round trip."""
     names = _methods.get(path)
     if names is None:
-        answer = proxy.request(ops.METHODS, o={"$": "p", "p": path}, c=True)
+        answer = proxy.request(ops.METHODS, o={"$": PATH, "p": path}, c=True)
         names = _methods[path] = frozenset(answer["methods"])
     return names
 
@@ -123,7 +124,7 @@ def _remote_check(check: str, subject: Any, subject_type: str, cls: type) -> boo
     key = (subject_type, _ensure_remote(cls))
     answer = _checks.get(key)
     if answer is None:
-        answer = bool(proxy.invoke({"$": "p", "p": f"builtins.{check}"}, (subject, cls), {}, ""))
+        answer = bool(proxy.invoke({"$": PATH, "p": f"builtins.{check}"}, (subject, cls), {}, ""))
         _checks[key] = answer
     return answer
 

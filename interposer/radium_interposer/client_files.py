@@ -24,6 +24,7 @@ import sysconfig
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from radium_interposer import codec, ops
+from radium_interposer.tags import BYTES
 
 __all__ = [
     "BUFFER",
@@ -119,7 +120,7 @@ class ClientFile(io.RawIOBase):
         """``method(*args)`` on the client's file; ``data`` (a write's bytes) as buffer 0."""
         buffers = None
         if data is not None:
-            args, buffers = ({"$": "b", "i": 0},), [data]
+            args, buffers = ({"$": BYTES, "i": 0},), [data]
         return ask({"op": ops.FILE, "f": self._id, "m": method, "a": list(args)}, buffers)
 
     def readable(self) -> bool:

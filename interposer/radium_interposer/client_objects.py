@@ -20,6 +20,7 @@ from typing import Any, Dict, List, Optional
 
 from radium_interposer import callbacks, pickled, reflection
 from radium_interposer.client import state
+from radium_interposer.tags import BYTES, CLIENT_OBJECT, PATH
 from radium_interposer.worker_objects import OPERATORS, PROTOCOLS
 
 __all__ = ["MAX_READ", "drop", "held", "lookup", "reference", "use_file"]
@@ -34,7 +35,7 @@ _marks: Dict[int, Any] = {}
 _lock = threading.Lock()
 #: The most one read, read-ahead or line may move (the worker asks for less).
 MAX_READ = 64 << 20
-_NOT_IMPLEMENTED = {"$": "p", "p": "builtins.NotImplemented"}
+_NOT_IMPLEMENTED = {"$": PATH, "p": "builtins.NotImplemented"}
 
 
 def reference(obj: Any) -> Optional[Dict[str, Any]]:
@@ -46,7 +47,7 @@ def reference(obj: Any) -> Optional[Dict[str, Any]]:
     if type(obj) is getattr(sys.modules.get("tempfile"), "_TemporaryFileWrapper", None):
         obj = obj.file  # NamedTemporaryFile(): the file it wraps
     if isinstance(obj, io.IOBase):
-        node = {"$": "co", "f": _describe(obj)}
+        node = {"$": CLIENT_OBJECT, "f": _describe(obj)}
     else:
         kind = type(obj)
         if pickled.is_library_object(obj):  # an installed library's: by value (pickled)
@@ -55,7 +56,7 @@ def reference(obj: Any) -> Optional[Dict[str, Any]]:
         if found:
             found.update(_own(kind, OPERATORS))
             node = {
-                "$": "co",
+                "$": CLIENT_OBJECT,
                 "t": reflection.class_path(kind),
                 "q": f"{kind.__module__}.{kind.__qualname__}",
                 "m": {k: None if v is None else callbacks.reference(getattr(obj, k))
@@ -64,7 +65,7 @@ def reference(obj: Any) -> Optional[Dict[str, Any]]:
         elif _is_iterator(obj):
             # Iterated by callback, one item a round trip: consumed only as the worker asks,
             # so what it leaves stays for the program (a generator's items need not exist yet).
-            node = {"$": "co", "q": f"{kind.__module__}.{kind.__qualname__}",
+            node = {"$": CLIENT_OBJECT, "q": f"{kind.__module__}.{kind.__qualname__}",
                     "n": callbacks.reference(obj.__next__)}  # fmt: skip
         else:
             return None
@@ -165,7 +166,7 @@ def use_file(meta: Dict[str, Any], buffers: List[Any]) -> Any:
         if len(args) != 1:
             raise ValueError("file object write: one argument")
         data = args[0]
-        if isinstance(data, dict) and data.get("$") == "b" and data.get("i") == 0 and buffers:
+        if isinstance(data, dict) and data.get("$") == BYTES and data.get("i") == 0 and buffers:
             data = buffers[0]
         elif not isinstance(data, str):
             raise ValueError("file object write: the data must be buffer 0 or a string")

@@ -22,6 +22,7 @@ from radium_interposer import (
 from radium_interposer.client import Connection
 from radium_interposer.client_warnings import forward_output
 from radium_interposer.naming import error_meta
+from radium_interposer.tags import DICT
 
 __all__ = ["serve"]
 
@@ -46,7 +47,7 @@ def serve(conn: Connection, frame: wire.Frame) -> None:
         elif op == ops.CALLBACK:
             function = callbacks.lookup(meta.get("cb"))
             args = proxy.decode(meta.get("a", []), frame.buffers)
-            kwargs = proxy.decode(meta.get("k", {"$": "d", "k": [], "v": []}), frame.buffers)
+            kwargs = proxy.decode(meta.get("k", {"$": DICT, "k": [], "v": []}), frame.buffers)
             if not isinstance(args, list) or not isinstance(kwargs, dict):
                 raise TypeError("callback arguments must be a list and a mapping")
             result = function(*args, **kwargs)

@@ -22,6 +22,7 @@ from typing import Any, Deque, Dict, List, Optional
 
 from radium_interposer import ops
 from radium_interposer.client_files import CHUNK, ask
+from radium_interposer.tags import BYTES
 
 __all__ = ["AHEAD", "FIRST_AHEAD", "WRITE_BUFFER", "Stream", "settle"]
 
@@ -74,7 +75,7 @@ class Stream:
     def _ask(self, method: str, *args: Any) -> Any:
         buffers = None
         if args and isinstance(args[0], (bytes, bytearray, memoryview)):
-            args, buffers = ({"$": "b", "i": 0},), [args[0]]
+            args, buffers = ({"$": BYTES, "i": 0},), [args[0]]
         return ask({"op": ops.FILE_OBJECT, "f": self._id, "m": method, "a": list(args)}, buffers)
 
     def _dirty(self) -> None:

@@ -19,12 +19,11 @@ import importlib
 import sys
 from typing import Any, Callable, Dict, List, Optional
 
-from radium_interposer import arrays, reflection, scalars, structs
+from radium_interposer import arrays, reflection, scalars, structs, tags
 
 __all__ = [
     "PLAIN_BYTES",
     "PLAIN_NODES",
-    "REFERENCES",
     "SCALARS",
     "Buffers",
     "DecodeError",
@@ -65,7 +64,6 @@ class_ref: Callable[[type], Optional[str]] = reflection.class_path
 #: A result is "plain" (sent back by value) when it has at most this many nodes and bytes.
 PLAIN_NODES = 4096
 PLAIN_BYTES = 1 << 18
-REFERENCES = frozenset(("h", "p", "a", "m", "cls", "cb", "co", "sv"))
 #: How this side sends an exception by value (an ``ex`` node, exits.node), or None: it does not.
 #: Only the client does (the body's exception to a remote ``__exit__``); the worker's stay
 #: remote as handles, and the client refuses an ``ex`` node (docs/data-plane.md, "Values").
@@ -125,7 +123,7 @@ def _array(obj: Any, buffers: Buffers) -> Dict[str, Any]:
     array = np.asarray(obj)
     array = array if array.flags.c_contiguous else np.ascontiguousarray(array)
     buffers.append(memoryview(array.reshape(-1).view(np.uint8)) if array.nbytes else b"")
-    node = {"$": "nd", "dt": array.dtype.str, "sh": list(array.shape), "i": len(buffers) - 1}
+    node = {"$": tags.ARRAY, "dt": array.dtype.str, "sh": list(array.shape), "i": len(buffers) - 1}
     if scalar:
         node["sc"] = 1
     return node
@@ -141,33 +139,33 @@ def encode(obj: Any, buffers: Buffers, refer: Refer) -> Tree:
     if kind is list:
         return [encode(item, buffers, refer) for item in obj]
     if kind is tuple:
-        return {"$": "t", "v": [encode(item, buffers, refer) for item in obj]}
+        return {"$": tags.TUPLE, "v": [encode(item, buffers, refer) for item in obj]}
     if kind is dict:
         return {
-            "$": "d",
+            "$": tags.DICT,
             "k": [encode(k, buffers, refer) for k in obj],
             "v": [encode(v, buffers, refer) for v in obj.values()],
         }
     if kind in (bytes, bytearray):
         buffers.append(obj)
-        return {"$": "b" if kind is bytes else "ba", "i": len(buffers) - 1}
+        return {"$": tags.BYTES if kind is bytes else tags.BYTEARRAY, "i": len(buffers) - 1}
     if kind in (set, frozenset):
         return {"$": kind.__name__, "v": [encode(item, buffers, refer) for item in obj]}
     if kind is complex:
-        return {"$": "c", "v": [obj.real, obj.imag]}
+        return {"$": tags.COMPLEX, "v": [obj.real, obj.imag]}
     if kind is slice:
         return {
-            "$": "sl",
+            "$": tags.SLICE,
             "v": [encode(x, buffers, refer) for x in (obj.start, obj.stop, obj.step)],
         }
     if obj is Ellipsis:
-        return {"$": "..."}
+        return {"$": tags.ELLIPSIS}
     if is_array(obj):
         return _array(obj, buffers)
     if isinstance(obj, type):
         path = class_ref(obj)
         if path is not None:  # a class by its import path: resolved by the other side
-            return {"$": "cls", "p": path, "e": reflection.exception_kind(obj)}
+            return {"$": tags.CLASS, "p": path, "e": reflection.exception_kind(obj)}
     if exception_node is not None and isinstance(obj, BaseException):
         return exception_node(obj, lambda part: encode(part, buffers, refer))
     node = structs.encode(obj, lambda part: encode(part, buffers, refer), _path_of)
@@ -187,32 +185,32 @@ def decode(tree: Tree, buffers: Buffers, resolve: Resolve, modules: Modules = lo
     if isinstance(tree, list):
         return [decode(item, buffers, resolve, modules) for item in tree]
     tag = tree.get("$")
-    if tag == "t":
+    if tag == tags.TUPLE:
         return tuple(decode(item, buffers, resolve, modules) for item in tree["v"])
-    if tag == "d":
+    if tag == tags.DICT:
         keys = [decode(k, buffers, resolve, modules) for k in tree["k"]]
         return dict(zip(keys, (decode(v, buffers, resolve, modules) for v in tree["v"])))
-    if tag == "b":
+    if tag == tags.BYTES:
         return bytes(buffers[tree["i"]])
-    if tag == "ba":
+    if tag == tags.BYTEARRAY:
         return bytearray(buffers[tree["i"]])
-    if tag in ("set", "frozenset"):
+    if tag in (tags.SET, tags.FROZENSET):
         items = (decode(item, buffers, resolve, modules) for item in tree["v"])
-        return set(items) if tag == "set" else frozenset(items)
-    if tag == "c":
+        return set(items) if tag == tags.SET else frozenset(items)
+    if tag == tags.COMPLEX:
         return complex(*tree["v"])
-    if tag == "sl":
+    if tag == tags.SLICE:
         return slice(*(decode(x, buffers, resolve, modules) for x in tree["v"]))
-    if tag == "...":
+    if tag == tags.ELLIPSIS:
         return Ellipsis
-    if tag == "nd":
+    if tag == tags.ARRAY:
         return arrays.decode(tree, buffers[tree["i"]], _own_numpy(modules))
-    if tag in REFERENCES:
+    if tag in tags.REFERENCES:
         return resolve(tree)
-    if tag == "ex" and modules is not loaded and rebuild_exception is not None:
+    if tag == tags.EXCEPTION and modules is not loaded and rebuild_exception is not None:
         # Only a worker makes one (the client never does on the worker's word).
         return rebuild_exception(tree, lambda part: decode(part, buffers, resolve, modules))
-    if tag == "pk":  # the client's library object, pickled: only a worker loads it
+    if tag == tags.PICKLED:  # the client's library object, pickled: only a worker loads it
         if unpickle is None:
             raise DecodeError("a pickled value is refused: this side never unpickles")
         return unpickle(tree, buffers)

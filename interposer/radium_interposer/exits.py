@@ -17,6 +17,7 @@ from types import FrameType
 from typing import Any, Callable, Dict, List, Optional
 
 from radium_interposer import codec, errors, guarded, instructions
+from radium_interposer.tags import ATTRIBUTE, EXCEPTION, PATH
 
 __all__ = [
     "MAX_TEXT",
@@ -37,7 +38,7 @@ MAX_TEXT = 1 << 16
 _bodies = threading.local()
 #: The worker's threads' state (the worker sets it): the running connection, ``session``.
 local: Optional[threading.local] = None
-_CLEAN_EXIT = {"$": "p", "p": "radium_interposer.exits.clean_exit"}
+_CLEAN_EXIT = {"$": PATH, "p": "radium_interposer.exits.clean_exit"}
 #: The proxy module's name: it imports this one, so it is looked up when a ``with`` needs it.
 _PROXY = "radium_interposer.proxy"
 #: The instruction that calls ``__enter__`` (3.11+, and 3.9-3.10), and the one after it that
@@ -52,7 +53,7 @@ def enter_remote(ref: Dict[str, Any]) -> Any:
     # call that returns nothing (an error of it is raised at the next sync point).
     frame = guarded.program_frame()
     discard = _drops_result(frame)
-    tree = {"$": "a", "o": ref, "n": "__enter__"}
+    tree = {"$": ATTRIBUTE, "o": ref, "n": "__enter__"}
     entered = proxy.invoke(tree, (), {}, "with|__enter__", discard, discard=discard)
     guarded.entered(frame)  # its body's calls keep pipelining: failures reach the exit below
     _starts().append(proxy.state.new_id())  # ids only grow: the body's calls have larger ones
@@ -79,7 +80,7 @@ def exit_remote(manager: Any, kind: Any, value: Any, traceback: Any) -> bool:
         args = (manager, start)
         answer = proxy.invoke(_CLEAN_EXIT, args, {}, "with|__exit__", True, discard=True)
     else:
-        method = {"$": "a", "o": object.__getattribute__(manager, "_rd_ref"), "n": "__exit__"}
+        method = {"$": ATTRIBUTE, "o": object.__getattribute__(manager, "_rd_ref"), "n": "__exit__"}
         sent = nameable(kind) if isinstance(kind, type) else None
         answer = proxy.invoke(method, (sent, value, None), {}, "", False)
     return bool(answer)
@@ -129,7 +130,7 @@ def node(error: BaseException, encode: Callable[[Any], Tree]) -> Tree:
     """The codec's hook on the client: ``error`` as an ``ex`` node. Its args cross as values
     when they can, else its text; a token lets the client raise this very object again if the
     worker raises it back (as the manager of ``contextlib.contextmanager`` does)."""
-    tree: Dict[str, Any] = {"$": "ex", "t": encode(nameable(type(error)))}
+    tree: Dict[str, Any] = {"$": EXCEPTION, "t": encode(nameable(type(error)))}
     try:
         tree["a"] = encode(list(error.args))
     except (TypeError, ValueError):  # EncodeError is a TypeError

@@ -36,6 +36,8 @@ from radium_interposer import (
 from radium_interposer import client_warnings as warns
 from radium_interposer.client import Connection, state
 from radium_interposer.express_forms import CONSTANT, FLOAT, HANDLE, INT, ITSELF, NO_SLOT, OWNER
+from radium_interposer.tags import ATTRIBUTE, PATH
+from radium_interposer.tags import HANDLE as HANDLE_TAG  # HANDLE: an argument's kind here
 
 __all__ = ["MISS", "Plan", "key", "learn", "quiet", "send", "wait"]
 
@@ -132,11 +134,11 @@ def learn(
         return
     tag = function["$"]
     callable_, name = NO_SLOT, None
-    if tag == "p":
+    if tag == PATH:
         name = function["p"]
-    elif tag == "h":
+    elif tag == HANDLE_TAG:
         callable_ = ITSELF
-    elif tag == "a" and function["o"]["$"] == "h":
+    elif tag == ATTRIBUTE and function["o"]["$"] == HANDLE_TAG:
         callable_, name = OWNER, function["n"]
     else:
         return
@@ -163,7 +165,7 @@ def _part(value: Any, remote: type) -> Optional[Tuple[int, Any]]:
         return (CONSTANT, value)
     # A proxy of a class of its own (its type name known from its class): a handle.
     handle = isinstance(value, remote) and kind is not remote
-    if handle and object.__getattribute__(value, "_rd_ref")["$"] == "h":
+    if handle and object.__getattribute__(value, "_rd_ref")["$"] == HANDLE_TAG:
         return (HANDLE, None)
     return None
 

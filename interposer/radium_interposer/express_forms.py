@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from radium_interposer import records, source_forms
+from radium_interposer import records, source_forms, tags
 
 __all__ = ["CONSTANT", "FLOAT", "HANDLE", "INT", "ITSELF", "NO_SLOT", "OWNER", "Values", "form"]
 
@@ -55,7 +55,7 @@ def _factory(callable_: int, kinds: Tuple[int, ...], keywords: int) -> Callable[
         out.append('function["id"]')
     else:
         lines.append('owner = function["o"]')
-        lines.append('if owner["$"] != "h" or function["n"] != name: return None')
+        lines.append(f'if owner["$"] != {tags.HANDLE!r} or function["n"] != name: return None')
         out.append('owner["id"]')
     names = [f"v{n}" for n in range(len(kinds))]
     positional = names[: len(names) - keywords]
@@ -68,7 +68,7 @@ def _factory(callable_: int, kinds: Tuple[int, ...], keywords: int) -> Callable[
         if kind == HANDLE:
             lines += [
                 f"ref = ref_of({value})",
-                'if ref["$"] != "h": return None',
+                f'if ref["$"] != {tags.HANDLE!r}: return None',
                 f"origin = conn_of({value})",
                 # its result must exist first (proxy.reference)
                 "if origin is not None and origin is not conn and origin.unsynced:",

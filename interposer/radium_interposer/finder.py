@@ -34,6 +34,7 @@ from radium_interposer.after_import import Loader, find_spec_then
 from radium_interposer.client import state
 from radium_interposer.errors import RemoteError, hide_our_frames
 from radium_interposer.split_file import parse_entries
+from radium_interposer.tags import PATH
 
 __all__ = ["RemoteFinder", "RemoteModule", "install", "remote_function", "remote_main_function"]
 
@@ -85,7 +86,7 @@ class RemoteModule(types.ModuleType):
         elif isinstance(kind, list):
             value = kind[1]
         else:
-            value = proxy.Remote({"$": "p", "p": f"{self.__name__}.{attr}"}, "", None)
+            value = proxy.Remote({"$": PATH, "p": f"{self.__name__}.{attr}"}, "", None)
         setattr(self, attr, value)
         return value
 
@@ -109,7 +110,7 @@ class RemoteModule(types.ModuleType):
 
     def _rd_itself(self) -> proxy.Remote:
         """This module on the worker, as a call's argument (by its import path)."""
-        return proxy.Remote({"$": "p", "p": self.__name__}, "", None)
+        return proxy.Remote({"$": PATH, "p": self.__name__}, "", None)
 
     def __dir__(self) -> List[str]:
         return sorted(self.__radium_directory__)
@@ -219,7 +220,7 @@ def _stand_in(local: Any, where: Callable[[], str]) -> Any:
         from radium_interposer import user_modules
 
         user_modules.refresh()  # `config.lr = ...` set since: seen by this call, as here
-        return proxy.invoke({"$": "p", "p": path}, args, kwargs, path, context=_context())
+        return proxy.invoke({"$": PATH, "p": path}, args, kwargs, path, context=_context())
 
     return main_module.stand_in(local, call)
 

@@ -15,6 +15,7 @@ from types import FrameType
 from typing import Any, Callable, Dict, List, Optional
 
 from radium_interposer import codec, instructions, known, ops
+from radium_interposer.tags import HANDLE
 
 __all__ = ["MAX_ITEMS", "items", "keep", "kept", "unpacks_next", "whole"]
 
@@ -62,7 +63,7 @@ def kept(ref: Dict[str, Any], take: bool = False) -> Optional[List[Any]]:
     """The items of the remote list ``ref`` kept from its ``next`` answer, if still valid;
     ``take``: of the generator ``ref`` from its ``iter`` answer (a module's parameters, read
     whole on the worker), taken, not kept: the loop holds them now."""
-    if ref["$"] != "h":
+    if ref["$"] != HANDLE:
         return None
     key = (ref["id"], "items")
     value: Optional[List[Any]] = known.answers.pop(key, None) if take else known.answers.get(key)

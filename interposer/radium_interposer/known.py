@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, Hashable, Sequence, Tuple
 
+from radium_interposer.tags import ATTRIBUTE, PATH
+
 __all__ = [
     "ATTRIBUTES",
     "LIBRARY",
@@ -152,10 +154,10 @@ def harmless(
 
 def _harmless_function(function: Dict[str, Any], site: str) -> bool:
     tag = function.get("$")
-    if tag == "a":  # a method: its site is "<type>.<name>"
+    if tag == ATTRIBUTE:  # a method: its site is "<type>.<name>"
         owner, _, name = site.split("|", 1)[0].rpartition(".")
         return owner in TYPES and not name.endswith("_") and name not in _CHANGING_METHODS
-    if tag != "p":
+    if tag != PATH:
         return False  # a handle (a model, a shipped function): anything may happen
     path = str(function.get("p", ""))
     module, _, name = path.rpartition(".")

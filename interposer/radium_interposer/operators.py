@@ -6,6 +6,8 @@ from __future__ import annotations
 import operator
 from typing import Any, Callable, Dict
 
+from radium_interposer.tags import PATH
+
 __all__ = ["install"]
 
 _BINARY = "add sub mul matmul truediv floordiv mod pow lshift rshift and or xor".split()  # noqa: SIM905
@@ -26,7 +28,7 @@ def install(cls: type, invoke: Callable[..., Any]) -> None:
 
 def _operator(invoke: Callable[..., Any], name: str, reflected: bool = False) -> Any:
     function = getattr(operator, name)
-    path = {"$": "p", "p": f"operator.{name}"}
+    path = {"$": PATH, "p": f"operator.{name}"}
 
     sites: Dict[str, str] = {}  # by the proxy's type: one string (its hash kept) per type
 

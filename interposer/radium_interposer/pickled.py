@@ -30,6 +30,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 
 from radium_interposer import code_origin, reflection, tensor_sync, upcalls
 from radium_interposer.naming import resolve_path
+from radium_interposer.tags import HANDLE, PICKLED
 
 __all__ = [
     "GlobalNotSent",
@@ -84,7 +85,7 @@ def reference(obj: Any, buffers: List[Any]) -> Optional[Dict[str, Any]]:
         return None
     handle = registered(obj)
     if handle is not None:
-        return {"$": "h", "id": handle}
+        return {"$": HANDLE, "id": handle}
     stream = _stream(buffers)
     try:
         return stream.add(obj)
@@ -151,7 +152,7 @@ class _Stream:
         except BaseException:
             del self.data[before:]
             raise
-        node = {"$": "pk", "i": self.index, "n": self.count, "oob": self.oob, "reg": self.reg}
+        node = {"$": PICKLED, "i": self.index, "n": self.count, "oob": self.oob, "reg": self.reg}
         self.count += 1
         self._register()
         return node

@@ -18,13 +18,14 @@ from typing import Any, Dict, Optional, Tuple
 from radium_interposer import ops, wire
 from radium_interposer.handles import Failure, HandleTable
 from radium_interposer.naming import error_meta
+from radium_interposer.tags import PATH
 
 __all__ = ["CLEAN_EXIT", "Poison", "answer", "answer_instead", "exit_takes", "fail"]
 
 Poison = Tuple[int, BaseException]
 #: A remote ``with``'s exit after a body that raised nothing here (exits.clean_exit).
 CLEAN_EXIT = "radium_interposer.exits.clean_exit"
-_CLEAN_EXIT = {"$": "p", "p": CLEAN_EXIT}
+_CLEAN_EXIT = {"$": PATH, "p": CLEAN_EXIT}
 
 
 def fail(session: Any, handle: int, error: BaseException) -> None:

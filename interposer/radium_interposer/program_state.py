@@ -30,6 +30,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 
 from radium_interposer import code_origin, rng_state, upcalls
 from radium_interposer.client import Connection
+from radium_interposer.tags import PATH
 
 __all__ = [
     "after_call",
@@ -143,7 +144,7 @@ def bound_method_ref(obj: Any) -> Optional[Dict[str, Any]]:
     if module is None:
         return None
     found = getattr(module, obj.__name__, None)
-    return {"$": "p", "p": f"{module.__name__}.{obj.__name__}"} if found == obj else None
+    return {"$": PATH, "p": f"{module.__name__}.{obj.__name__}"} if found == obj else None
 
 
 def watch(module: str, name: str, value: Any = _MISSING) -> None:

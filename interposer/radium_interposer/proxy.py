@@ -29,6 +29,7 @@ from radium_interposer.calls import invoke as invoke  # where callers have alway
 from radium_interposer.client import Connection, state
 from radium_interposer.reads import call as _call
 from radium_interposer.reads import remote_kind as remote_kind  # calls.invoke finds it here
+from radium_interposer.tags import ATTRIBUTE, HANDLE, HELD, MODULE
 
 __all__ = [
     "Remote",
@@ -78,7 +79,7 @@ def reference(obj: Any, conn: Optional[Connection] = None) -> Optional[Dict[str,
             origin.sync(quiet=True)
         return object.__getattribute__(obj, "_rd_ref")  # type: ignore[no-any-return]
     if isinstance(obj, types.ModuleType) and getattr(obj, "__radium_remote__", False):
-        return {"$": "m", "n": obj.__name__}
+        return {"$": MODULE, "n": obj.__name__}
     return None
 
 
@@ -97,7 +98,7 @@ def make(
     """The proxy of a remote object: an instance of its class's stand-in (plain for paths and
     methods, which have no class of their own here)."""
     cls: type = Remote
-    if type_name and ref["$"] in ("h", "sv"):
+    if type_name and ref["$"] in HELD:
         cls = upcalls.bound.proxy_class(type_name)
     proxy: Remote = object.__new__(cls)
     Remote.__init__(proxy, ref, type_name, conn, owner)
@@ -131,14 +132,14 @@ class Remote(reads.Reads):
     ) -> None:
         # A method proxy keeps its object's proxy alive (owner): the object must outlive the call.
         _fill(self, ref, type_name, conn, owner)
-        if ref["$"] == "h":
+        if ref["$"] == HANDLE:
             live = state.live
             live[ref["id"]] = live.get(ref["id"], 0) + 1
 
     def __del__(self) -> None:
         try:
             ref = _get_ref(self)
-            if ref["$"] == "h":
+            if ref["$"] == HANDLE:
                 live, handle = state.live, ref["id"]
                 if live.get(handle, 0) > 1:
                     live[handle] -= 1
@@ -156,7 +157,7 @@ class Remote(reads.Reads):
         ref = _get_ref(self)
         if kind and name in (_methods.get(kind) or _methods_of(self, kind)):
             method: Remote = object.__new__(Remote)  # made at every ``x.add(y)``: as make would
-            _fill(method, {"$": "a", "o": ref, "n": name}, f"{kind}.{name}", None, self)
+            _fill(method, {"$": ATTRIBUTE, "o": ref, "n": name}, f"{kind}.{name}", None, self)
             return method
         return reads.attribute(self, kind, ref, name)
 
@@ -169,7 +170,7 @@ class Remote(reads.Reads):
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         ref = object.__getattribute__(self, "_rd_ref")
         site = str(ref.get("p") or object.__getattribute__(self, "_rd_type"))
-        if ref["$"] == "a" and ref["n"] in known.METHODS and not kwargs:  # x.size(0), x.dim()
+        if ref["$"] == ATTRIBUTE and ref["n"] in known.METHODS and not kwargs:  # x.size(0), x.dim()
             return reads.metadata(ref, site, args, lambda: invoke(ref, args, kwargs, site))
         return invoke(ref, args, kwargs, site)
 
@@ -235,7 +236,7 @@ def _fill(
 def fresh(handle: int, type_name: str, conn: Connection) -> Remote:
     """The proxy of a streamed call's result: ``handle`` is new, this is its only proxy."""
     proxy: Remote = object.__new__(upcalls.bound.proxy_class(type_name))
-    _fill(proxy, {"$": "h", "id": handle}, type_name, conn, None)
+    _fill(proxy, {"$": HANDLE, "id": handle}, type_name, conn, None)
     state.live[handle] = 1
     return proxy
 

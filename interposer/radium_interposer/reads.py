@@ -15,6 +15,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 from radium_interposer import guarded, instructions, iteration, known
 from radium_interposer.calls import invoke
+from radium_interposer.tags import HANDLE, PATH
 
 __all__ = ["Reads", "answer", "attribute", "call", "metadata", "remote_kind"]
 
@@ -42,21 +43,21 @@ _ALIKE_FOR_NONE = frozenset(
     [op for op in dis.opmap if op.startswith(("BINARY_", "INPLACE_", "UNARY_"))]
     + ["LOAD_ATTR", "LOAD_METHOD", instructions.OWN_METHOD]
 ) - {"UNARY_NOT"}
-_GETATTR = {"$": "p", "p": "builtins.getattr"}
-_NEXT = {"$": "p", "p": "builtins.next"}
-_ITER = {"$": "p", "p": "builtins.iter"}
-_GETITEM = {"$": "p", "p": "operator.getitem"}
+_GETATTR = {"$": PATH, "p": "builtins.getattr"}
+_NEXT = {"$": PATH, "p": "builtins.next"}
+_ITER = {"$": PATH, "p": "builtins.iter"}
+_GETITEM = {"$": PATH, "p": "operator.getitem"}
 
 
 def call(name: str, *args: Any, pipeline: bool = False) -> Any:
     """Call the function at path ``name`` on the worker with ``args`` (the first a proxy)."""
     kind = object.__getattribute__(args[0], "_rd_type") if isinstance(args[0], Reads) else ""
-    return invoke({"$": "p", "p": name}, args, {}, f"{kind}|{name}", pipeline)
+    return invoke({"$": PATH, "p": name}, args, {}, f"{kind}|{name}", pipeline)
 
 
 def attribute(obj: Any, kind: str, ref: Dict[str, Any], name: str) -> Any:
     """``obj.name`` for an attribute that is not a method: known metadata, or asked."""
-    if kind in known.TYPES and name in known.ATTRIBUTES and ref["$"] == "h":
+    if kind in known.TYPES and name in known.ATTRIBUTES and ref["$"] == HANDLE:
         return known.attribute(ref["id"], name, lambda: _read(obj, kind, name), _keepable)
     return _read(obj, kind, name)
 
@@ -66,7 +67,7 @@ def metadata(ref: Dict[str, Any], site: str, args: Tuple[Any, ...], ask: Callabl
     ``<type>.<name>``), known or asked with ``ask``."""
     owner = ref["o"]
     if (
-        owner.get("$") != "h"
+        owner.get("$") != HANDLE
         or site.rpartition(".")[0] not in known.TYPES
         or not all(type(arg) is int for arg in args)
     ):
@@ -87,7 +88,7 @@ def _read(obj: Any, kind: str, name: str) -> Any:
 def answer(obj: Any, operation: str, argument: Any, ask: Callable[[], Any]) -> Any:
     """What ``ask`` answers, kept when ``obj`` is an immutable object (known)."""
     ref = object.__getattribute__(obj, "_rd_ref")
-    if ref["$"] == "h" and known.immutable(object.__getattribute__(obj, "_rd_type")):
+    if ref["$"] == HANDLE and known.immutable(object.__getattribute__(obj, "_rd_type")):
         return known.of_immutable(ref["id"], operation, argument, ask)
     return ask()
 
@@ -107,7 +108,7 @@ def remote_kind(obj: Any) -> Optional[str]:
     if not isinstance(obj, Reads):
         return None
     ref = object.__getattribute__(obj, "_rd_ref")
-    if ref["$"] == "p" and str(ref.get("p", "")).startswith(("torch.", "numpy.")):
+    if ref["$"] == PATH and str(ref.get("p", "")).startswith(("torch.", "numpy.")):
         return known.LIBRARY
     return object.__getattribute__(obj, "_rd_type")  # type: ignore[no-any-return]
 
@@ -132,7 +133,7 @@ class Reads:
     def __len__(self) -> int:
         ref = object.__getattribute__(self, "_rd_ref")
         ask = lambda: int(call("builtins.len", self))  # noqa: E731
-        if object.__getattribute__(self, "_rd_type") in known.TYPES and ref["$"] == "h":
+        if object.__getattribute__(self, "_rd_type") in known.TYPES and ref["$"] == HANDLE:
             return int(known.attribute(ref["id"], "len", ask, _keepable))
         return int(answer(self, "len", None, ask))
 

@@ -15,6 +15,7 @@ from typing import Any, Callable, Dict, Optional
 
 from radium_interposer import callbacks, client_objects, structs, upcalls
 from radium_interposer.codec import Resolve
+from radium_interposer.tags import CALLBACK, CLASS, CLIENT_OBJECT, MODULE, PATH, SCALAR_VALUE
 
 __all__ = ["MakeProxy", "module_named", "remoted", "resolver"]
 
@@ -63,17 +64,17 @@ def resolver(make: MakeProxy) -> Resolve:
 
     def resolve(node: Dict[str, Any]) -> Any:
         tag = node["$"]
-        if tag == "m":
+        if tag == MODULE:
             return module_named(node.get("n"))
-        if tag == "cls":
+        if tag == CLASS:
             return upcalls.bound.class_named(str(node["p"]), node.get("e") or 0)
-        if tag == "cb":  # one of our callables, handed back
+        if tag == CALLBACK:  # one of our callables, handed back
             return callbacks.lookup(node.get("id"))
-        if tag == "co":  # one of our files or objects, handed back
+        if tag == CLIENT_OBJECT:  # one of our files or objects, handed back
             return client_objects.lookup(node.get("id"))
-        if tag == "p":  # a worker's function: np.concatenate itself when numpy is remoted
+        if tag == PATH:  # a worker's function: np.concatenate itself when numpy is remoted
             return _by_path(node, make)
-        if tag == "sv" and not _small_scalar(node):  # held here, only ever sent back
+        if tag == SCALAR_VALUE and not _small_scalar(node):  # held here, only ever sent back
             raise structs.DecodeError("a numpy scalar from the worker is not a dtype and its bytes")
         return make(node, str(node.get("t", "")), None)
 

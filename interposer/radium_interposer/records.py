@@ -17,13 +17,14 @@ import json
 import struct
 from typing import Any, Dict, List, Tuple
 
+from radium_interposer.tags import ATTRIBUTE, SLOT
+
 __all__ = [
     "INT64",
     "MAX_DEFINITION",
     "MAX_RELEASES",
     "MAX_TEMPLATES",
     "SLOTS",
-    "SLOT_TAG",
     "Reader",
     "Record",
     "RecordError",
@@ -37,7 +38,6 @@ DEFINE, CALL, RELEASE = b"D"[0], b"C"[0], b"L"[0]
 #: Slot kinds and their struct formats: a handle id, an int, a float (all 8 bytes).
 SLOTS = {"h": "q", "i": "q", "f": "d"}
 #: A slot in a template's trees (its index into the call's slot values).
-SLOT_TAG = "_"
 #: At most this many templates per connection, of definitions at most this long.
 MAX_TEMPLATES = 65536
 MAX_DEFINITION = 64 << 10
@@ -148,7 +148,9 @@ def _definition(tid: int, data: bytes) -> Dict[str, Any]:
     if definition.get("v", 0) not in (0, 1):
         raise RecordError(f"template {tid} has v {definition.get('v')!r}")
     function = definition.get("f")
-    owner = function.get("o") if isinstance(function, dict) and function.get("$") == "a" else None
+    owner = (
+        function.get("o") if isinstance(function, dict) and function.get("$") == ATTRIBUTE else None
+    )
     tops = [function if is_slot(function) else owner, *args]
     used = sorted(top["i"] for top in tops if is_slot(top))
     if used != list(range(len(slots))):
@@ -160,7 +162,7 @@ def is_slot(tree: Any) -> bool:
     """Whether a template's tree is a slot (``{"$": "_", "i": n}``)."""
     return (
         type(tree) is dict
-        and tree.get("$") == SLOT_TAG
+        and tree.get("$") == SLOT
         and type(tree.get("i")) is int
         and len(tree) == 2
     )

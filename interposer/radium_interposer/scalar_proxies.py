@@ -15,6 +15,7 @@ import math
 from typing import Any, Optional, Tuple
 
 from radium_interposer import proxy
+from radium_interposer.tags import PATH
 
 __all__ = ["TYPES", "ScalarProxy", "bases"]
 
@@ -123,7 +124,7 @@ def _remote(path: str) -> Any:
     (``round(x, 2)`` is an ``np.float64`` there)."""
 
     def method(self: Any, *args: Any) -> Any:
-        return proxy.invoke({"$": "p", "p": path}, (self, *args), {}, "", False)
+        return proxy.invoke({"$": PATH, "p": path}, (self, *args), {}, "", False)
 
     method.__name__ = path.rpartition(".")[2]
     return method
@@ -141,7 +142,7 @@ for _name, _path in (
 
 
 def _rdivmod(self: Any, other: Any) -> Any:
-    return proxy.invoke({"$": "p", "p": "builtins.divmod"}, (other, self), {}, "", False)
+    return proxy.invoke({"$": PATH, "p": "builtins.divmod"}, (other, self), {}, "", False)
 
 
 ScalarProxy.__rdivmod__ = _rdivmod  # type: ignore[attr-defined]

@@ -19,6 +19,7 @@ import threading
 from typing import Any, Dict, Optional
 
 from radium_interposer import nested, reflection
+from radium_interposer.tags import SCALAR_VALUE
 
 __all__ = ["MAX_BYTES", "by_value", "describe", "load", "peer", "peer_has_numpy", "plain"]
 
@@ -77,7 +78,7 @@ def by_value(obj: Any) -> Optional[Dict[str, Any]]:
     dtype = obj.dtype
     if dtype.hasobject or dtype.fields is not None or dtype.itemsize > MAX_BYTES:
         return None
-    node = {"$": "sv", "dt": dtype.str, "b": np.asarray(obj).tobytes().hex(),
+    node = {"$": SCALAR_VALUE, "dt": dtype.str, "b": np.asarray(obj).tobytes().hex(),
             "t": nested.type_name(type(obj))}  # fmt: skip
     describe(obj, node)
     return node

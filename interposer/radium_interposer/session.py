@@ -16,6 +16,7 @@ import threading
 from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
 from radium_interposer import client_streams, codec, ops, records, wire
+from radium_interposer.tags import CALLBACK
 
 __all__ = [
     "CALLBACK_BIT",
@@ -227,7 +228,7 @@ class ClientCallable:
         return self._sessions.incoming(frame.meta.get("v"), frame.buffers)
 
     def reference(self) -> Dict[str, Any]:
-        return {"$": "cb", "id": self._id, "n": self.__name__}
+        return {"$": CALLBACK, "id": self._id, "n": self.__name__}
 
     def __repr__(self) -> str:
         return f"<client callable {self.__name__}>"

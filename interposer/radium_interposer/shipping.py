@@ -30,6 +30,7 @@ from radium_interposer.shipped_paths import is_users
 from radium_interposer.shipped_paths import known as _known
 from radium_interposer.shipped_paths import remember as _remember
 from radium_interposer.shipping_batch import Batch, ShipError
+from radium_interposer.tags import MODULE, PATH
 
 __all__ = [
     "ShipError",
@@ -151,7 +152,7 @@ def callable_ref(obj: Any) -> Optional[Dict[str, Any]]:
         if "<locals>" in obj.__qualname__ or obj.__name__ == "<lambda>" or obj.__closure__:
             return None
         try:
-            return {"$": "p", "p": _ship(obj)}
+            return {"$": PATH, "p": _ship(obj)}
         except ShipError:
             return None
     if not isinstance(obj, (types.FunctionType, types.BuiltinFunctionType)):
@@ -160,7 +161,7 @@ def callable_ref(obj: Any) -> Optional[Dict[str, Any]]:
     found: Any = module
     for part in str(getattr(obj, "__qualname__", "<")).split("."):
         found = getattr(found, part, None)
-    return {"$": "p", "p": f"{obj.__module__}.{obj.__qualname__}"} if found is obj else None
+    return {"$": PATH, "p": f"{obj.__module__}.{obj.__qualname__}"} if found is obj else None
 
 
 def _refer(obj: Any) -> Optional[Dict[str, Any]]:
@@ -168,7 +169,7 @@ def _refer(obj: Any) -> Optional[Dict[str, Any]]:
     functions and classes by path."""
     if isinstance(obj, types.ModuleType):
         user_modules.refer(obj)  # the program's own modules first, so the worker has them
-        return {"$": "m", "n": obj.__name__}
+        return {"$": MODULE, "n": obj.__name__}
     ref = proxy.reference(obj)
     return ref if ref is not None else callable_ref(obj)
 

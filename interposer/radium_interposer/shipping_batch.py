@@ -14,6 +14,7 @@ from radium_interposer import codec, local_defs, nested, ops, pickled, program_s
 from radium_interposer.client import state
 from radium_interposer.errors import RemoteError
 from radium_interposer.shipped_paths import is_users, known, remember
+from radium_interposer.tags import DICT
 
 __all__ = ["Batch", "Refer", "ShipError"]
 
@@ -108,7 +109,7 @@ class Batch:
             if "." in obj.__qualname__:  # nested in a class: defined apart (nested.py)
                 definition["q"] = obj.__qualname__
         meta = {"op": ops.SHIP, "mod": self.module.__name__, "defs": self.defs,
-                "g": {"$": "d", **tree}}  # fmt: skip
+                "g": {"$": DICT, **tree}}  # fmt: skip
         if unsent:
             meta["x"] = unsent
         frame = state.connection().request(meta, buffers)

@@ -17,6 +17,8 @@ import sys
 import types
 from typing import Any, Callable, Dict, List, Optional
 
+from radium_interposer import tags
+
 __all__ = [
     "MAX_FIELDS",
     "PRELOADED",
@@ -41,8 +43,10 @@ FindClass = Callable[[str], Optional[type]]
 
 #: Tags of the values this module encodes (the codec dispatches decoding on them).
 TAGS = frozenset(
-    ("ns", "dc", "nt", "en", "pa", "dt", "td", "dec", "fr", "od", "ctr", "dq", "dd", "rg")
-)
+    (tags.NAMESPACE, tags.DATACLASS, tags.NAMEDTUPLE, tags.ENUM, tags.PURE_PATH, tags.DATETIME,
+     tags.TIMEDELTA, tags.DECIMAL, tags.FRACTION, tags.ORDERED_DICT, tags.COUNTER, tags.DEQUE,
+     tags.DEFAULTDICT, tags.RANGE)
+)  # fmt: skip
 _NAMESPACES = ("argparse.Namespace", "types.SimpleNamespace")
 _PATHS = ("PurePosixPath", "PureWindowsPath", "PosixPath", "WindowsPath")
 _TIMES = ("datetime", "date", "time")
@@ -85,14 +89,15 @@ def _is(kind: type, path: str) -> bool:
 #: more than a dict lookup, and every argument and result goes through them.
 _tags: Dict[type, Optional[str]] = {}
 _STDLIB = (
-    *(("pa", f"pathlib.{name}") for name in _PATHS),
-    *(("dt", f"datetime.{name}") for name in _TIMES),
-    ("td", "datetime.timedelta"), ("dec", "decimal.Decimal"), ("fr", "fractions.Fraction"),
-    ("od", "collections.OrderedDict"), ("ctr", "collections.Counter"),
-    ("dd", "collections.defaultdict"), ("dq", "collections.deque"),
+    *((tags.PURE_PATH, f"pathlib.{name}") for name in _PATHS),
+    *((tags.DATETIME, f"datetime.{name}") for name in _TIMES),
+    (tags.TIMEDELTA, "datetime.timedelta"), (tags.DECIMAL, "decimal.Decimal"),
+    (tags.FRACTION, "fractions.Fraction"),
+    (tags.ORDERED_DICT, "collections.OrderedDict"), (tags.COUNTER, "collections.Counter"),
+    (tags.DEFAULTDICT, "collections.defaultdict"), (tags.DEQUE, "collections.deque"),
 )  # fmt: skip
 #: Tags of the standard library's kinds: results of these kinds come back by value.
-_PLAIN = frozenset(("rg", "ns", "pa", "dt", "td", "dec", "fr", "od", "ctr", "dd", "dq"))
+_PLAIN = TAGS - {tags.ENUM, tags.DATACLASS, tags.NAMEDTUPLE}  # not of a class of the program's
 
 
 def tag_of(kind: type) -> Optional[str]:
@@ -110,16 +115,16 @@ def tag_of(kind: type) -> Optional[str]:
 
 def _classify(kind: type) -> Optional[str]:
     if kind is range:
-        return "rg"
+        return tags.RANGE
     if any(_is(kind, path) for path in _NAMESPACES):
-        return "ns"
+        return tags.NAMESPACE
     enum, dataclasses = _loaded("enum"), _loaded("dataclasses")
     if enum is not None and issubclass(kind, enum.Enum):
-        return "en"
+        return tags.ENUM
     if dataclasses is not None and dataclasses.is_dataclass(kind):
-        return "dc"
+        return tags.DATACLASS
     if issubclass(kind, tuple) and hasattr(kind, "_fields"):
-        return "nt"
+        return tags.NAMEDTUPLE
     for tag, path in _STDLIB:
         if _is(kind, path):
             return tag
@@ -133,37 +138,42 @@ def encode(obj: Any, part: Part, ship: Callable[[type], Optional[str]]) -> Optio
     tag = tag_of(kind)
     if tag is None:
         return None
-    if tag == "rg":
-        return {"$": "rg", "v": [obj.start, obj.stop, obj.step]}
-    if tag == "ns":
+    if tag == tags.RANGE:
+        return {"$": tags.RANGE, "v": [obj.start, obj.stop, obj.step]}
+    if tag == tags.NAMESPACE:
         return {
-            "$": "ns",
+            "$": tags.NAMESPACE,
             "t": f"{kind.__module__}.{kind.__qualname__}",
             "d": part(dict(vars(obj))),
         }
-    if tag == "en":
-        return {"$": "en", "t": ship(kind), "n": obj.name}
-    if tag == "dc":
+    if tag == tags.ENUM:
+        return {"$": tags.ENUM, "t": ship(kind), "n": obj.name}
+    if tag == tags.DATACLASS:
         fields = {f.name: getattr(obj, f.name) for f in _loaded("dataclasses").fields(obj)}
-        return {"$": "dc", "t": ship(kind), "f": part(fields)}
-    if tag == "nt":
-        return {"$": "nt", "t": ship(kind), "f": list(kind._fields), "v": [part(v) for v in obj]}
-    if tag == "pa":
-        return {"$": "pa", "k": kind.__name__, "v": str(obj)}
-    if tag == "dt":
-        return {"$": "dt", "k": kind.__name__, "v": obj.isoformat()}
-    if tag == "td":
-        return {"$": "td", "v": [obj.days, obj.seconds, obj.microseconds]}
-    if tag == "dec":
-        return {"$": "dec", "v": str(obj)}
-    if tag == "fr":
-        return {"$": "fr", "v": [obj.numerator, obj.denominator]}
-    if tag in ("od", "ctr"):
+        return {"$": tags.DATACLASS, "t": ship(kind), "f": part(fields)}
+    if tag == tags.NAMEDTUPLE:
+        return {
+            "$": tags.NAMEDTUPLE,
+            "t": ship(kind),
+            "f": list(kind._fields),
+            "v": [part(v) for v in obj],
+        }
+    if tag == tags.PURE_PATH:
+        return {"$": tags.PURE_PATH, "k": kind.__name__, "v": str(obj)}
+    if tag == tags.DATETIME:
+        return {"$": tags.DATETIME, "k": kind.__name__, "v": obj.isoformat()}
+    if tag == tags.TIMEDELTA:
+        return {"$": tags.TIMEDELTA, "v": [obj.days, obj.seconds, obj.microseconds]}
+    if tag == tags.DECIMAL:
+        return {"$": tags.DECIMAL, "v": str(obj)}
+    if tag == tags.FRACTION:
+        return {"$": tags.FRACTION, "v": [obj.numerator, obj.denominator]}
+    if tag in (tags.ORDERED_DICT, tags.COUNTER):
         return {"$": tag, "k": [part(k) for k in obj], "v": [part(v) for v in obj.values()]}
-    if tag == "dd":
-        return {"$": "dd", "f": part(obj.default_factory), "k": [part(k) for k in obj],
+    if tag == tags.DEFAULTDICT:
+        return {"$": tags.DEFAULTDICT, "f": part(obj.default_factory), "k": [part(k) for k in obj],
                 "v": [part(v) for v in obj.values()]}  # fmt: skip
-    return {"$": "dq", "v": [part(v) for v in obj], "m": obj.maxlen}
+    return {"$": tags.DEQUE, "v": [part(v) for v in obj], "m": obj.maxlen}
 
 
 def plain(obj: Any) -> bool:
@@ -181,38 +191,38 @@ def decode(node: Dict[str, Any], unpart: Unpart, find: FindClass) -> Any:
     """The value of a node with a tag of :data:`TAGS` (DecodeError, a ValueError, for one that
     is malformed or that this side will not rebuild)."""
     tag = node["$"]
-    if tag in ("en", "dc", "nt"):
+    if tag in (tags.ENUM, tags.DATACLASS, tags.NAMEDTUPLE):
         return _record(tag, node, unpart, find)
-    if tag == "ns":
+    if tag == tags.NAMESPACE:
         if node["t"] not in _NAMESPACES:
             raise DecodeError(f"unknown namespace type {node['t']!r}")
         fields = unpart(node["d"])
         # argparse not imported here: the same attributes, as a SimpleNamespace.
         kind = find(str(node["t"])) or types.SimpleNamespace
         return kind(**{str(k): v for k, v in fields.items()})
-    if tag == "pa":
+    if tag == tags.PURE_PATH:
         if node["k"] not in _PATHS:
             raise DecodeError(f"unknown path type {node['k']!r}")
         return _standard(find, f"pathlib.{node['k']}")(str(node["v"]))
-    if tag == "dt":
+    if tag == tags.DATETIME:
         if node["k"] not in _TIMES:
             raise DecodeError(f"unknown time type {node['k']!r}")
         return _standard(find, f"datetime.{node['k']}").fromisoformat(str(node["v"]))
-    if tag == "td":
+    if tag == tags.TIMEDELTA:
         return _standard(find, "datetime.timedelta")(*(int(x) for x in node["v"]))
-    if tag == "rg":
+    if tag == tags.RANGE:
         return range(*(int(x) for x in node["v"]))
-    if tag == "dec":
+    if tag == tags.DECIMAL:
         return _standard(find, "decimal.Decimal")(str(node["v"]))
-    if tag == "fr":
+    if tag == tags.FRACTION:
         return _standard(find, "fractions.Fraction")(int(node["v"][0]), int(node["v"][1]))
-    if tag == "od":
+    if tag == tags.ORDERED_DICT:
         return collections.OrderedDict(_mapping(node, unpart))
-    if tag == "ctr":
+    if tag == tags.COUNTER:
         return collections.Counter(dict(_mapping(node, unpart)))
-    if tag == "dd":
+    if tag == tags.DEFAULTDICT:
         return collections.defaultdict(unpart(node["f"]), _mapping(node, unpart))
-    if tag == "dq":
+    if tag == tags.DEQUE:
         return collections.deque((unpart(v) for v in node["v"]), node.get("m"))
     raise DecodeError(f"unknown value tag {tag!r}")
 
@@ -229,7 +239,7 @@ def _standard(find: FindClass, path: str) -> Any:
 def _record(tag: str, node: Dict[str, Any], unpart: Unpart, find: FindClass) -> Any:
     """An enum member, a dataclass or a named tuple, of its class when this side has it."""
     cls = find(str(node["t"]))
-    if tag == "en":
+    if tag == tags.ENUM:
         if not (isinstance(cls, type) and issubclass(cls, enum.Enum)):
             raise DecodeError(
                 f"enum {node['t']} is not known on this side (its module is not imported here)"
@@ -238,7 +248,7 @@ def _record(tag: str, node: Dict[str, Any], unpart: Unpart, find: FindClass) -> 
         if member is None:
             raise DecodeError(f"enum {node['t']} has no member {node['n']!r}")
         return member
-    if tag == "dc":
+    if tag == tags.DATACLASS:
         fields = unpart(node["f"])
         dataclasses = sys.modules.get("dataclasses")  # not imported: no class is a dataclass
         if dataclasses is None or not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):

@@ -16,6 +16,7 @@ import struct
 from typing import Any, Dict, List, Optional, Tuple
 
 from radium_interposer import records
+from radium_interposer.tags import ATTRIBUTE, HANDLE, MODULE, PATH, SLOT
 
 __all__ = ["MAX_CONSTANT", "PER_SITE", "Templates"]
 
@@ -88,10 +89,10 @@ class Templates:
         self.per_site[site] = count + 1
         slot = iter(range(len(kinds)))
         tree = function
-        if function["$"] == "h":
+        if function["$"] == HANDLE:
             tree = _slot(next(slot))
-        elif function["$"] == "a" and function["o"]["$"] == "h":
-            tree = {"$": "a", "o": _slot(next(slot)), "n": function["n"]}
+        elif function["$"] == ATTRIBUTE and function["o"]["$"] == HANDLE:
+            tree = {"$": ATTRIBUTE, "o": _slot(next(slot)), "n": function["n"]}
         trees = [
             _slot(next(slot)) if part in records.SLOTS else _constant(value, reference)
             for value, part in zip((*args, *kwargs.values()), full[1])
@@ -107,24 +108,24 @@ class Templates:
 
 
 def _slot(index: int) -> Dict[str, Any]:
-    return {"$": records.SLOT_TAG, "i": index}
+    return {"$": SLOT, "i": index}
 
 
 def _function_key(function: Dict[str, Any], values: List[Any], kinds: List[str]) -> Any:
     tag = function["$"]
-    if tag == "p":
+    if tag == PATH:
         return function["p"]
-    if tag == "h":  # a remote callable itself (a model, a loss): a slot
+    if tag == HANDLE:  # a remote callable itself (a model, a loss): a slot
         values.append(function["id"])
         kinds.append("h")
         return ("h",)
-    if tag == "a":
+    if tag == ATTRIBUTE:
         owner = function["o"]
-        if owner["$"] == "h":  # a method of a remote object: the object is a slot
+        if owner["$"] == HANDLE:  # a method of a remote object: the object is a slot
             values.append(owner["id"])
             kinds.append("h")
             return ("a", function["n"])
-        if owner["$"] == "p":
+        if owner["$"] == PATH:
             return ("a", owner["p"], function["n"])
     return None
 
@@ -150,13 +151,13 @@ def _part(value: Any, values: List[Any], kinds: List[str], reference: Any) -> An
     if tree is None:
         return None
     tag = tree["$"]
-    if tag == "h":
+    if tag == HANDLE:
         values.append(tree["id"])
         kinds.append("h")
         return "h"
-    if tag == "p":
+    if tag == PATH:
         return ("p", tree["p"])
-    if tag == "m":
+    if tag == MODULE:
         return ("m", tree["n"])
     return None
 

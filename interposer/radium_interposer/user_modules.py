@@ -31,6 +31,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from radium_interposer import codec, ops, proxy
 from radium_interposer.client import state
 from radium_interposer.errors import WorkerGone
+from radium_interposer.tags import DICT
 
 __all__ = ["import_path", "own", "refer", "refresh", "sync"]
 
@@ -154,7 +155,7 @@ def _values(module: types.ModuleType, buffers: List[Any]) -> Optional[Dict[str, 
         sent[name] = digest.hexdigest()
         keys.append(name)
         trees.append(tree)
-    return {"$": "d", "k": keys, "v": trees} if keys else None
+    return {"$": DICT, "k": keys, "v": trees} if keys else None
 
 
 def _value_like(value: Any, depth: int) -> bool:

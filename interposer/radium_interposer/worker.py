@@ -28,6 +28,7 @@ from radium_interposer import (
     peer,
     poison,
     scalars,
+    tags,
     wire,
     worker_main,
     worker_objects,
@@ -90,22 +91,22 @@ class Worker(Definitions):
     # -- values ----------------------------------------------------------------------------
     def resolve(self, node: Dict[str, Any]) -> Any:
         tag = node["$"]
-        if tag == "h":
+        if tag == tags.HANDLE:
             return self.table.get(node.get("id"))
-        if tag == "p":
+        if tag == tags.PATH:
             return resolve_path(str(node["p"]))
-        if tag == "a":
+        if tag == tags.ATTRIBUTE:
             return getattr(self.decode(node["o"], []), str(node["n"]))
-        if tag == "cls":
+        if tag == tags.CLASS:
             return resolve_path(str(node["p"]))
-        if tag == "cb":
+        if tag == tags.CALLBACK:
             callback_id, session = node.get("id"), getattr(self.local, "session", None)
             if not isinstance(callback_id, int) or session is None:
                 raise ValueError("a client callable needs an integer id, in a call")
             return ClientCallable(self.sessions, session, callback_id, str(node.get("n", "?")))
-        if tag == "sv":  # a numpy scalar the client holds by value (scalars.by_value)
+        if tag == tags.SCALAR_VALUE:  # a numpy scalar the client holds by value (scalars.by_value)
             return scalars.load(node)
-        if tag == "co":  # the client program's file or numpy-protocol object
+        if tag == tags.CLIENT_OBJECT:  # the client program's file or numpy-protocol object
             return worker_objects.resolve(node, self.resolve, getattr(self.local, "session", None))
         return importlib.import_module(str(node["n"]))
 
@@ -116,7 +117,7 @@ class Worker(Definitions):
 
     def refer(self, obj: Any, handle: Optional[int] = None) -> Dict[str, Any]:
         if isinstance(obj, types.ModuleType):
-            return {"$": "m", "n": obj.__name__}
+            return {"$": tags.MODULE, "n": obj.__name__}
         if isinstance(obj, ClientCallable):  # back to the client as its own callable
             return obj.reference()
         back = worker_objects.back_reference(obj)
@@ -126,7 +127,7 @@ class Worker(Definitions):
             handle = self.table.put_new(obj)
         else:
             self.table.put(handle, obj)
-        return {"$": "h", "id": handle, "t": nested.type_name(type(obj))}
+        return {"$": tags.HANDLE, "id": handle, "t": nested.type_name(type(obj))}
 
     def result(self, obj: Any, handle: Optional[int]) -> Reply:
         """A call's result: by value when small and plain, else left remote as a handle."""
@@ -151,7 +152,7 @@ class Worker(Definitions):
             apply_context(meta["ctx"])
         function = self.decode(meta["f"], buffers)
         args = self.decode(meta.get("a", []), buffers)
-        kwargs = self.decode(meta.get("k", {"$": "d", "k": [], "v": []}), buffers)
+        kwargs = self.decode(meta.get("k", {"$": tags.DICT, "k": [], "v": []}), buffers)
         try:  # ndarray.tofile into a client file; its writes sent before the call returns
             result = worker_objects.adapt(function, args)(*args, **kwargs)
         finally:
@@ -166,7 +167,7 @@ class Worker(Definitions):
         if with_items:
             result, walked = worker_objects.drain(result)
         reply, out = self.result(result, handle)
-        if with_items and isinstance(reply["v"], dict) and reply["v"].get("$") == "h":
+        if with_items and isinstance(reply["v"], dict) and reply["v"].get("$") == tags.HANDLE:
             listed = result if walked is None else walked
             items = worker_objects.items(listed, lambda item: self.node(item, None, out))
             if items is not None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import types
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
-from radium_interposer import ops, poison, records, wire, worker_objects, worker_state
+from radium_interposer import ops, poison, records, tags, wire, worker_objects, worker_state
 from radium_interposer.handles import Failure, HandleTable
 from radium_interposer.naming import error_meta, resolve_path
 from radium_interposer.session import ClientCallable
@@ -63,7 +63,8 @@ class Template:
         self.method: Optional[Tuple[int, str]] = None
         #: The callable itself is a slot's object (a remote model, a loss function).
         self.slot: Optional[int] = function["i"] if records.is_slot(function) else None
-        if type(function) is dict and function.get("$") == "a" and records.is_slot(function["o"]):
+        tag = function.get("$") if type(function) is dict else None
+        if tag == tags.ATTRIBUTE and records.is_slot(function["o"]):
             self.method = (function["o"]["i"], str(function.get("n")))
         self.function = function
         #: Its calls return nothing: their result is not kept, and a failure poisons.
@@ -268,4 +269,4 @@ def _last_call(batch: List[records.Record]) -> int:
 
 
 def _is_path(tree: Any) -> bool:
-    return type(tree) is dict and tree.get("$") == "p" and type(tree.get("p")) is str
+    return type(tree) is dict and tree.get("$") == tags.PATH and type(tree.get("p")) is str

@@ -20,6 +20,7 @@ from typing import Any, Dict, List, Tuple
 
 from radium_interposer import names, pickled, shipped, shipped_modules, worker_warnings
 from radium_interposer.naming import directory_entry, live_attributes
+from radium_interposer.tags import DICT
 
 __all__ = ["Definitions", "Reply"]
 
@@ -90,7 +91,7 @@ class Definitions:
 
     def op_ship(self, meta: Dict[str, Any], buffers: List[Any]) -> Reply:
         """Define the client's classes and functions (source) with what they refer to."""
-        names = self.decode(meta.get("g", {"$": "d", "k": [], "v": []}), buffers)
+        names = self.decode(meta.get("g", {"$": DICT, "k": [], "v": []}), buffers)
         if not isinstance(names, dict):
             raise ValueError("ship: g must be a mapping of names")
         names.update(pickled.placeholders(meta.get("x")))  # globals the client could not send

@@ -24,6 +24,7 @@ from radium_interposer import codec, iteration
 from radium_interposer.client_file_objects import ClientBinaryFile, ClientTextFile
 from radium_interposer.client_streams import settle
 from radium_interposer.naming import resolve_path
+from radium_interposer.tags import CLIENT_OBJECT, DICT, PATH, TUPLE
 
 __all__ = [
     "adapt",
@@ -149,9 +150,9 @@ def resolve(node: Dict[str, Any], resolve_reference: Callable[[Any], Any], sessi
 def back_reference(obj: Any) -> Optional[Dict[str, Any]]:
     """The program's own object, for one of these going back to the client; else None."""
     if isinstance(obj, (ClientObject, ClientIterator)):
-        return {"$": "co", "id": obj._rd_id}
+        return {"$": CLIENT_OBJECT, "id": obj._rd_id}
     if isinstance(obj, (ClientBinaryFile, ClientTextFile)):
-        return {"$": "co", "id": obj._id}
+        return {"$": CLIENT_OBJECT, "id": obj._id}
     return None
 
 
@@ -171,7 +172,7 @@ def path_reference(obj: Any) -> Optional[Dict[str, Any]]:
         found = resolve_path(path)
     except Exception:  # not importable by that path: a handle, as before
         return None
-    return {"$": "p", "p": path} if found is obj else None
+    return {"$": PATH, "p": path} if found is obj else None
 
 
 def outgoing(obj: Any, buffers: List[Any], refer: Callable[[Any], Any]) -> Any:
@@ -183,10 +184,10 @@ def outgoing(obj: Any, buffers: List[Any], refer: Callable[[Any], Any]) -> Any:
     if kind is list:
         return [outgoing(item, buffers, refer) for item in obj]
     if kind is tuple:
-        return {"$": "t", "v": [outgoing(item, buffers, refer) for item in obj]}
+        return {"$": TUPLE, "v": [outgoing(item, buffers, refer) for item in obj]}
     if kind is dict:
         keys = [outgoing(key, buffers, refer) for key in obj]
-        return {"$": "d", "k": keys, "v": [outgoing(v, buffers, refer) for v in obj.values()]}
+        return {"$": DICT, "k": keys, "v": [outgoing(v, buffers, refer) for v in obj.values()]}
     return path_reference(obj) or refer(obj)
 
 

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from radium_interposer import callbacks, client, codec, structs, wire
+from radium_interposer import callbacks, client, structs, tags, wire
 from radium_interposer.session import CALLBACK_BIT, Session
 from tests.interposer.test_wire_fuzz import frames, fuzz, json_values
 
@@ -104,7 +104,7 @@ def test_whatever_the_client_sends_a_waiting_callback_ends_cleanly(
 
 
 #: Value trees with every tag the codec knows, in arguments a callback request carries.
-TAGS = sorted({*codec.REFERENCES, *structs.TAGS, "t", "d", "b", "ba", "set", "c", "sl", "nd"})
+TAGS = sorted({*tags.REFERENCES, *structs.TAGS, "t", "d", "b", "ba", "set", "c", "sl", "nd"})
 tagged = st.recursive(
     json_values,
     lambda inner: st.fixed_dictionaries(

@@ -8,7 +8,8 @@ state must be here first, so each of ``random``'s module functions (``random.ran
 ``shuffle``, ``seed``, ...: bound methods of its global generator) is wrapped, before the
 program runs, by one that first asks each connection with streamed calls outstanding for the
 worker's state (a ``ping`` with ``ps``: one round trip), then draws. While nothing streamed, a
-draw costs a check of one set. (A forked child needs nothing: Python reseeds its generator.)
+draw costs a check of one set: ~60 ns a `random.random()` here, against ~20 ns unwrapped. (A
+forked child needs nothing: Python reseeds its generator.)
 
 Not seen: draws through ``random._inst`` itself, or through a module function taken before the
 interposer started (nothing of the program runs before that).

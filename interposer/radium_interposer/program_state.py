@@ -53,8 +53,9 @@ _streamable: Set[str] = set()
 #: Per connection: the state of each kind its worker session had at its last answer.
 _known: weakref.WeakKeyDictionary[Connection, Dict[str, Any]] = weakref.WeakKeyDictionary()
 #: Connections that sent calls with ``ps`` since their last answer that carried ``ps``: there
-#: the worker's generators may be ahead of this process's.
-stale: weakref.WeakSet[Connection] = weakref.WeakSet()
+#: the worker's generators may be ahead of this process's. A plain set: every draw of the
+#: program's from ``random`` tests it (local_draws), and a weak set's test costs 2x the draw.
+stale: Set[Connection] = set()
 #: Per shipped client module: each global name shipped code uses, with the value sent (or
 #: _MISSING while the module has no such name).
 _watched: Dict[str, Dict[str, Any]] = {}

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import json
 import logging
 import os
@@ -23,6 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping
 
+from radium import gc_tuning
 from radium.agentprotocol import error_from_reply, error_reply
 from radium.configtree import Config
 from radium.errors import RadiumError, UnavailableError
@@ -147,13 +147,6 @@ def _warm_up() -> None:
         os.close(root_fd)
 
 
-def _freeze() -> None:
-    """Keep the children's garbage collector off what they inherit: a collection in a forked
-    child walks every object the helper made, and touching them copies their pages (~1.5 ms
-    of each container's mount, docs/agent-protocol.md). Frozen, they are never walked."""
-    gc.freeze()
-
-
 def main() -> int:
     """The mount helper process: mount bundles for the agent, one request a line, until its pipe
     closes."""
@@ -164,7 +157,10 @@ def main() -> int:
     config = config_module.load()
     logs.setup(PROGRAM, config.hook.log_file)
     _warm_up()
-    _freeze()
+    # The children's collector stays off what they inherit: a collection in a forked child
+    # walks every object the helper made, and touching them copies their pages (~1.5 ms of
+    # each container's mount, docs/agent-protocol.md). Frozen, they are never walked.
+    gc_tuning.settle()
     for line in sys.stdin.buffer:
         sys.stdout.buffer.write(json.dumps(_serve_one(line, config)).encode() + b"\n")
         sys.stdout.buffer.flush()

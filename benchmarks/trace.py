@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from radium.pool.api import gc_tuning
+from radium import gc_tuning
 from radium.pool.core.policies import POLICIES
 from radium.pool.core.state import PoolState
 from radium.pool.model import AcceptorState, Device, DeviceState, Request

@@ -13,14 +13,13 @@ from typing import Mapping
 import grpc.aio
 from prometheus_client import CollectorRegistry
 
-from radium import metrics, rpc, rpc_guard
+from radium import gc_tuning, metrics, rpc, rpc_guard
 from radium.configtree import Config, PoolConfig, QueueConfig
 from radium.errors import (
     ConfigError,
     InvalidRequestError,
     UnavailableError,
 )
-from radium.pool.api import gc_tuning
 from radium.pool.api.acceptor_service import AcceptorService
 from radium.pool.api.metrics import PoolMetrics, on_loop
 from radium.pool.api.queue_service import QueueService

@@ -1,4 +1,5 @@
-"""The pool's heap settle: what it freezes is still collected at the next settle."""
+"""A heap settle (the pool's, the mount helper's): what it freezes is still collected at the
+next settle."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from radium.pool.api import gc_tuning
+from radium import gc_tuning
 
 
 class Node:

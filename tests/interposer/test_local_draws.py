@@ -90,6 +90,8 @@ def test_a_forked_child_s_draws_leave_the_parent_s_generator_as_its_calls_left_i
 
 
 class _Session:
+    """A worker session or a client connection, as the state tables key them (weakly)."""
+
     running = 1
 
 
@@ -145,10 +147,6 @@ def test_only_generators_whose_draws_are_seen_let_calls_stream(monkeypatch: Any)
     assert program_state.holds_calls()  # numpy draws in C, unseen
 
 
-class _Conn:
-    """A connection as before_call keys it (weakly)."""
-
-
 def test_a_call_reads_the_program_s_state_only_after_it_moved_here(monkeypatch: Any) -> None:
     """Reading and comparing ``random``'s 625 numbers took ~13 µs of every call: a call reads
     them only when a draw here (local_draws marks each) or an answer moved them since."""
@@ -158,7 +156,7 @@ def test_a_call_reads_the_program_s_state_only_after_it_moved_here(monkeypatch: 
     monkeypatch.setattr(program_state, "kinds", {"random"})
     monkeypatch.setattr(program_state, "_streamable", {"random"})
     monkeypatch.setattr(program_state, "stale", set())
-    conn = _Conn()
+    conn = _Session()  # a connection, as the client's tables key it (weakly)
 
     def ps() -> Any:
         meta: dict[str, Any] = {}

@@ -2,7 +2,8 @@
 
     sudo .venv/bin/python -m benchmarks.dataplane [--calls 3000] [--loopback] [--smoke] [--port P]
 
-Ports: P the data plane, P+1 the raw echo, P+2 grpcio, P+3 rpyc, P+4 Pyro5.
+Ports: P the data plane, P+1 the raw echo, P+2 grpcio, P+3 rpyc, P+4 Pyro5, P+5 the raw echo
+whose reads spin (both its sides poll before they block, as the data plane's do).
 
 The acceptor side (``benchmarks/dataplane_server.py``) runs in its own network namespace (or,
 with ``--loopback``, in this one, over 127.0.0.1: no root needed); this process is the client,
@@ -27,12 +28,12 @@ import grpc
 import numpy
 
 from benchmarks.dataplane_extra import memory, peer_call, streamed_cost, waiting_cost
-from benchmarks.dataplane_server import CREDENTIAL, LEASE, SIZE
+from benchmarks.dataplane_server import CREDENTIAL, LEASE, SIZE, SPIN_S
 from benchmarks.machine import Machine
 from benchmarks.own_network import OwnNetwork
-from radium_interposer import wire
+from radium_interposer import spin, wire
 
-PORT = 7501  # the data plane's; raw echo at + 1, grpcio + 2, rpyc + 3, Pyro5 + 4
+PORT = 7501  # the data plane's; raw echo at + 1, grpcio + 2, rpyc + 3, Pyro5 + 4, spinning + 5
 MIB = 1 << 20
 COMPUTE = """
 import sys, time
@@ -66,16 +67,20 @@ def timed(action: Callable[[], Any], count: int, warmup: int = 50) -> list[float
 class Raw:
     """The floor: one request and its answer on a plain TCP socket, no protocol at all."""
 
-    def __init__(self, host: str, port: int) -> None:
-        self.sock = socket.create_connection((host, port + 1))
+    def __init__(self, host: str, port: int, spinning: bool = False) -> None:
+        """``spinning``: both sides' reads poll before they block (the echo at port + 5)."""
+        self.sock = socket.create_connection((host, port + (5 if spinning else 1)))
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.recv_into = (
+            spin.SpinningSocket(self.sock, SPIN_S).readinto if spinning else self.sock.recv_into
+        )
 
     def exchange(self, payload: bytes | memoryview, want: int) -> None:
         self.sock.sendmsg([SIZE.pack(len(payload), want), payload])
         buf = bytearray(want)
         view, got = memoryview(buf), 0
         while got < want:
-            got += self.sock.recv_into(view[got:])
+            got += self.recv_into(view[got:])
 
 
 def frame_size(type_: int, meta: dict[str, Any], buffers: list[bytes]) -> int:
@@ -103,13 +108,19 @@ def small_calls(host: str, port: int, calls: int) -> tuple[float, float]:
     raw = Raw(host, port)
     request = b"q" * call_bytes
     floor = timed(lambda: raw.exchange(request, result_bytes), calls)
+    spinning = Raw(host, port, spinning=True)
+    polled = timed(lambda: spinning.exchange(request, result_bytes), calls)
     channel = grpc.insecure_channel(f"{host}:{port + 2}")
     unary = channel.unary_unary("/bench.Echo/Call")
     grpc_samples = timed(lambda: unary(request, timeout=10), calls)
     (p50, p99), (r50, r99), (g50, g99) = map(percentiles, (ours, floor, grpc_samples))
+    s50, s99 = percentiles(polled)
     print(f"small call ({call_bytes} B request, {result_bytes} B answer), {calls} calls")
+    print(f"  (radium's reads spin {spin.budget_us()} µs before they block, its worker's too)")
     report("radium p50 vs raw ping-pong p50", p50, r50, "raw p50")
     report("radium p99 vs raw ping-pong p99", p99, r99, "raw p99")
+    report("radium p50 vs spinning raw p50", p50, s50, "spin raw p50")
+    report("radium p99 vs spinning raw p99", p99, s99, "spin raw p99")
     report("radium p50 vs grpcio unary p50", p50, g50, "grpc p50")
     report("radium p99 vs grpcio unary p99", p99, g99, "grpc p99")
     channel.close()

@@ -23,6 +23,7 @@ from radium_interposer import (
     ops,
     peer,
     records,
+    spin,
     structs,
     templates,
     upcalls,
@@ -49,6 +50,8 @@ LIMITS = wire.Limits(max_meta=16 << 20)
 #: that mixes them (a ``with`` per step) once waited for 256 frames, and the worker had a
 #: hundred steps to run at each value the program read.
 PENDING_BYTES = 4096
+#: How long a wait for an answer polls before it sleeps (spin).
+SPIN_US = spin.budget_us()
 #: ... or this many chunks (frames of pipelined calls, each a few).
 OUTBOX_CHUNKS = 256
 _LOST = "; it crashed or the lease ended, and its remote objects are lost"
@@ -60,7 +63,7 @@ class Connection:
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         # Buffered: a frame's header, sizes and metadata arrive with one recv, not three.
-        self.reader: Any = sock.makefile("rb", buffering=1 << 16)
+        self.reader: Any = spin.reader(sock, SPIN_US)
         #: Encoded frames of pipelined calls, sent together (one syscall for many calls).
         self.outbox: List[Any] = []
         self.outbox_bytes = 0
@@ -238,7 +241,9 @@ class State:
 
     def connection(self) -> Connection:
         conn: Optional[Connection] = getattr(self.local, "conn", None)
-        if conn is None or conn.pid != os.getpid() or conn.broken:
+        # No getpid() here (a syscall a call): a forked child starts with no connection
+        # (after_fork_in_child replaces self.local).
+        if conn is None or conn.broken:
             structs.preload()  # before the worker says anything (it may plant files)
             conn = Connection(dial())
             self.local.conn = conn

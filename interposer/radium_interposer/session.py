@@ -15,7 +15,7 @@ import socket
 import threading
 from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
-from radium_interposer import client_streams, codec, ops, records, wire
+from radium_interposer import client_streams, codec, ops, records, spin, wire
 from radium_interposer.tags import CALLBACK
 
 __all__ = [
@@ -32,6 +32,8 @@ __all__ = [
 ]
 
 LIMITS = wire.Limits(max_meta=16 << 20)
+#: How long a wait for the client's next frame polls before it sleeps (spin).
+SPIN_US = spin.budget_us()
 #: The top bit marks call ids chosen by the worker (callbacks), apart from the client's.
 CALLBACK_BIT = 1 << 63
 Handler = Callable[["Session", wire.Frame], None]
@@ -60,7 +62,8 @@ class Session:
         #: This connection's templates: their layouts (to read calls) and compiled forms.
         self.records = records.Reader()
         self.templates: Dict[int, Any] = {}
-        self.reader: Any = sock.makefile("rb", buffering=1 << 16)
+        # Spinning: the client's next request often follows its answer within microseconds.
+        self.reader: Any = spin.reader(sock, SPIN_US)
         self.out: List[str] = []
         self.err: List[str] = []
         #: Warnings the calls raised (worker_warnings), sent with the output as ``w``.

@@ -180,3 +180,23 @@ def test_calls_in_the_body_of_a_with_of_a_file_stream(harness: WorkerHarness) ->
     assert remoted.stderr.strip().splitlines()[-1].endswith("app.py:13, reported here")
     # Each line's two calls waited before (120 round trips): now the first of each site.
     assert counts(stats)["round_trips"] < 30, counts(stats)
+
+
+def test_code_without_handlers_is_not_listed(monkeypatch: Any) -> None:
+    """Code without an exception table has no ``try`` and no ``with``: nothing is inside one,
+    known without listing its instructions (a module's listing costs a millisecond)."""
+
+    def plain() -> bool:
+        return here()
+
+    def guarded_code() -> bool:
+        try:
+            return here()
+        except ValueError:
+            return False
+
+    listed = []
+    real = guarded.dis.Bytecode
+    monkeypatch.setattr(guarded.dis, "Bytecode", lambda code: listed.append(code) or real(code))
+    assert plain() is False and guarded_code() is True
+    assert listed == [guarded_code.__code__]

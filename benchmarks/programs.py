@@ -1,6 +1,6 @@
 """The corpus of real programs (tests/programs), each run locally and remoted, side by side.
 
-    .venv/bin/python -m benchmarks.programs [--runs 2] [--programs NAME,...] [--link dc]
+    .venv/bin/python -m benchmarks.programs [--runs 5] [--programs NAME,...] [--link dc]
 
 Locally: this Python, with torch and numpy, no remoting. Remoted: a Python without them
 (``/usr/bin/python3``) whose torch/numpy run on a worker on this machine (one worker for the
@@ -9,9 +9,11 @@ default: a call whose result stays remote is sent without waiting). Each program
 ``--runs`` times in one process each way. Printed per program:
 - the whole process's wall time each way (the local one includes importing torch, which the
   remoted client never does);
-- the last run's own execution, everything warm on both sides, ended by a sync (the streamed
-  calls still in flight finish inside it), and its ratio to local, per remoted mode;
-- that last run's calls, streamed calls and round trips (requests that waited for an answer),
+- its own execution, everything warm on both sides, ended by a sync (the streamed calls still
+  in flight finish inside it): the median of the runs after the first (programs of a few
+  milliseconds still warm up over their first runs: shipped classes, first calls), and its
+  ratio to local, per remoted mode;
+- the last run's calls, streamed calls and round trips (requests that waited for an answer),
   counted by the client, and the bytes of its frames in and out of the worker (streaming).
 Then the torch and numpy programs' median and worst warm ratio per remoted mode, and the sums of
 ``RADIUM_STATS_FILE`` (a fresh file per remoted process: every run in it, at its exit).
@@ -80,7 +82,8 @@ def settle():  # streamed calls still in flight run inside the timed run, as at 
 for name in sys.argv[3].split(","):
     __import__(name)
 functions = json.loads(sys.argv[5]) if len(sys.argv) > 5 else {}
-for _ in range(int(sys.argv[4])):  # the last run is timed: everything warm on both sides
+times = []
+for _ in range(int(sys.argv[4])):  # the runs after the first are timed: everything warm
     if functions:  # function mode: the program's functions are remoted as it defines them
         from radium_interposer import finder, main_module
         main_module.watch(functions, finder.remote_main_function)
@@ -90,7 +93,9 @@ for _ in range(int(sys.argv[4])):  # the last run is timed: everything warm on b
     runpy.run_path(sys.argv[1], run_name="__main__")
     if remote:
         settle()
-    report = {"seconds": time.perf_counter() - started}
+    times.append(time.perf_counter() - started)
+warm = sorted(times[1:] or times)
+report = {"seconds": warm[len(warm) // 2], "runs": times}  # the warm runs' median
 if remote:
     report["counts"] = {k: client.counts[k] - counts[k] for k in counts}
     frames = dict(crossed)  # before the stats call's own frames
@@ -221,10 +226,11 @@ def one_program(harness: WorkerHarness, root: Path, program: Path, runs: int) ->
 
 def corpus(harness: WorkerHarness, root: Path, runs: int, programs: list[Path]) -> None:
     """The table, then the ratios' summary and the stats files' sums."""
-    print(f"\nwarm: the last of {runs} runs in one process, in seconds; ratio: remoted/local; "
+    print(f"\nwarm: the median of runs 2 to {runs} in one process, in seconds; "
+          "ratio: remoted/local; "
           "s=0: RADIUM_STREAM=0 (every call waits), no-x: RADIUM_EXPRESS=0 (streaming, every "
           "call down the full path), strm: streaming (the default);\n"
-          "calls, streamed, express (sent by their plan), rt (round trips): that last run, "
+          "calls, streamed, express (sent by their plan), rt (round trips): the last run, "
           "counted by the client; "
           "KiB: its frames in/out of the worker, streaming")  # fmt: skip
     print(HEADER)
@@ -251,7 +257,7 @@ def corpus(harness: WorkerHarness, root: Path, runs: int, programs: list[Path]) 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="benchmarks.programs")
-    parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--runs", type=int, default=5, help="per process: the first warms up")
     parser.add_argument("--callbacks", type=int, default=5000, metavar="N")
     parser.add_argument("--programs", help="these corpus programs only (comma-separated names)")
     parser.add_argument("--link", choices=("local", "dc"), default="local")

@@ -137,7 +137,7 @@ def _read(code: CodeType) -> Tuple[Tuple[Entry, ...], Dict[int, str]]:
     exception (PUSH_EXC_INFO); a ``with``'s goes on to its exit (WITH_EXCEPT_START) and is
     known by the BEFORE_WITH before its first range; anything else passes the exception on.
     With it, the ``with`` statements of ``open``'s files (files_opened)."""
-    if not code.co_exceptiontable:  # most functions: no handler, so no ``with`` either
+    if not getattr(code, "co_exceptiontable", b""):  # most code: no handler, so no ``with``
         return (), {}  # (listing a module's instructions costs a millisecond)
     bytecode = dis.Bytecode(code)
     every = list(bytecode)

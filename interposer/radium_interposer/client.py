@@ -50,8 +50,6 @@ LIMITS = wire.Limits(max_meta=16 << 20)
 #: that mixes them (a ``with`` per step) once waited for 256 frames, and the worker had a
 #: hundred steps to run at each value the program read.
 PENDING_BYTES = 4096
-#: How long a wait for an answer polls before it sleeps (spin).
-SPIN_US = spin.budget_us()
 #: ... or this many chunks (frames of pipelined calls, each a few).
 OUTBOX_CHUNKS = 256
 _LOST = "; it crashed or the lease ended, and its remote objects are lost"
@@ -63,7 +61,7 @@ class Connection:
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         # Buffered: a frame's header, sizes and metadata arrive with one recv, not three.
-        self.reader: Any = spin.reader(sock, SPIN_US)
+        self.reader: Any = spin.reader(sock, spin.budget_us())
         #: Encoded frames of pipelined calls, sent together (one syscall for many calls).
         self.outbox: List[Any] = []
         self.outbox_bytes = 0

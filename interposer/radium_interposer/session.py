@@ -32,8 +32,6 @@ __all__ = [
 ]
 
 LIMITS = wire.Limits(max_meta=16 << 20)
-#: How long a wait for the client's next frame polls before it sleeps (spin).
-SPIN_US = spin.budget_us()
 #: The top bit marks call ids chosen by the worker (callbacks), apart from the client's.
 CALLBACK_BIT = 1 << 63
 Handler = Callable[["Session", wire.Frame], None]
@@ -63,7 +61,7 @@ class Session:
         self.records = records.Reader()
         self.templates: Dict[int, Any] = {}
         # Spinning: the client's next request often follows its answer within microseconds.
-        self.reader: Any = spin.reader(sock, SPIN_US)
+        self.reader: Any = spin.reader(sock, spin.budget_us())
         self.out: List[str] = []
         self.err: List[str] = []
         #: Warnings the calls raised (worker_warnings), sent with the output as ``w``.

@@ -7,7 +7,8 @@ microseconds each (a raw ping-pong here: ~45 µs blocking, ~5 µs when both side
 reader first polls its socket, without blocking, for a short budget, giving the CPU to any other
 runnable thread between polls, and only then blocks. The budget bounds what a long wait costs
 (a call that computes for a second spins its first few microseconds, then sleeps). With one
-CPU there is no peer to overlap with: nothing spins.
+CPU or less (affinity, cgroup quota) nothing spins. The budget is read per connection (a
+worker is put in its lease's cgroup after it starts).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import os
 import socket
 import time
 from typing import Any, Optional
+
+from radium_interposer import settings
 
 __all__ = ["BUDGET_US", "SpinningSocket", "budget_us", "reader"]
 
@@ -28,9 +31,10 @@ _BUFFER = 1 << 16
 
 def budget_us(environ: Any = os.environ, cpus: Optional[int] = None) -> int:
     """The spin budget in microseconds: ``RADIUM_SPIN_US`` (0 turns spinning off) when it is a
-    whole number from 0 to 10 000, else :data:`BUDGET_US`; 0 with a single usable CPU
-    (``cpus``: how many this process may use, read from its affinity when not given)."""
-    if (len(os.sched_getaffinity(0)) if cpus is None else cpus) < 2:
+    whole number from 0 to 10 000, else :data:`BUDGET_US`; 0 when this process may use one CPU
+    or less (``cpus``; when not given, its affinity and its cgroup's quota: a lease of a
+    fraction of a CPU does not spend it waiting)."""
+    if (settings.cpu_share() if cpus is None else cpus) < 2:
         return 0
     text = environ.get("RADIUM_SPIN_US", "")
     if text.isdigit() and int(text) <= 10_000:

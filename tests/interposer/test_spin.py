@@ -21,9 +21,14 @@ def test_budget_comes_from_the_environment_within_bounds() -> None:
         assert spin.budget_us({"RADIUM_SPIN_US": wrong}, cpus=2) == spin.BUDGET_US
 
 
-def test_nothing_spins_with_one_cpu() -> None:
+def test_nothing_spins_with_one_cpu_or_less(monkeypatch: pytest.MonkeyPatch) -> None:
     assert spin.budget_us({}, cpus=1) == 0
     assert spin.budget_us({"RADIUM_SPIN_US": "500"}, cpus=1) == 0
+    # Not given: the process's share, its affinity and its cgroup's quota (a lease's).
+    monkeypatch.setattr(spin.settings, "cpu_share", lambda: 1)
+    assert spin.budget_us({}) == 0
+    monkeypatch.setattr(spin.settings, "cpu_share", lambda: 4)
+    assert spin.budget_us({}) == spin.BUDGET_US
 
 
 class _Socket:

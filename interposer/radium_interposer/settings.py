@@ -25,6 +25,7 @@ __all__ = [
     "allowed",
     "apply",
     "cap",
+    "cgroup_quota",
     "collect",
     "cpu_share",
     "openblas_threads",
@@ -68,12 +69,12 @@ def cpu_share() -> int:
     """The CPUs this process may use: its cgroup's quota (cpu.max, up the tree), and the CPUs it
     may run on."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    quota = _cgroup_quota()
+    quota = cgroup_quota()
     share = cores or 1
     return max(1, min(share, math.ceil(quota))) if quota is not None else share
 
 
-def _cgroup_quota() -> Optional[float]:
+def cgroup_quota() -> Optional[float]:
     """The smallest cpu.max quota/period of this process's cgroup (v2) and its parents."""
     try:
         with open("/proc/self/cgroup") as f:

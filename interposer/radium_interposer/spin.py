@@ -7,8 +7,8 @@ microseconds each (a raw ping-pong here: ~45 µs blocking, ~5 µs when both side
 reader first polls its socket, without blocking, for a short budget, giving the CPU to any other
 runnable thread between polls, and only then blocks. The budget bounds what a long wait costs
 (a call that computes for a second spins its first few microseconds, then sleeps). With one
-CPU or less (affinity, cgroup quota) nothing spins. The budget is read per connection (a
-worker is put in its lease's cgroup after it starts).
+CPU to run on, or a cgroup quota under one CPU, nothing spins. The budget is read per
+connection (a worker is put in its lease's cgroup after it starts).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import io
 import os
 import socket
 import time
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
 from radium_interposer import settings
 
@@ -29,12 +29,16 @@ BUDGET_US = 50
 _BUFFER = 1 << 16
 
 
-def budget_us(environ: Any = os.environ, cpus: Optional[int] = None) -> int:
+def budget_us(
+    environ: Any = os.environ, machine: Optional[Tuple[int, Optional[float]]] = None
+) -> int:
     """The spin budget in microseconds: ``RADIUM_SPIN_US`` (0 turns spinning off) when it is a
-    whole number from 0 to 10 000, else :data:`BUDGET_US`; 0 when this process may use one CPU
-    or less (``cpus``; when not given, its affinity and its cgroup's quota: a lease of a
-    fraction of a CPU does not spend it waiting)."""
-    if (settings.cpu_share() if cpus is None else cpus) < 2:
+    whole number from 0 to 10 000, else :data:`BUDGET_US`. 0 when this process may run on one
+    CPU only (a spinning reader would hold the CPU its peer needs) or its cgroup's quota is
+    under one CPU (a lease of a fraction of a CPU does not spend it waiting). ``machine``: the
+    CPUs it may run on and its quota (None: no quota), read now when not given."""
+    cpus, quota = machine or (len(os.sched_getaffinity(0)), settings.cgroup_quota())
+    if cpus < 2 or (quota is not None and quota < 1):
         return 0
     text = environ.get("RADIUM_SPIN_US", "")
     if text.isdigit() and int(text) <= 10_000:

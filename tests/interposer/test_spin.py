@@ -14,20 +14,27 @@ from radium_interposer import spin, wire
 
 
 def test_budget_comes_from_the_environment_within_bounds() -> None:
-    assert spin.budget_us({}, cpus=2) == spin.BUDGET_US
-    assert spin.budget_us({"RADIUM_SPIN_US": "0"}, cpus=2) == 0
-    assert spin.budget_us({"RADIUM_SPIN_US": "200"}, cpus=8) == 200
+    assert spin.budget_us({}, machine=(2, None)) == spin.BUDGET_US
+    assert spin.budget_us({"RADIUM_SPIN_US": "0"}, machine=(2, None)) == 0
+    assert spin.budget_us({"RADIUM_SPIN_US": "200"}, machine=(8, None)) == 200
     for wrong in ("-5", "1e3", "fast", "10001", ""):
-        assert spin.budget_us({"RADIUM_SPIN_US": wrong}, cpus=2) == spin.BUDGET_US
+        assert spin.budget_us({"RADIUM_SPIN_US": wrong}, machine=(2, None)) == spin.BUDGET_US
 
 
-def test_nothing_spins_with_one_cpu_or_less(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert spin.budget_us({}, cpus=1) == 0
-    assert spin.budget_us({"RADIUM_SPIN_US": "500"}, cpus=1) == 0
-    # Not given: the process's share, its affinity and its cgroup's quota (a lease's).
-    monkeypatch.setattr(spin.settings, "cpu_share", lambda: 1)
+def test_nothing_spins_with_one_cpu_or_a_fraction_of_one() -> None:
+    assert spin.budget_us({}, machine=(1, None)) == 0
+    assert spin.budget_us({"RADIUM_SPIN_US": "500"}, machine=(1, None)) == 0
+    assert spin.budget_us({}, machine=(16, 0.5)) == 0  # a lease of half a CPU
+    assert spin.budget_us({}, machine=(16, 1.0)) == spin.BUDGET_US
+
+
+def test_the_machine_is_read_when_not_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(spin.settings, "cgroup_quota", lambda: 0.25)
     assert spin.budget_us({}) == 0
-    monkeypatch.setattr(spin.settings, "cpu_share", lambda: 4)
+    monkeypatch.setattr(spin.settings, "cgroup_quota", lambda: None)
+    monkeypatch.setattr(spin.os, "sched_getaffinity", lambda pid: {0})
+    assert spin.budget_us({}) == 0
+    monkeypatch.setattr(spin.os, "sched_getaffinity", lambda pid: {0, 1})
     assert spin.budget_us({}) == spin.BUDGET_US
 
 

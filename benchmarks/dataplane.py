@@ -116,8 +116,10 @@ def small_calls(host: str, port: int, calls: int) -> tuple[float, float]:
     (p50, p99), (r50, r99), (g50, g99) = map(percentiles, (ours, floor, grpc_samples))
     s50, s99 = percentiles(polled)
     print(f"small call ({call_bytes} B request, {result_bytes} B answer), {calls} calls")
-    print(f"  (radium's client reads spin {spin.budget_us()} µs before they block; its worker's "
-          "too, but for a lease of under one CPU)")
+    print(
+        f"  (radium's client reads poll up to {spin.cap_us()} µs, as long as its answers "
+        "take, before they block; its worker's too, but for a lease of under one CPU)"
+    )
     report("radium p50 vs raw ping-pong p50", p50, r50, "raw p50")
     report("radium p99 vs raw ping-pong p99", p99, r99, "raw p99")
     report("radium p50 vs spinning raw p50", p50, s50, "spin raw p50")

@@ -15,6 +15,7 @@ import sys
 import tempfile
 import threading
 from concurrent import futures
+from typing import Callable
 
 import grpc
 
@@ -27,14 +28,13 @@ from radium_interposer import spin
 
 LEASE, CREDENTIAL = "bench", "bench-credential"
 SIZE = struct.Struct("<QQ")  # bytes the client sends, bytes it wants back
-#: The spinning raw echo's budget: the data plane's default (radium_interposer.spin).
-SPIN_S = spin.BUDGET_US / 1e6
+#: The spinning raw echo's cap: the data plane's default (radium_interposer.spin).
+SPIN_S = spin.CAP_US / 1e6
 
 
-def _recv_exact(conn: socket.socket, size: int, spinning: bool = False) -> bytearray:
+def _recv_exact(recv_into: Callable[[memoryview], int], size: int) -> bytearray:
     buf = bytearray(size)
     view, got = memoryview(buf), 0
-    recv_into = spin.SpinningSocket(conn, SPIN_S).readinto if spinning else conn.recv_into
     while got < size:
         n = recv_into(view[got:])
         if not n:
@@ -47,12 +47,13 @@ def _raw_client(conn: socket.socket, spinning: bool) -> None:
     """Each request: a header (sizes), the payload; the answer: ``want`` bytes. ``spinning``:
     reads poll before they block, as the data plane's do (radium_interposer.spin)."""
     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    recv_into = spin.SpinningSocket(conn, SPIN_S).readinto if spinning else conn.recv_into
     replies: dict[int, bytes] = {}
     with conn:
         try:
             while True:
-                send, want = SIZE.unpack(_recv_exact(conn, SIZE.size, spinning))
-                _recv_exact(conn, send, spinning)
+                send, want = SIZE.unpack(_recv_exact(recv_into, SIZE.size))
+                _recv_exact(recv_into, send)
                 reply = replies.get(want) or replies.setdefault(want, b"r" * want)
                 conn.sendall(reply)
         except (EOFError, OSError):

@@ -1,13 +1,14 @@
-"""Reading a data-plane socket with a short spin before sleeping (docs/data-plane.md,
-"Waiting for the peer").
+"""Reading a data-plane socket with a spin before sleeping (docs/data-plane.md, "Waiting for
+the peer").
 
 A round trip between two processes that block in ``recv`` costs two wake-ups: the kernel must
 schedule the sleeping side again when the bytes arrive, which on a virtual machine is tens of
 microseconds each (a raw ping-pong here: ~45 µs blocking, ~5 µs when both sides poll). So a
-reader first polls its socket, without blocking, for a short budget, giving the CPU to any other
-runnable thread between polls, and only then blocks. The budget bounds what a long wait costs
-(a call that computes for a second spins its first few microseconds, then sleeps). With one
-CPU to run on, or a cgroup quota under one CPU, nothing spins. The budget is read per
+reader first polls its socket, without blocking, giving the CPU to any other runnable thread
+between polls, and only then blocks. How long it polls follows how long its connection's
+answers take (:class:`SpinningSocket`), within a cap that bounds what a long wait costs (a call
+that computes for a second polls its first few hundred microseconds at most, then sleeps).
+With one CPU to run on, or a cgroup quota under one CPU, nothing spins. This is read per
 connection (a worker is put in its lease's cgroup after it starts).
 """
 
@@ -17,24 +18,25 @@ import io
 import os
 import socket
 import time
-from typing import Any, Optional, Tuple
+from typing import Any, Callable, Optional, Tuple
 
 from radium_interposer import settings
 
-__all__ = ["BUDGET_US", "SpinningSocket", "budget_us", "reader"]
+__all__ = ["BUDGET_US", "CAP_US", "SpinningSocket", "cap_us", "reader"]
 
-#: Microseconds a reader polls before it blocks, unless ``RADIUM_SPIN_US`` says otherwise.
+#: Microseconds a reader polls at least before it blocks (SpinningSocket: it polls longer
+#: when its connection's answers typically take longer, up to the cap).
 BUDGET_US = 50
+#: The most microseconds a reader polls, unless ``RADIUM_SPIN_US`` says otherwise.
+CAP_US = 1000
 #: The buffered reader's size: a frame and its small neighbours in one ``recv``.
 _BUFFER = 1 << 16
 
 
-def budget_us(
-    environ: Any = os.environ, machine: Optional[Tuple[int, Optional[float]]] = None
-) -> int:
-    """The spin budget in microseconds: ``RADIUM_SPIN_US`` (0 turns spinning off) when it is a
-    whole number from 0 to 10 000, else :data:`BUDGET_US`. 0 when this process may run on one
-    CPU only (a spinning reader would hold the CPU its peer needs) or its cgroup's quota is
+def cap_us(environ: Any = os.environ, machine: Optional[Tuple[int, Optional[float]]] = None) -> int:
+    """The most microseconds a read polls: ``RADIUM_SPIN_US`` (0 turns polling off) when it is
+    a whole number from 0 to 10 000, else :data:`CAP_US`. 0 when this process may run on one
+    CPU only (a polling reader would hold the CPU its peer needs) or its cgroup's quota is
     under one CPU (a lease of a fraction of a CPU does not spend it waiting). ``machine``: the
     CPUs it may run on and its quota (None: no quota), read now when not given."""
     cpus, quota = machine or (len(os.sched_getaffinity(0)), settings.cgroup_quota())
@@ -43,20 +45,39 @@ def budget_us(
     text = environ.get("RADIUM_SPIN_US", "")
     if text.isdigit() and int(text) <= 10_000:
         return int(text)
-    return BUDGET_US
+    return CAP_US
 
 
 class SpinningSocket(io.RawIOBase):
-    """A socket's receiving side as a raw stream whose reads poll for ``budget`` seconds before
-    they block. Closing it leaves the socket open (its owner closes that)."""
+    """A socket's receiving side as a raw stream whose reads poll before they block. Closing
+    it leaves the socket open (its owner closes that).
 
-    def __init__(self, sock: socket.socket, budget: float) -> None:
+    How long a read polls follows how long this connection's waits take: twice their moving
+    average, at least ``floor`` seconds and at most ``cap``; when they are typically longer than
+    half the cap (a peer that computes, or thinks, for longer), only the floor, since polling
+    that cannot catch the answer only burns the CPU. Over loopback an answer takes tens of
+    microseconds; over a datacenter link hundreds."""
+
+    def __init__(
+        self,
+        sock: socket.socket,
+        cap: float,
+        floor: float = BUDGET_US / 1e6,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
         super().__init__()
         self._recv_into = sock.recv_into
-        self._budget = budget
+        self._cap, self._floor, self._clock = cap, min(floor, cap), clock
+        #: The moving average of this connection's waits (each counted at most 10 caps).
+        self.typical = self._floor
 
     def readable(self) -> bool:
         return True
+
+    def budget(self) -> float:
+        """How long the next wait polls."""
+        want = 2 * self.typical
+        return want if self._floor < want <= self._cap else self._floor
 
     def readinto(self, buffer: Any) -> int:
         recv_into = self._recv_into
@@ -64,19 +85,27 @@ class SpinningSocket(io.RawIOBase):
             return recv_into(buffer, 0, socket.MSG_DONTWAIT)
         except BlockingIOError:
             pass
-        deadline = time.perf_counter() + self._budget
-        while time.perf_counter() < deadline:
+        clock = self._clock
+        started = clock()
+        deadline = started + self.budget()
+        got = -1
+        while clock() < deadline:
             os.sched_yield()  # a thread of the peer's, or our own, may share this CPU
             try:
-                return recv_into(buffer, 0, socket.MSG_DONTWAIT)
+                got = recv_into(buffer, 0, socket.MSG_DONTWAIT)
+                break
             except BlockingIOError:
                 pass
-        return recv_into(buffer)
+        if got < 0:
+            got = recv_into(buffer)
+        waited = min(clock() - started, 10 * self._cap)
+        self.typical += (waited - self.typical) / 8
+        return got
 
 
-def reader(sock: socket.socket, budget: int) -> io.BufferedReader:
-    """A buffered reader of ``sock`` that spins ``budget`` microseconds (0, or a socket with a
-    timeout, whose reads poll first anyway: a plain one)."""
-    if budget <= 0 or sock.gettimeout() is not None:
+def reader(sock: socket.socket, cap: int) -> io.BufferedReader:
+    """A buffered reader of ``sock`` whose refills poll at most ``cap`` microseconds (0, or a
+    socket with a timeout, whose reads poll first anyway: a plain one)."""
+    if cap <= 0 or sock.gettimeout() is not None:
         return io.BufferedReader(socket.SocketIO(sock, "rb"), _BUFFER)  # sock.makefile's
-    return io.BufferedReader(SpinningSocket(sock, budget / 1e6), _BUFFER)
+    return io.BufferedReader(SpinningSocket(sock, cap / 1e6), _BUFFER)

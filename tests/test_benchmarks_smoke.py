@@ -56,12 +56,13 @@ def trace_dir() -> str:
     return given or found[0]
 
 
-def five_ports() -> int:
-    """A free loopback port whose next four are free too (raw, grpc, rpyc and Pyro5 echoes)."""
+def six_ports() -> int:
+    """A free loopback port whose next five are free too (raw, grpc, rpyc, Pyro5 and spinning
+    raw echoes)."""
     while True:
         port = free_port()
         try:
-            for taken in range(port + 1, port + 5):
+            for taken in range(port + 1, port + 6):
                 with socket.socket() as s:
                     s.bind(("127.0.0.1", taken))
         except OSError:
@@ -79,19 +80,20 @@ def check_machine(out: str) -> None:
 
 def test_dataplane_loopback() -> None:
     out = run_benchmark(
-        "dataplane", "--loopback", "--smoke", "--calls", "60", "--port", str(five_ports())
+        "dataplane", "--loopback", "--smoke", "--calls", "60", "--port", str(six_ports())
     )
     check_dataplane(out)
 
 
 def check_dataplane(out: str) -> None:
-    """Its figures: ratios to raw, grpcio, rpyc and Pyro5, shares of raw throughput, the chain,
+    """Its figures: ratios to raw (blocking and spinning), grpcio, rpyc and Pyro5, shares of raw throughput, the chain,
     the streamed call's client cost, compute; the machine."""
     peers = [p for p in ("rpyc", "Pyro5") if f"vs {p} p50: skipped: not installed" not in out]
     for peer in peers:
         assert re.search(rf"radium p50 vs {peer} p50 .* ratio\s+{NUMBER}x", out), out
     ratios = [float(r) for r in re.findall(rf"ratio\s+({NUMBER})x", out)]
-    assert len(ratios) == 6 + len(peers) and all(r > 0 for r in ratios), out
+    assert len(ratios) == 8 + len(peers) and all(r > 0 for r in ratios), out
+    assert re.search(rf"radium p50 vs spinning raw p50 .* ratio\s+{NUMBER}x", out), out
     shares = [float(s) for s in re.findall(rf"({NUMBER})% of raw throughput", out)]
     assert len(shares) == 4 and all(s > 0 for s in shares), out
     assert "checksums equal: True" in out, out

@@ -86,8 +86,8 @@ def test_dataplane_loopback() -> None:
 
 
 def check_dataplane(out: str) -> None:
-    """Its figures: ratios to raw (blocking and spinning), grpcio, rpyc and Pyro5, shares of raw throughput, the chain,
-    the streamed call's client cost, compute; the machine."""
+    """Its figures: ratios to raw (blocking and spinning), grpcio, rpyc and Pyro5, shares of
+    raw throughput, the chain, the streamed call's client cost, compute; the machine."""
     peers = [p for p in ("rpyc", "Pyro5") if f"vs {p} p50: skipped: not installed" not in out]
     for peer in peers:
         assert re.search(rf"radium p50 vs {peer} p50 .* ratio\s+{NUMBER}x", out), out

@@ -22,11 +22,11 @@ from typing import Any, Callable, Optional, Tuple
 
 from radium_interposer import settings
 
-__all__ = ["BUDGET_US", "CAP_US", "SpinningSocket", "cap_us", "reader"]
+__all__ = ["CAP_US", "FLOOR_US", "SpinningSocket", "cap_us", "reader"]
 
 #: Microseconds a reader polls at least before it blocks (SpinningSocket: it polls longer
 #: when its connection's answers typically take longer, up to the cap).
-BUDGET_US = 50
+FLOOR_US = 50
 #: The most microseconds a reader polls, unless ``RADIUM_SPIN_US`` says otherwise.
 CAP_US = 1000
 #: The buffered reader's size: a frame and its small neighbours in one ``recv``.
@@ -62,7 +62,7 @@ class SpinningSocket(io.RawIOBase):
         self,
         sock: socket.socket,
         cap: float,
-        floor: float = BUDGET_US / 1e6,
+        floor: float = FLOOR_US / 1e6,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         super().__init__()

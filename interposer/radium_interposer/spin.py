@@ -8,7 +8,8 @@ reader first polls its socket, without blocking, giving the CPU to any other run
 between polls, and only then blocks. How long it polls follows how long its connection's
 answers take (:class:`SpinningSocket`), within a cap that bounds what a long wait costs (a call
 that computes for a second polls its first few hundred microseconds at most, then sleeps).
-With one CPU to run on, or a cgroup quota under one CPU, nothing spins. This is read per
+With one CPU to run on, or a cgroup quota under one CPU, nothing spins; on a busy CPU (a poll
+that lost the CPU to another task) a read stops polling and sleeps. This is read per
 connection (a worker is put in its lease's cgroup after it starts).
 """
 
@@ -29,6 +30,9 @@ __all__ = ["CAP_US", "FLOOR_US", "SpinningSocket", "cap_us", "reader"]
 FLOOR_US = 50
 #: The most microseconds a reader polls, unless ``RADIUM_SPIN_US`` says otherwise.
 CAP_US = 1000
+#: A poll that took longer than this (seconds) lost the CPU to another task: the machine is
+#: busy, and a task that yields waits behind the others while a sleeper is woken at once.
+_PREEMPTED = 20e-6
 #: The buffered reader's size: a frame and its small neighbours in one ``recv``.
 _BUFFER = 1 << 16
 
@@ -86,16 +90,19 @@ class SpinningSocket(io.RawIOBase):
         except BlockingIOError:
             pass
         clock = self._clock
-        started = clock()
+        started = now = clock()
         deadline = started + self.budget()
         got = -1
-        while clock() < deadline:
+        while now < deadline:
             os.sched_yield()  # a thread of the peer's, or our own, may share this CPU
             try:
                 got = recv_into(buffer, 0, socket.MSG_DONTWAIT)
                 break
             except BlockingIOError:
                 pass
+            polled, now = now, clock()
+            if now - polled > _PREEMPTED:
+                break  # another task had this CPU: a sleeper is woken sooner than a yielder
         if got < 0:
             got = recv_into(buffer)
         waited = min(clock() - started, 10 * self._cap)

@@ -123,6 +123,22 @@ def test_the_budget_follows_how_long_answers_take_within_floor_and_cap() -> None
         assert bool(sock.blocked) is blocks, wait
 
 
+def test_a_read_that_loses_the_cpu_stops_polling_and_sleeps() -> None:
+    clock = _Clock()
+    sock = _Timed(clock, 300e-6)
+    busy = sock.recv_into
+
+    def preempted(buffer: Any, size: int = 0, flags: int = 0) -> int:
+        clock.now += 100e-6  # another task ran before this poll came back
+        return busy(buffer, size, flags)
+
+    sock.recv_into = preempted  # type: ignore[method-assign]
+    raw = spin.SpinningSocket(sock, 1e-3, 1e-3, clock)  # type: ignore[arg-type]
+    sock.expect()
+    raw.readinto(bytearray(8))
+    assert sock.blocked == 1 and clock.now < 310e-6  # slept at the first lost poll
+
+
 def test_frames_cross_a_real_socket_pair_late_early_and_at_the_end() -> None:
     a, b = socket.socketpair()
     with a, b:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import socket
 import threading
-import time
 from typing import Any, List
 
 import pytest
@@ -152,10 +151,8 @@ def test_frames_cross_a_real_socket_pair_late_early_and_at_the_end() -> None:
         # Well past the budget: the reader sleeps in recv and still gets the frame.
         late = threading.Timer(0.05, wire.send_chunks, (a, wire.encode(wire.CALL, 2, {}, [])))
         late.start()
-        started = time.monotonic()
         frame = wire.read(reader.readinto)
         assert frame is not None and frame.call_id == 2
-        assert time.monotonic() - started >= 0.04
         late.join()
         a.shutdown(socket.SHUT_WR)
         assert wire.read(reader.readinto) is None  # a clean end

@@ -87,9 +87,9 @@ def loaded(name: str) -> Any:
 
 def importing(name: str) -> Any:
     """A module, imported if need be, or None if there is none: the worker's policy."""
-    loaded = sys.modules.get(name)
-    if loaded is not None:  # each array decoded asks for numpy; import_module takes a lock
-        return loaded
+    module = loaded(name)  # each array decoded asks for numpy; import_module takes a lock
+    if module is not None:
+        return module
     try:
         return importlib.import_module(name)
     except ImportError:

@@ -61,7 +61,7 @@ class Connection:
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         # Buffered: a frame's header, sizes and metadata arrive with one recv, not three.
-        self.reader: Any = spin.reader(sock, spin.cap_us())
+        self.reader: Any = spin.reader(sock)
         #: Encoded frames of pipelined calls, sent together (one syscall for many calls).
         self.outbox: List[Any] = []
         self.outbox_bytes = 0

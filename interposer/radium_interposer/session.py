@@ -61,7 +61,7 @@ class Session:
         self.records = records.Reader()
         self.templates: Dict[int, Any] = {}
         # Spinning: the client's next request often follows its answer within microseconds.
-        self.reader: Any = spin.reader(sock, spin.cap_us())
+        self.reader: Any = spin.reader(sock)
         self.out: List[str] = []
         self.err: List[str] = []
         #: Warnings the calls raised (worker_warnings), sent with the output as ``w``.

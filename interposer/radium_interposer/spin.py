@@ -110,9 +110,12 @@ class SpinningSocket(io.RawIOBase):
         return got
 
 
-def reader(sock: socket.socket, cap: int) -> io.BufferedReader:
-    """A buffered reader of ``sock`` whose refills poll at most ``cap`` microseconds (0, or a
-    socket with a timeout, whose reads poll first anyway: a plain one)."""
+def reader(sock: socket.socket, cap: Optional[int] = None) -> io.BufferedReader:
+    """A buffered reader of ``sock`` whose refills poll at most ``cap`` microseconds (this
+    process's :func:`cap_us` when not given; 0, or a socket with a timeout, whose reads poll
+    first anyway: a plain one)."""
+    if cap is None:
+        cap = cap_us()
     if cap <= 0 or sock.gettimeout() is not None:
         return io.BufferedReader(socket.SocketIO(sock, "rb"), _BUFFER)  # sock.makefile's
     return io.BufferedReader(SpinningSocket(sock, cap / 1e6), _BUFFER)
